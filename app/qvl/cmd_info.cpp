@@ -1,0 +1,71 @@
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/paths.h"
+#include "io/model_folder.h"
+#include "qvl/args.h"
+#include "qvl/commands.h"
+
+namespace qvl::cli {
+
+namespace {
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+}  // namespace
+
+int run_info(const std::vector<std::string>& argv) {
+  const std::vector<OptionSpec> specs = {
+      {"model", "DIR", "model folder (default: the embedded demo model)"},
+      {"json", "", "print one JSON object"},
+      {"help", "", "show this help"},
+  };
+  const Args args("info", argv, specs);
+  if (args.has("help")) {
+    std::printf("%s", usage("info", "Checks a model folder and summarises it.", specs).c_str());
+    return 0;
+  }
+  const ModelFolder m = ModelFolder::open(args.get("model", default_model_dir().string()));
+  const ModelConfig& c = m.config;
+  std::map<std::string, uint64_t> bytes_by_dtype;
+  for (const auto& [name, e] : m.checkpoint.entries())
+    bytes_by_dtype[std::string(dtype_name(e.info->dtype))] += e.info->end - e.info->begin;
+  const int64_t params = c.parameter_count();
+
+  if (args.has("json")) {
+    nlohmann::json j = {{"model", m.dir.string()},
+                        {"config", c.to_json()},
+                        {"parameters", params},
+                        {"checkpoint_bytes", m.checkpoint.total_bytes()},
+                        {"bytes_by_dtype", bytes_by_dtype},
+                        {"files", m.checkpoint.files().size()},
+                        {"notes", m.notes}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  const auto& t = c.text;
+  const auto& v = c.vision;
+  std::printf("model:      %s\n", m.dir.string().c_str());
+  std::printf("text:       %lld layers, hidden %lld, MLP %lld, heads %lld (kv %lld, head_dim %lld), vocab %lld\n",
+              (long long)t.num_hidden_layers, (long long)t.hidden_size, (long long)t.intermediate_size,
+              (long long)t.num_attention_heads, (long long)t.num_key_value_heads, (long long)t.head_dim,
+              (long long)t.vocab_size);
+  std::printf("rope:       theta %g, mrope sections [%s] %s\n", t.rope_theta, join(t.mrope_section).c_str(),
+              t.mrope_interleaved ? "interleaved" : "chunked");
+  std::printf("vision:     %lld blocks, hidden %lld, MLP %lld, heads %lld, patch %lld, merge %lld, deepstack [%s]\n",
+              (long long)v.depth, (long long)v.hidden_size, (long long)v.intermediate_size, (long long)v.num_heads,
+              (long long)v.patch_size, (long long)v.spatial_merge_size, join(v.deepstack_visual_indexes).c_str());
+  std::printf("head:       %s\n", c.tie_word_embeddings ? "tied to the embedding" : "separate lm_head");
+  std::printf("parameters: %lld (%.3f B)\n", (long long)params, double(params) / 1e9);
+  std::printf("checkpoint: %llu bytes (%.2f GiB) in %zu file(s):", (unsigned long long)m.checkpoint.total_bytes(),
+              double(m.checkpoint.total_bytes()) / (1 << 30), m.checkpoint.files().size());
+  for (const auto& [dtype, bytes] : bytes_by_dtype) std::printf(" %s %llu", dtype.c_str(), (unsigned long long)bytes);
+  std::printf("\n");
+  for (const auto& note : m.notes) std::printf("note:       %s\n", note.c_str());
+  return 0;
+}
+
+}  // namespace qvl::cli

@@ -1,0 +1,11 @@
+#pragma once
+#include <string>
+#include <vector>
+
+namespace qvl::cli {
+
+// Each subcommand takes its arguments (after the subcommand name) and returns the process exit code.
+int run_info(const std::vector<std::string>& argv);
+int run_make_random_model(const std::vector<std::string>& argv);
+
+}  // namespace qvl::cli

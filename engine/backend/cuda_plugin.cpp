@@ -1,0 +1,87 @@
+#include "backend/cuda_plugin.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <vector>
+
+#include "plugin_abi.h"  // kernels/: the C interface only, no CUDA
+#include "core/paths.h"
+
+namespace qvl {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<fs::path> candidate_paths() {
+  std::vector<fs::path> paths;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    paths.push_back(exe.parent_path().parent_path() / "lib" / "qvl" / "libqvl-cuda.so");  // installed
+    paths.push_back(exe.parent_path().parent_path() / "lib" / "libqvl-cuda.so");          // build tree
+    paths.push_back(exe.parent_path() / "libqvl-cuda.so");
+  }
+  paths.push_back(fs::path(QVL_BUILD_PLUGIN_DIR) / "libqvl-cuda.so");
+  return paths;
+}
+
+CudaPluginStatus load() {
+  CudaPluginStatus status;
+  std::vector<fs::path> paths;
+  if (const char* env = std::getenv("QVL_CUDA_PLUGIN")) {
+    if (!*env) {
+      status.reason = "CUDA disabled (QVL_CUDA_PLUGIN is empty)";
+      return status;
+    }
+    paths.push_back(env);
+  } else {
+    paths = candidate_paths();
+  }
+  void* handle = nullptr;
+  std::string last_error;
+  for (const auto& p : paths) {
+    if (!fs::exists(p)) continue;
+    handle = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) {
+      status.path = p;
+      break;
+    }
+    last_error = ::dlerror();
+  }
+  if (!handle) {
+    status.reason = last_error.empty() ? "the CUDA plugin (libqvl-cuda.so) is not installed"
+                                       : "the CUDA plugin could not be loaded: " + last_error;
+    return status;
+  }
+  // The handle is kept for the life of the process: the plugin's code may run until exit.
+  auto abi = reinterpret_cast<int (*)()>(::dlsym(handle, "qvl_cuda_plugin_abi"));
+  auto probe = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle, "qvl_cuda_probe"));
+  if (!abi || !probe || abi() != QVL_CUDA_PLUGIN_ABI) {
+    status.reason = status.path.string() + " is not a compatible qvl CUDA plugin (ABI " + std::to_string(abi ? abi() : -1) +
+                    ", expected " + std::to_string(QVL_CUDA_PLUGIN_ABI) + ")";
+    return status;
+  }
+  status.loaded = true;
+  std::string text(probe(nullptr, 0) + 1, '\0');
+  probe(text.data(), text.size());
+  text.pop_back();
+  status.probe = nlohmann::json::parse(text, nullptr, false);
+  if (status.probe.is_discarded()) {
+    status.reason = "the CUDA plugin's probe returned malformed JSON";
+  } else if (!status.probe.value("error", nlohmann::json()).is_null()) {
+    status.reason = status.probe["error"].get<std::string>();
+  } else {
+    status.usable = true;
+  }
+  return status;
+}
+
+}  // namespace
+
+const CudaPluginStatus& cuda_plugin() {
+  static const CudaPluginStatus status = load();
+  return status;
+}
+
+}  // namespace qvl

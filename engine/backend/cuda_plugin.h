@@ -1,0 +1,21 @@
+#pragma once
+// Finds and loads libqvl-cuda at run time. The core never links CUDA: when the plugin, the driver or a usable GPU
+// is missing, `reason` says which, and the engine runs on the CPU.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace qvl {
+
+struct CudaPluginStatus {
+  bool loaded = false;             // the plugin library was found and has the right ABI
+  bool usable = false;             // ... and at least one GPU can run its kernels
+  std::filesystem::path path;      // where it was loaded from
+  nlohmann::json probe;            // the plugin's own report (devices, driver, archs)
+  std::string reason;              // why CUDA cannot be used, empty when usable
+};
+
+// Loads once per process; $QVL_CUDA_PLUGIN overrides the search (an empty value disables CUDA, for tests).
+const CudaPluginStatus& cuda_plugin();
+
+}  // namespace qvl

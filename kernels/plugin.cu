@@ -1,0 +1,96 @@
+// Entry points of libqvl-cuda that the core finds with dlsym.
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "common.cuh"
+#include "plugin_abi.h"
+
+namespace {
+
+// A kernel that does nothing: launching it proves the fat binary holds code this GPU can run.
+__global__ void probe_kernel(int* flag) {
+  if (flag) *flag = 1;
+}
+
+nlohmann::json probe() {
+  nlohmann::json result = {{"driver", 0}, {"runtime", 0}, {"archs", nlohmann::json::array()},
+                           {"devices", nlohmann::json::array()}, {"error", nullptr}};
+#ifdef __CUDA_ARCH_LIST__  // nvcc >= 11.5: the architectures this file was compiled for, e.g. 610,750,900
+  for (int a : {__CUDA_ARCH_LIST__}) result["archs"].push_back(a / 10);
+#endif
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  result["driver"] = driver;
+  result["runtime"] = runtime;
+  if (driver == 0) {
+    result["error"] = "no NVIDIA driver is installed";
+    return result;
+  }
+  if (driver < runtime) {
+    result["error"] = "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
+                      std::to_string(driver % 1000 / 10) + " but the plugin needs " + std::to_string(runtime / 1000) +
+                      "." + std::to_string(runtime % 1000 / 10) + ": update the driver";
+    return result;
+  }
+  int count = 0;
+  if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    result["error"] = std::string("CUDA initialisation failed: ") + cudaGetErrorString(e);
+    return result;
+  }
+  if (count == 0) {
+    result["error"] = "no CUDA device";
+    return result;
+  }
+  bool any_usable = false;
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    nlohmann::json d = {{"index", i}, {"kernel_ok", false}, {"error", nullptr}};
+    if (const cudaError_t e = cudaGetDeviceProperties(&p, i); e != cudaSuccess) {
+      d["error"] = cudaGetErrorString(e);
+      result["devices"].push_back(d);
+      continue;
+    }
+    d["name"] = p.name;
+    d["cc"] = p.major * 10 + p.minor;
+    d["memory_bytes"] = p.totalGlobalMem;
+    d["multiprocessors"] = p.multiProcessorCount;
+    cudaSetDevice(i);
+    probe_kernel<<<1, 1>>>(nullptr);
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) {
+      d["kernel_ok"] = true;
+      any_usable = true;
+    } else {
+      d["error"] = e == cudaErrorNoKernelImageForDevice
+                       ? "no kernel image for compute capability " + std::to_string(p.major * 10 + p.minor) +
+                             " in this build"
+                       : std::string(cudaGetErrorString(e));
+    }
+    result["devices"].push_back(d);
+  }
+  if (!any_usable) result["error"] = "no usable CUDA device: " + result["devices"][0]["error"].get<std::string>();
+  return result;
+}
+
+}  // namespace
+
+extern "C" int qvl_cuda_plugin_abi(void) { return QVL_CUDA_PLUGIN_ABI; }
+
+extern "C" size_t qvl_cuda_probe(char* out, size_t capacity) {
+  std::string text;
+  try {
+    text = probe().dump();
+  } catch (const std::exception& e) {
+    text = nlohmann::json{{"error", std::string("probe failed: ") + e.what()}}.dump();
+  }
+  if (out && capacity) {
+    const size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
+    std::memcpy(out, text.data(), n);
+    out[n] = '\0';
+  }
+  return text.size();
+}
