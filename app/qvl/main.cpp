@@ -21,6 +21,9 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
       {"info", "summarise a model folder (config, parameters, bytes, dtypes)", qvl::cli::run_info},
       {"make-random-model", "write a random-weight Qwen3-VL model folder", qvl::cli::run_make_random_model},
+      {"tokenize", "print the token ids of a text", qvl::cli::run_tokenize},
+      {"detokenize", "print the text of token ids", qvl::cli::run_detokenize},
+      {"bench-tokenizer", "measure tokenizer throughput (MB/s)", qvl::cli::run_bench_tokenizer},
   };
   return list;
 }

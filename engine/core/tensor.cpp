@@ -103,6 +103,7 @@ double load_as_double(DType t, const void* src, std::size_t i) {
 }  // namespace
 
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t count) {
+  if (count == 0) return;  // empty tensors have no storage; memcpy(nullptr, ...) is undefined even for 0 bytes
   if (from == to) {
     std::memcpy(dst, src, count * dtype_size(from));
     return;

@@ -78,7 +78,9 @@ TEST(Safetensors, WriterRoundTripsEveryFloatDtype) {
     const Tensor back = file->tensor(name);
     EXPECT_EQ(back.dtype(), t.dtype());
     EXPECT_EQ(back.shape(), t.shape());
-    EXPECT_EQ(std::memcmp(back.raw(), t.raw(), t.nbytes()), 0) << name;
+    if (t.nbytes()) {
+      EXPECT_EQ(std::memcmp(back.raw(), t.raw(), t.nbytes()), 0) << name;
+    }
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "x.safetensors.partial"));
 }
