@@ -18,6 +18,8 @@ int run_make_random_model(const std::vector<std::string>& argv) {
       {"dtype", "TYPE", "bf16 (default), f16 or f32"},
       {"seed", "N", "random seed (default 0)"},
       {"shard-size-mb", "N", "split the weights into shards of at most N MiB"},
+      {"min-pixels", "N", "preprocessor pixel budget, lower bound (default 65536)"},
+      {"max-pixels", "N", "preprocessor pixel budget, upper bound (default 16777216)"},
       {"overwrite", "", "replace an existing folder"},
       {"help", "", "show this help"},
   };
@@ -41,6 +43,8 @@ int run_make_random_model(const std::vector<std::string>& argv) {
   options.max_shard_bytes = uint64_t(shard_mb) << 20;
   options.tokenizer_dir = resource_dir() / "tokenizer";
   options.overwrite = args.has("overwrite");
+  options.preprocessor.min_pixels = args.get_int("min-pixels", options.preprocessor.min_pixels);
+  options.preprocessor.max_pixels = args.get_int("max-pixels", options.preprocessor.max_pixels);
   write_random_model(config, args.get("out"), options);
   std::printf("wrote %s (%lld parameters)\n", args.get("out").c_str(), (long long)config.parameter_count());
   return 0;

@@ -67,6 +67,17 @@ Tensor Tensor::reshaped(Shape shape) const {
   return t;
 }
 
+Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
+  if (rank() == 0 || begin < 0 || end < begin || end > shape_[0])
+    fail("slice_rows [", begin, ", ", end, ") of shape ", shape_to_string(shape_));
+  Tensor t = *this;
+  const std::size_t row_bytes = shape_[0] ? nbytes() / std::size_t(shape_[0]) : 0;
+  t.data_ = static_cast<char*>(data_) + std::size_t(begin) * row_bytes;
+  t.shape_[0] = end - begin;
+  t.numel_ = shape_numel(t.shape_);
+  return t;
+}
+
 Tensor Tensor::to(DType dtype) const {
   if (device_ != Device::CPU) fail("Tensor::to: only CPU tensors can be converted on the host");
   Tensor out = empty(dtype, shape_);

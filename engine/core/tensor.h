@@ -47,6 +47,8 @@ public:
 
   // Same storage, new shape with the same element count.
   Tensor reshaped(Shape shape) const;
+  // Rows [begin, end) of the first dimension, sharing storage (a weight's q/k/v parts, a cache prefix).
+  Tensor slice_rows(int64_t begin, int64_t end) const;
   // A new CPU tensor of another element type (f32/f16/bf16 rounding like PyTorch).
   Tensor to(DType dtype) const;
   // All elements as f32 (CPU, floating types only).

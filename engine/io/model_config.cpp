@@ -253,6 +253,10 @@ GenerationConfig GenerationConfig::load(const std::filesystem::path& path) {
   return from_json(read_json_file(path), path.string());
 }
 
+GenerationConfig GenerationConfig::load_or_default(const std::filesystem::path& path) {
+  return std::filesystem::exists(path) ? load(path) : from_json(nlohmann::json::object(), path.string());
+}
+
 nlohmann::json GenerationConfig::to_json() const {
   nlohmann::json j = {{"bos_token_id", bos_token_id}, {"pad_token_id", pad_token_id}, {"eos_token_id", eos_token_ids},
                       {"do_sample", do_sample},       {"temperature", temperature},   {"top_k", top_k},

@@ -80,6 +80,8 @@ struct GenerationConfig {
 
   static GenerationConfig from_json(const nlohmann::json& j, const std::string& source = "generation_config.json");
   static GenerationConfig load(const std::filesystem::path& path);
+  // transformers' defaults when the file does not exist.
+  static GenerationConfig load_or_default(const std::filesystem::path& path);
   nlohmann::json to_json() const;
 };
 

@@ -53,8 +53,7 @@ ModelFolder ModelFolder::open(const fs::path& dir) {
   m.dir = dir;
   m.config = ModelConfig::load(dir / "config.json");
   // Without these files transformers falls back to defaults; so do we.
-  if (fs::exists(dir / "generation_config.json")) m.generation = GenerationConfig::load(dir / "generation_config.json");
-  else m.generation = GenerationConfig::from_json(nlohmann::json::object(), "generation_config.json");
+  m.generation = GenerationConfig::load_or_default(dir / "generation_config.json");
   if (fs::exists(dir / "preprocessor_config.json"))
     m.preprocessor = PreprocessorConfig::load(dir / "preprocessor_config.json");
   if (m.preprocessor.patch_size != m.config.vision.patch_size || m.preprocessor.merge_size != m.config.vision.spatial_merge_size ||

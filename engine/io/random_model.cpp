@@ -206,6 +206,7 @@ void write_random_model(const ModelConfig& input_config, const fs::path& out_arg
   config.dtype = options.dtype;
   // Round-trip through JSON so that a config that would not load again is refused before anything is written.
   config = ModelConfig::from_json(config.to_json(), "generated config.json");
+  PreprocessorConfig::from_json(options.preprocessor.to_json(), "generated preprocessor_config.json");
 
   if (fs::exists(out) && !fs::is_empty(out) && !options.overwrite)
     fail(out.string(), ": already exists and is not empty (pass overwrite to replace it)");
@@ -220,7 +221,7 @@ void write_random_model(const ModelConfig& input_config, const fs::path& out_arg
   try {
     write_file_atomically(staging / "config.json", config.to_json().dump(2) + "\n");
     write_file_atomically(staging / "generation_config.json", GenerationConfig{}.to_json().dump(2) + "\n");
-    write_file_atomically(staging / "preprocessor_config.json", PreprocessorConfig{}.to_json().dump(2) + "\n");
+    write_file_atomically(staging / "preprocessor_config.json", options.preprocessor.to_json().dump(2) + "\n");
     for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
       fs::copy_file(options.tokenizer_dir / file, staging / file);
     write_checkpoint(config, staging, options);

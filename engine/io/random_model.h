@@ -20,6 +20,7 @@ struct RandomModelOptions {
   uint64_t max_shard_bytes = 0;            // 0: one model.safetensors
   std::filesystem::path tokenizer_dir;     // tokenizer.json and tokenizer_config.json are copied from here
   bool overwrite = false;
+  PreprocessorConfig preprocessor;         // written as preprocessor_config.json (pixel budgets for small tests)
 };
 
 std::vector<std::string> model_preset_names();

@@ -51,7 +51,8 @@ TEST(Tokenizer, EncodesEveryGoldenStringExactlyLikeTransformers) {
 
 TEST(Tokenizer, DecodesEveryGoldenSequenceExactlyLikeTransformers) {
   const auto tok = qwen_tokenizer();
-  for (const auto& c : golden("decode.json")["cases"]) {
+  const auto decode_golden = golden("decode.json");
+  for (const auto& c : decode_golden["cases"]) {
     const auto ids = c["ids"].get<std::vector<TokenId>>();
     EXPECT_EQ(tok->decode(ids, c["skip_special"].get<bool>()), c["text"].get<std::string>()) << nlohmann::json(ids).dump();
   }
@@ -59,7 +60,8 @@ TEST(Tokenizer, DecodesEveryGoldenSequenceExactlyLikeTransformers) {
 
 TEST(Tokenizer, RoundTripsAndStreamsLikeTheWholeDecode) {
   const auto tok = qwen_tokenizer();
-  for (const auto& c : golden("encode.json")["cases"]) {
+  const auto encode_golden = golden("encode.json"), decode_golden = golden("decode.json");
+  for (const auto& c : encode_golden["cases"]) {
     const std::string text = c["text"];
     const auto ids = tok->encode(text);
     // NFC is the only change a round trip may make.
@@ -74,7 +76,7 @@ TEST(Tokenizer, RoundTripsAndStreamsLikeTheWholeDecode) {
     streamed += stream.finish();
     EXPECT_EQ(streamed, tok->decode(ids));
   }
-  for (const auto& c : golden("decode.json")["cases"]) {  // random ids: broken characters appear once, as U+FFFD
+  for (const auto& c : decode_golden["cases"]) {  // random ids: broken characters appear once, as U+FFFD
     const auto ids = c["ids"].get<std::vector<TokenId>>();
     StreamingDetokenizer stream(tok, c["skip_special"].get<bool>());
     std::string streamed;

@@ -1,0 +1,17 @@
+# OpenCV's core, imgproc and imgcodecs. Debian ships their CMake config only in the libopencv-dev meta-package
+# (234 packages); the three -dev packages we install carry headers and libraries, found directly here.
+find_path(QVL_OPENCV_INCLUDE_DIR opencv2/core.hpp PATH_SUFFIXES opencv4)
+set(_qvl_opencv_libs "")
+foreach(module core imgproc imgcodecs)
+  find_library(QVL_OPENCV_${module} NAMES opencv_${module})
+  if(NOT QVL_OPENCV_${module})
+    message(FATAL_ERROR "OpenCV ${module} not found: install libopencv-${module}-dev or configure with -DQVL_WITH_OPENCV=OFF")
+  endif()
+  list(APPEND _qvl_opencv_libs ${QVL_OPENCV_${module}})
+endforeach()
+if(NOT QVL_OPENCV_INCLUDE_DIR)
+  message(FATAL_ERROR "OpenCV headers not found: install libopencv-core-dev or configure with -DQVL_WITH_OPENCV=OFF")
+endif()
+add_library(qvl_opencv INTERFACE)
+target_include_directories(qvl_opencv SYSTEM INTERFACE ${QVL_OPENCV_INCLUDE_DIR})
+target_link_libraries(qvl_opencv INTERFACE ${_qvl_opencv_libs})

@@ -1,0 +1,68 @@
+#pragma once
+// The ops Qwen3-VL needs, behind one interface. The model (engine/model) is written once against it; the CPU
+// backend implements it here, the CUDA plugin in kernels/. Activations are tensors the backend allocates in its
+// own activation type; weights are whatever upload() made of the checkpoint's tensors.
+//
+// Shapes: "rows" are tokens. Linear weights are [out, in] (PyTorch layout). Per-head tensors are [S, H, D].
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qvl {
+
+enum class GeluKind { Tanh, Erf };
+
+// Which keys each query may see. Causal: query i (absolute position past + i) sees keys [0, past + i].
+// Segments: bidirectional inside each [bounds[j], bounds[j+1]) block, nothing across (one block per image).
+struct AttentionMask {
+  enum class Kind { Causal, Segments } kind = Kind::Causal;
+  int64_t past = 0;
+  std::vector<int64_t> bounds;  // Segments only: 0 = b0 < b1 < ... = S
+  static AttentionMask causal(int64_t past) { return {Kind::Causal, past, {}}; }
+  static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b)}; }
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual DType activation_type() const = 0;
+
+  // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
+  virtual Tensor upload(const Tensor& host_weight) = 0;
+  virtual Tensor alloc(Shape shape) = 0;  // activation type
+  // Host f32 <-> backend activations (ids, tables, results).
+  virtual Tensor from_host(const Tensor& host_f32) = 0;
+  virtual Tensor to_host(const Tensor& t) = 0;
+
+  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N])
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
+  // Per row over the last dimension. RMSNorm: y = w ⊙ (x / rms(x)); LayerNorm: y = w ⊙ (x − mean) / std + b.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;  // y may alias a
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
+  virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
+  // y[i] = table[ids[i]]
+  virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) = 0;
+  // In place on x [S, H, D] with cos, sin [S, D]: x' = x·cos + rotate_half(x)·sin, rotate_half = [−x₂, x₁].
+  virtual void rope(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
+  // out [S, Hq, D] = softmax(q·kᵀ·scale + mask) · v with q [S, Hq, D], k/v [T, Hkv, D] (the first T rows used);
+  // query head h reads kv head h / (Hq / Hkv).
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                         float scale, Tensor& out) = 0;
+  // dst rows [row, row + src rows) = src
+  virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
+  // x[rows[i]] += src[i]
+  virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
+  // x[rows[i]] = src[i]
+  virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace qvl

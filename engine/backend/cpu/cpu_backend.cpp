@@ -1,0 +1,242 @@
+// The CPU backend: f32 activations, weights used in their stored type (f32/f16/bf16) straight from the mapped
+// checkpoint, all cores through the thread pool, SIMD dot products chosen at run time (dot_kernels.h).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/dot_kernels.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+
+namespace qvl {
+namespace {
+
+void expect_f32(const Tensor& t, const char* op, const char* what) {
+  if (t.dtype() != DType::F32 || t.device() != Device::CPU) fail(op, ": ", what, " must be an f32 CPU tensor");
+}
+int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
+int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(1, last_dim(t)); }
+
+// Reads element i of a norm weight or bias of any float type.
+float weight_at(const Tensor& w, int64_t i) {
+  switch (w.dtype()) {
+    case DType::F32: return w.data<float>()[i];
+    case DType::BF16: return bf16_to_f32(w.data<uint16_t>()[i]);
+    case DType::F16: return f16_to_f32(w.data<uint16_t>()[i]);
+    default: fail("unsupported weight type ", dtype_name(w.dtype()));
+  }
+}
+std::vector<float> weight_vector(const Tensor& w) {
+  std::vector<float> v(std::size_t(w.numel()));
+  for (int64_t i = 0; i < w.numel(); ++i) v[std::size_t(i)] = weight_at(w, i);
+  return v;
+}
+
+class CpuBackend final : public Backend {
+public:
+  std::string name() const override { return std::string("cpu (") + cpu::dot_kernels().name + ")"; }
+  DType activation_type() const override { return DType::F32; }
+
+  Tensor upload(const Tensor& w) override { return w; }
+  Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }
+  Tensor from_host(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
+  Tensor to_host(const Tensor& t) override { return t; }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    expect_f32(x, "linear", "x");
+    expect_f32(y, "linear", "y");
+    const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
+    if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
+      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
+    const auto& kernels = cpu::dot_kernels();
+    const std::size_t row_bytes = std::size_t(k) * dtype_size(w.dtype());
+    const float* xp = x.data<float>();
+    float* yp = y.data<float>();
+    const auto* wp = static_cast<const char*>(w.raw());
+    const std::vector<float> b = bias ? weight_vector(*bias) : std::vector<float>{};
+    // Split the weight rows across threads: each thread streams its own part of the matrix once and reuses each
+    // row for all M activation rows (a block of 64 rows keeps x in cache while M is large).
+    ThreadPool::global().parallel_for(std::size_t(n), 16, [&](std::size_t begin, std::size_t end) {
+      constexpr int64_t kRowBlock = 64;
+      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, m - m0);
+        for (std::size_t j = begin; j < end; ++j)
+          kernels.dot_rows(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, w.dtype(),
+                           yp + m0 * n + int64_t(j), std::size_t(n));
+      }
+      if (!b.empty())
+        for (int64_t r = 0; r < m; ++r)
+          for (std::size_t j = begin; j < end; ++j) yp[r * n + int64_t(j)] += b[j];
+    });
+  }
+
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    expect_f32(x, "rms_norm", "x");
+    const int64_t d = last_dim(x);
+    if (w.numel() != d) fail("rms_norm: weight has ", w.numel(), " elements for rows of ", d);
+    const std::vector<float> wv = weight_vector(w);
+    for_rows(x, [&](const float* in, float* out) {
+      double sq = 0;
+      for (int64_t i = 0; i < d; ++i) sq += double(in[i]) * in[i];
+      const float inv = 1.0f / std::sqrt(float(sq / double(d)) + eps);
+      for (int64_t i = 0; i < d; ++i) out[i] = wv[std::size_t(i)] * (in[i] * inv);
+    }, y);
+  }
+
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    expect_f32(x, "layer_norm", "x");
+    const int64_t d = last_dim(x);
+    if (w.numel() != d || b.numel() != d) fail("layer_norm: weight/bias size does not match rows of ", d);
+    const std::vector<float> wv = weight_vector(w), bv = weight_vector(b);
+    for_rows(x, [&](const float* in, float* out) {
+      double sum = 0;
+      for (int64_t i = 0; i < d; ++i) sum += in[i];
+      const double mean = sum / double(d);
+      double var = 0;
+      for (int64_t i = 0; i < d; ++i) var += (in[i] - mean) * (in[i] - mean);
+      const float inv = 1.0f / std::sqrt(float(var / double(d)) + eps);
+      for (int64_t i = 0; i < d; ++i) out[i] = float(in[i] - mean) * inv * wv[std::size_t(i)] + bv[std::size_t(i)];
+    }, y);
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+    elementwise2(a, b, y, "add", [](float p, float q) { return p + q; });
+  }
+  void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) override {
+    elementwise2(gate, up, y, "silu_mul", [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+  }
+  void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
+    if (kind == GeluKind::Tanh)
+      elementwise2(x, x, y, "gelu", [](float v, float) {
+        return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+      });
+    else
+      elementwise2(x, x, y, "gelu", [](float v, float) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
+  }
+
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
+    const int64_t d = table.dim(1);
+    if (rows_of(y) != int64_t(ids.size()) || last_dim(y) != d) fail("embed: output shape ", shape_to_string(y.shape()));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= table.dim(0)) fail("embed: token id ", ids[i], " is outside the embedding table");
+      convert_elements(table.dtype(), static_cast<const char*>(table.raw()) + std::size_t(ids[i]) * std::size_t(d) * dtype_size(table.dtype()),
+                       DType::F32, y.data<float>() + int64_t(i) * d, std::size_t(d));
+    }
+  }
+
+  void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    expect_f32(x, "rope", "x");
+    const int64_t s = x.dim(0), h = x.dim(1), d = x.dim(2), half = d / 2;
+    if (cos.dim(0) != s || cos.dim(1) != d) fail("rope: cos table ", shape_to_string(cos.shape()), " for x ", shape_to_string(x.shape()));
+    float* p = x.data<float>();
+    const float* c = cos.data<float>();
+    const float* sn = sin.data<float>();
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < h; ++j) {
+        float* v = p + (i * h + j) * d;
+        const float* ci = c + i * d;
+        const float* si = sn + i * d;
+        for (int64_t e = 0; e < half; ++e) {
+          const float a = v[e], b = v[e + half];
+          v[e] = a * ci[e] - b * si[e];
+          v[e + half] = b * ci[e + half] + a * si[e + half];
+        }
+      }
+  }
+
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                 float scale, Tensor& out) override {
+    const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+    if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
+    const int64_t group = hq / hkv;
+    const float* qp = q.data<float>();
+    const float* kp = k.data<float>();
+    const float* vp = v.data<float>();
+    float* op = out.data<float>();
+    ThreadPool::global().parallel_for(std::size_t(s * hq), 1, [&](std::size_t begin, std::size_t end) {
+      std::vector<float> scores(static_cast<std::size_t>(kv_len));
+      for (std::size_t task = begin; task < end; ++task) {
+        const int64_t i = int64_t(task) / hq, h = int64_t(task) % hq, kvh = h / group;
+        int64_t lo = 0, hi = kv_len;  // visible keys [lo, hi)
+        if (mask.kind == AttentionMask::Kind::Causal) {
+          hi = std::min(kv_len, mask.past + i + 1);
+        } else {
+          const auto it = std::upper_bound(mask.bounds.begin(), mask.bounds.end(), i);
+          lo = *(it - 1);
+          hi = *it;
+        }
+        const float* qi = qp + (i * hq + h) * d;
+        float best = -INFINITY;
+        for (int64_t t = lo; t < hi; ++t) {
+          const float* kt = kp + (t * hkv + kvh) * d;
+          float dot = 0;
+          for (int64_t e = 0; e < d; ++e) dot += qi[e] * kt[e];
+          scores[std::size_t(t)] = dot * scale;
+          best = std::max(best, scores[std::size_t(t)]);
+        }
+        double total = 0;
+        for (int64_t t = lo; t < hi; ++t) total += scores[std::size_t(t)] = std::exp(scores[std::size_t(t)] - best);
+        float* oi = op + (i * hq + h) * d;
+        std::fill(oi, oi + d, 0.0f);
+        for (int64_t t = lo; t < hi; ++t) {
+          const float p = float(scores[std::size_t(t)] / total);
+          const float* vt = vp + (t * hkv + kvh) * d;
+          for (int64_t e = 0; e < d; ++e) oi[e] += p * vt[e];
+        }
+      }
+    });
+  }
+
+  void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
+    const int64_t width = src.numel() / std::max<int64_t>(1, src.dim(0));
+    if (row + src.dim(0) > dst.dim(0) || dst.numel() / dst.dim(0) != width) fail("copy_rows: does not fit");
+    std::memcpy(dst.data<float>() + row * width, src.data<float>(), src.nbytes());
+  }
+
+  void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
+    scatter(x, src, rows, [](float& a, float b) { a += b; });
+  }
+  void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
+    scatter(x, src, rows, [](float& a, float b) { a = b; });
+  }
+
+private:
+  template <typename Fn> void for_rows(const Tensor& x, Fn fn, Tensor& y) {
+    const int64_t d = last_dim(x), n = rows_of(x);
+    if (y.numel() != x.numel()) fail("row op: output shape ", shape_to_string(y.shape()), " for ", shape_to_string(x.shape()));
+    const float* in = x.data<float>();
+    float* out = y.data<float>();
+    ThreadPool::global().parallel_for(std::size_t(n), 8, [&](std::size_t b, std::size_t e) {
+      for (std::size_t r = b; r < e; ++r) fn(in + int64_t(r) * d, out + int64_t(r) * d);
+    });
+  }
+  template <typename Fn> void elementwise2(const Tensor& a, const Tensor& b, Tensor& y, const char* op, Fn fn) {
+    if (a.numel() != b.numel() || a.numel() != y.numel())
+      fail(op, ": sizes differ (", shape_to_string(a.shape()), ", ", shape_to_string(b.shape()), ", ", shape_to_string(y.shape()), ")");
+    const float* pa = a.data<float>();
+    const float* pb = b.data<float>();
+    float* py = y.data<float>();
+    ThreadPool::global().parallel_for(std::size_t(a.numel()), 4096, [&](std::size_t s, std::size_t e) {
+      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], pb[i]);
+    });
+  }
+  template <typename Fn> void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, Fn fn) {
+    const int64_t width = last_dim(x);
+    if (last_dim(src) != width || rows_of(src) != int64_t(rows.size())) fail("scatter: ", rows.size(), " rows of ", shape_to_string(src.shape()));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i] < 0 || rows[i] >= rows_of(x)) fail("scatter: row ", rows[i], " out of range");
+      float* dst = x.data<float>() + rows[i] * width;
+      const float* s = src.data<float>() + int64_t(i) * width;
+      for (int64_t e = 0; e < width; ++e) fn(dst[e], s[e]);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace qvl

@@ -1,0 +1,27 @@
+#pragma once
+// The inner loop of every CPU linear layer: dot products of f32 activations with one weight row stored as f32,
+// f16 or bf16. Weights stay in their stored type (a bf16 2B model is 4.3 GB in memory, not 8.5) and are widened
+// in registers. Variants for AVX-512, AVX2+FMA+F16C and plain C++ are chosen once, at run time.
+#include <cstddef>
+
+#include "core/dtype.h"
+
+namespace qvl::cpu {
+
+// y[m * y_stride] = dot(x + m * k, w_row) for m < rows. Processing several activation rows per weight row reads
+// the weight once for all of them, which is what makes prefill cheaper per token than decode.
+using DotRowsFn = void (*)(const float* x, std::size_t rows, std::size_t k, const void* w_row, DType w_type,
+                           float* y, std::size_t y_stride);
+
+struct DotKernels {
+  DotRowsFn dot_rows;
+  const char* name;  // "avx512", "avx2", "generic"
+};
+
+// The best variant this processor runs ($QVL_CPU_KERNELS=generic|avx2|avx512 forces one, for tests).
+const DotKernels& dot_kernels();
+const DotKernels& dot_kernels_generic();
+const DotKernels* dot_kernels_avx2();    // nullptr when the processor lacks AVX2/FMA/F16C
+const DotKernels* dot_kernels_avx512();  // nullptr when the processor lacks AVX-512F
+
+}  // namespace qvl::cpu

@@ -1,0 +1,39 @@
+#pragma once
+// A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into contiguous chunks, one
+// per thread (the caller takes the first), so each thread streams its own slice of a weight matrix.
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qvl {
+
+class ThreadPool {
+public:
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return int(workers_.size()) + 1; }
+  // Runs fn(begin, end) over chunks of [0, n) of at least `grain` items; returns when all are done.
+  // Not re-entrant: a task must not call parallel_for on the same pool.
+  void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
+
+  // The process-wide pool, sized to the machine ($QVL_THREADS overrides).
+  static ThreadPool& global();
+
+private:
+  void worker_loop(std::size_t index);
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  const std::function<void(std::size_t, std::size_t)>* task_ = nullptr;
+  std::size_t n_ = 0, chunks_ = 0, chunk_size_ = 0;
+  std::size_t generation_ = 0, pending_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace qvl

@@ -1,0 +1,39 @@
+#pragma once
+// Rotary tables and multimodal position ids for Qwen3-VL (reference spec sections 4.3, 5.2, 5.3).
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+
+namespace qvl {
+
+struct ImageGrid {
+  int64_t t = 1, h = 0, w = 0;  // in patches (before the 2x2 merge)
+};
+
+// Positions on the (t, h, w) axes for every prompt token, as transformers' get_rope_index: text runs count up on
+// all axes; the pads of an image get (cur, cur + row, cur + col) on its merged grid, and the text after it resumes
+// at 1 + the largest position used. `delta` = (max position + 1) - length; decode step n uses n + delta.
+struct PromptPositions {
+  std::array<std::vector<int64_t>, 3> axes;
+  int64_t delta = 0;
+};
+PromptPositions multimodal_positions(const std::vector<int32_t>& ids, const ModelConfig& config,
+                                     const std::vector<ImageGrid>& grids);
+
+// Text rotary tables [S, head_dim] (cos, sin) for positions on the three axes, interleaved mRoPE: frequency j
+// follows axis h when j % 3 == 1 and j < 3·sections[1], w when j % 3 == 2 and j < 3·sections[2], else t.
+std::pair<Tensor, Tensor> text_rope_tables(const TextConfig& config, const std::array<std::vector<int64_t>, 3>& positions,
+                                           std::size_t begin, std::size_t count);
+
+// Vision rotary tables [N, head_dim] for all patches of all images in merge-window order: the first quarter of
+// frequencies by patch row, the second by column, then repeated (rotate_half pairs d and d + head_dim/2).
+std::pair<Tensor, Tensor> vision_rope_tables(const VisionConfig& config, const std::vector<ImageGrid>& grids);
+
+// The learned position embedding, bilinearly interpolated from its square grid to each image's grid and put in
+// merge-window order: [N, hidden] f32.
+Tensor interpolated_position_embedding(const VisionConfig& config, const Tensor& table, const std::vector<ImageGrid>& grids);
+
+}  // namespace qvl

@@ -1,0 +1,170 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backend/backend.h"
+#include "backend/cuda_plugin.h"
+#include "core/error.h"
+#include "io/model_folder.h"
+#include "model/text_decoder.h"
+#include "model/vision_encoder.h"
+#include "text/prompt.h"
+#include "vision/preprocess.h"
+
+namespace qvl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+class Qwen3VLEngine final : public Engine {
+public:
+  Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
+      : options_(options), model_(ModelFolder::open(dir)), tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
+    if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+      fail("device must be auto, cpu or cuda (got '", options.device, "')");
+    const CudaPluginStatus& cuda = cuda_plugin();
+    if (options.device == "cuda") fail("the CUDA backend is not available in this version (", cuda.usable ? "ops not yet implemented" : cuda.reason, ")");
+    if (options.device == "auto") fallback_reason_ = cuda.usable ? "the CUDA backend's ops are not implemented yet" : cuda.reason;
+    backend_ = make_cpu_backend();
+    weights_ = bind_weights(model_, *backend_);
+    preprocessor_ = model_.preprocessor;
+    const int64_t per_token = preprocessor_.patch_size * preprocessor_.patch_size * preprocessor_.merge_size * preprocessor_.merge_size;
+    if (options.image_min_tokens > 0) preprocessor_.min_pixels = options.image_min_tokens * per_token;
+    if (options.image_max_tokens > 0) preprocessor_.max_pixels = options.image_max_tokens * per_token;
+    if (preprocessor_.max_pixels < preprocessor_.min_pixels) fail("image max tokens must not be below image min tokens");
+  }
+
+  GenerateResult generate(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) override {
+    const ModelConfig& config = model_.config;
+    GenerateResult result;
+    if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
+    const std::size_t images_in_prompt = count_images(request.messages);
+    if (images_in_prompt != request.images.size())
+      fail("the conversation has ", images_in_prompt, " images but ", request.images.size(), " were given");
+
+    // Images -> pixel values and grids.
+    auto t0 = Clock::now();
+    std::vector<int64_t> tokens_per_image;
+    std::vector<Tensor> pixel_parts;
+    for (const auto& image : request.images) {
+      PreprocessedImage p = preprocess_image(image, preprocessor_);
+      tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor_.merge_size * preprocessor_.merge_size));
+      result.image_grids.push_back(p.grid);
+      pixel_parts.push_back(std::move(p.pixel_values));
+    }
+    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image, TokenId(config.image_token_id),
+                                     request.template_options);
+    result.timing.preprocess_ms = ms_since(t0);
+    const auto prompt_len = int64_t(result.prompt_ids.size());
+    const int64_t needed = prompt_len + request.max_new_tokens;
+    if (needed > options_.max_context || needed > config.text.max_position_embeddings)
+      fail("the prompt has ", prompt_len, " tokens; with ", request.max_new_tokens, " new tokens that is ", needed,
+           ", over the context limit of ", std::min(options_.max_context, config.text.max_position_embeddings));
+
+    // Vision tower.
+    t0 = Clock::now();
+    VisionInjection vision;
+    if (!pixel_parts.empty()) {
+      int64_t rows = 0;
+      for (const auto& p : pixel_parts) rows += p.dim(0);
+      Tensor pixels = Tensor::empty(DType::F32, {rows, pixel_parts[0].dim(1)});
+      int64_t at = 0;
+      for (const auto& p : pixel_parts) {
+        std::copy_n(p.data<float>(), p.numel(), pixels.data<float>() + at);
+        at += p.numel();
+      }
+      VisionOutput v = encode_images(*backend_, config, weights_.vision, pixels, result.image_grids);
+      vision.embeddings = std::move(v.embeddings);
+      vision.deepstack = std::move(v.deepstack);
+      for (int64_t i = 0; i < prompt_len; ++i)
+        if (result.prompt_ids[std::size_t(i)] == config.image_token_id) vision.positions.push_back(i);
+    }
+    result.timing.vision_ms = ms_since(t0);
+
+    // Prefill.
+    t0 = Clock::now();
+    const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
+    KvCache cache(*backend_, config.text, needed);
+    TextDecoder decoder(*backend_, config, weights_.text);
+    auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
+    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, pixel_parts.empty() ? nullptr : &vision, cache);
+    result.timing.prefill_ms = ms_since(t0);
+    result.timing.prompt_tokens = prompt_len;
+
+    // Decode loop.
+    t0 = Clock::now();
+    Sampler sampler(request.sampling);
+    StreamingDetokenizer detok(tokenizer_, true);
+    std::vector<int32_t> history = result.prompt_ids;
+    const auto& eos = model_.generation.eos_token_ids;
+    result.stop_reason = "max_new_tokens";
+    for (int64_t step = 0; step < request.max_new_tokens; ++step) {
+      std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
+      if (step == 0) result.first_step_top = top_logits(scores, 20);
+      const int32_t next = sampler.next(scores, history);
+      history.push_back(next);
+      result.generated_ids.push_back(next);
+      const bool stop = std::find(eos.begin(), eos.end(), next) != eos.end();
+      const std::string piece = detok.push(next);
+      result.text += piece;
+      if (sink) sink->on_token(next, piece);
+      if (stop) {
+        result.stop_reason = "eos";
+        break;
+      }
+      if (cancel && cancel->load()) {
+        result.stop_reason = "cancelled";
+        break;
+      }
+      if (step + 1 == request.max_new_tokens) break;
+      // Decode positions: cache index + rope delta, the same on all three axes.
+      const int64_t pos = cache.length() + positions.delta;
+      const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
+      auto [c, s] = text_rope_tables(config.text, p, 0, 1);
+      const int32_t id = next;
+      logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
+    }
+    const std::string tail = detok.finish();
+    result.text += tail;
+    if (sink && !tail.empty()) sink->on_token(-1, tail);
+    result.timing.decode_ms = ms_since(t0);
+    result.timing.generated_tokens = int64_t(result.generated_ids.size());
+    return result;
+  }
+
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  std::string device() const override { return "cpu"; }
+  std::string backend_name() const override { return backend_->name(); }
+  std::string fallback_reason() const override { return fallback_reason_; }
+
+private:
+  static std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& logits, std::size_t k) {
+    std::vector<int32_t> idx(logits.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i);
+    k = std::min(k, idx.size());
+    std::partial_sort(idx.begin(), idx.begin() + std::ptrdiff_t(k), idx.end(), [&](int32_t a, int32_t b) {
+      return logits[std::size_t(a)] != logits[std::size_t(b)] ? logits[std::size_t(a)] > logits[std::size_t(b)] : a < b;
+    });
+    std::vector<std::pair<int32_t, float>> out;
+    for (std::size_t i = 0; i < k; ++i) out.emplace_back(idx[i], logits[std::size_t(idx[i])]);
+    return out;
+  }
+
+  EngineOptions options_;
+  ModelFolder model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::unique_ptr<Backend> backend_;
+  ModelWeights weights_;
+  PreprocessorConfig preprocessor_;
+  std::string fallback_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_dir, const EngineOptions& options) {
+  return std::make_unique<Qwen3VLEngine>(model_dir, options);
+}
+
+}  // namespace qvl

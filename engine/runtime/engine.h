@@ -1,0 +1,71 @@
+#pragma once
+// The engine facade: load a model folder onto a device, then generate answers for conversations with images.
+// Everything a caller (the CLI, the GUI's worker thread) needs goes through here.
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/rope.h"
+#include "runtime/sampler.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+#include "vision/image.h"
+
+namespace qvl {
+
+struct EngineOptions {
+  std::string device = "auto";     // "auto", "cpu" or "cuda"
+  int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
+  int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
+  int64_t image_max_tokens = 0;
+};
+
+struct GenerateRequest {
+  std::vector<ChatMessage> messages;
+  std::vector<RgbImage> images;  // one per image item, in prompt order
+  int64_t max_new_tokens = 256;
+  SamplingOptions sampling;
+  ChatTemplateOptions template_options;
+};
+
+struct GenerateTiming {
+  double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0;
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_ids;
+  std::vector<ImageGrid> image_grids;
+  std::vector<int32_t> generated_ids;
+  std::string text;
+  std::vector<std::pair<int32_t, float>> first_step_top;  // 20 largest logits of the first step, before sampling
+  std::string stop_reason;                                 // "eos", "max_new_tokens" or "cancelled"
+  GenerateTiming timing;
+};
+
+class TokenSink {
+public:
+  virtual ~TokenSink() = default;
+  // `text` holds only whole characters (it may be empty while a character is split across tokens).
+  virtual void on_token(int32_t id, const std::string& text) = 0;
+};
+
+class Engine {
+public:
+  // Throws qvl::Error for a bad model folder or an unusable device ("cuda" without a GPU).
+  static std::unique_ptr<Engine> load(const std::filesystem::path& model_dir, const EngineOptions& options = {});
+  virtual ~Engine() = default;
+
+  // Thread-safe to cancel from another thread: generation stops within one token.
+  virtual GenerateResult generate(const GenerateRequest& request, TokenSink* sink = nullptr,
+                                  const std::atomic<bool>* cancel = nullptr) = 0;
+
+  virtual const Tokenizer& tokenizer() const = 0;
+  virtual std::string device() const = 0;           // "cpu" or "cuda"
+  virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
+  virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
+};
+
+}  // namespace qvl

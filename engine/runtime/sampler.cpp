@@ -1,0 +1,74 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace qvl {
+
+Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(options.seed * 0x9e3779b97f4a7c15ull + 1) {
+  if (options.temperature < 0) fail("temperature must not be negative");
+  if (options.top_p <= 0 || options.top_p > 1) fail("top_p must be in (0, 1]");
+  if (options.top_k < 0) fail("top_k must not be negative");
+  if (options.repetition_penalty <= 0) fail("repetition_penalty must be positive");
+}
+
+double Sampler::uniform() {  // splitmix64 -> [0, 1)
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+int32_t Sampler::next(std::vector<float>& logits, std::span<const int32_t> history) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  if (options_.repetition_penalty != 1.0) {
+    const float p = float(options_.repetition_penalty);
+    std::vector<bool> seen(logits.size(), false);
+    for (int32_t id : history)
+      if (id >= 0 && std::size_t(id) < logits.size() && !seen[std::size_t(id)]) {
+        seen[std::size_t(id)] = true;
+        float& l = logits[std::size_t(id)];
+        l = l < 0 ? l * p : l / p;
+      }
+  }
+  if (options_.temperature == 0.0)
+    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());  // first of equal maxima
+
+  for (float& l : logits) l = float(l / options_.temperature);
+  if (options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()) {
+    std::vector<float> sorted(logits);
+    std::nth_element(sorted.begin(), sorted.begin() + (options_.top_k - 1), sorted.end(), std::greater<>());
+    const float kth = sorted[std::size_t(options_.top_k - 1)];
+    for (float& l : logits)
+      if (l < kth) l = kNegInf;
+  }
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[std::size_t(a)] < logits[std::size_t(b)]; });
+  const float best = logits[std::size_t(order.back())];
+  std::vector<double> probs(logits.size());
+  double total = 0;
+  for (std::size_t i = 0; i < logits.size(); ++i) total += probs[i] = std::exp(double(logits[i]) - best);
+  if (options_.top_p < 1.0) {
+    // Ascending order: drop tokens while the mass below them is at most 1 - top_p; the most likely always stays.
+    double cumulative = 0;
+    for (std::size_t r = 0; r + 1 < order.size(); ++r) {
+      const std::size_t id = std::size_t(order[r]);
+      cumulative += probs[id] / total;
+      if (cumulative <= 1.0 - options_.top_p) probs[id] = 0;
+    }
+    total = std::accumulate(probs.begin(), probs.end(), 0.0);
+  }
+  double draw = uniform() * total;
+  for (std::size_t r = order.size(); r-- > 0;) {
+    const std::size_t id = std::size_t(order[r]);
+    if ((draw -= probs[id]) < 0) return int32_t(id);
+  }
+  return order.back();
+}
+
+}  // namespace qvl

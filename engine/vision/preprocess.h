@@ -1,0 +1,31 @@
+#pragma once
+// Qwen3-VL image preprocessing as transformers does it (reference spec section 3): smart_resize to a multiple of
+// patch·merge inside the pixel budget, antialiased bicubic resize (PIL/torchvision style, on uint8), rescale and
+// normalise, duplicate the frame to fill a temporal patch, patchify in merge-window order.
+#include <cstdint>
+#include <utility>
+
+#include "core/tensor.h"
+#include "io/model_config.h"
+#include "model/rope.h"
+#include "vision/image.h"
+
+namespace qvl {
+
+// (height, width) after resizing; round-half-to-even like Python. Throws for an aspect ratio over 200.
+std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels, int64_t max_pixels);
+
+// Separable antialiased bicubic resize (Keys a = -0.5, support scaled by the downscale factor), uint8 in and out.
+RgbImage resize_bicubic_antialiased(const RgbImage& image, int64_t height, int64_t width);
+
+struct PreprocessedImage {
+  Tensor pixel_values;  // [grid.h * grid.w, C·T·P·P] f32, merge-window row order
+  ImageGrid grid;
+};
+
+PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConfig& config);
+
+// Merged tokens an image of this size costs in the prompt.
+int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& config);
+
+}  // namespace qvl

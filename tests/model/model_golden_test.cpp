@@ -1,0 +1,186 @@
+// The CPU engine against transformers (fp32, eager) on the golden models, stage by stage:
+// prompt ids and image grids (exact), pixel values (our resize: within one 8-bit step), vision embeddings and
+// DeepStack features from the reference pixels, multimodal position ids (exact), last-position logits, and
+// greedy tokens end to end while the reference's top-2 margin is clear.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "backend/backend.h"
+#include "io/json_fields.h"
+#include "io/model_folder.h"
+#include "io/safetensors.h"
+#include "model/text_decoder.h"
+#include "model/vision_encoder.h"
+#include "runtime/engine.h"
+#include "test_support.h"
+#include "text/messages_json.h"
+#include "text/prompt.h"
+#include "vision/preprocess.h"
+
+namespace qvl {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kGoldenDir = fs::path(QVL_TEST_GOLDEN_DIR) / "model";
+
+// max |a - b| / max |b|: errors relative to the reference's scale.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, scale = 1e-30;
+  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(b[i])));
+  }
+  return diff / scale;
+}
+
+struct LoadedModel {
+  ModelFolder folder;
+  std::unique_ptr<Backend> backend;
+  ModelWeights weights;
+  std::unique_ptr<Engine> engine;
+};
+LoadedModel& model(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<LoadedModel>> cache;
+  auto& slot = cache[name];
+  if (!slot) {
+    const fs::path dir = fs::path(QVL_TEST_GOLDEN_MODEL_DIR) / name;
+    slot = std::make_unique<LoadedModel>(LoadedModel{ModelFolder::open(dir), make_cpu_backend(), {}, nullptr});
+    slot->weights = bind_weights(slot->folder, *slot->backend);
+    slot->engine = Engine::load(dir, {"cpu"});
+  }
+  return *slot;
+}
+
+std::vector<std::string> golden_cases() {
+  const auto recipes = read_json_file(kGoldenDir / "recipes.json");
+  return recipes["cases"].get<std::vector<std::string>>();
+}
+
+// Reference pixel values: (u8 - 127.5) / 127.5 with the frame repeated over the temporal patch.
+Tensor reference_pixels(const Tensor& u8) {
+  const int64_t n = u8.dim(0), per_frame = u8.dim(1) / 3;
+  Tensor out = Tensor::empty(DType::F32, {n, 6 * per_frame});
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < 3; ++c)
+      for (int64_t t = 0; t < 2; ++t)
+        for (int64_t i = 0; i < per_frame; ++i)
+          out.data<float>()[r * 6 * per_frame + (c * 2 + t) * per_frame + i] =
+              (float(u8.data<uint8_t>()[r * 3 * per_frame + c * per_frame + i]) - 127.5f) / 127.5f;
+  return out;
+}
+
+class ModelGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelGolden, MatchesTransformersStageByStage) {
+  const std::string name = GetParam();
+  const auto golden = read_json_file(kGoldenDir / (name + ".json"));
+  const auto tensors = SafetensorsFile::open(kGoldenDir / (name + ".safetensors"));
+  LoadedModel& m = model(golden["model"].get<std::string>());
+  const ModelConfig& config = m.folder.config;
+
+  // Prompt and images.
+  const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
+  std::vector<int64_t> tokens_per_image;
+  std::vector<ImageGrid> grids;
+  std::vector<Tensor> our_pixels;
+  for (const auto& path : conv.image_paths) {
+    PreprocessedImage p = preprocess_image(load_image(path), m.folder.preprocessor);
+    tokens_per_image.push_back(p.grid.h * p.grid.w / 4);
+    grids.push_back(p.grid);
+    our_pixels.push_back(p.pixel_values);
+  }
+  const auto prompt = build_prompt(m.engine->tokenizer(), conv.messages, tokens_per_image, TokenId(config.image_token_id));
+  ASSERT_EQ(prompt, golden["prompt_token_ids"].get<std::vector<int32_t>>());
+  ASSERT_EQ(grids.size(), golden["image_grid_thw"].size());
+  for (std::size_t i = 0; i < grids.size(); ++i)
+    EXPECT_EQ((std::vector<int64_t>{grids[i].t, grids[i].h, grids[i].w}), golden["image_grid_thw"][i].get<std::vector<int64_t>>());
+
+  // Positions.
+  const PromptPositions pos = multimodal_positions(prompt, config, grids);
+  for (int axis = 0; axis < 3; ++axis)
+    EXPECT_EQ(pos.axes[std::size_t(axis)], golden["position_ids"][axis].get<std::vector<int64_t>>()) << "axis " << axis;
+  EXPECT_EQ(pos.delta, golden["rope_delta"].get<int64_t>());
+
+  VisionInjection vision;
+  if (!grids.empty()) {
+    // Our resize and patchify against the processor's: every value within one 8-bit step.
+    const Tensor ref = reference_pixels(tensors->tensor("pixel_u8"));
+    std::vector<float> ours;
+    for (const auto& p : our_pixels) {
+      const auto v = p.to_f32_vector();
+      ours.insert(ours.end(), v.begin(), v.end());
+    }
+    const auto ref_values = ref.to_f32_vector();
+    ASSERT_EQ(ours.size(), ref_values.size());
+    std::size_t off = 0;
+    double worst = 0;
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      const double d = std::fabs(ours[i] - ref_values[i]);
+      worst = std::max(worst, d);
+      off += d > 1e-6;
+    }
+    EXPECT_LE(worst, 1.0 / 127.5 + 1e-6) << "resize differs by more than one step";
+    RecordProperty("pixels_off_by_one_step", std::to_string(off) + "/" + std::to_string(ours.size()));
+
+    // Vision tower on the reference pixels.
+    VisionOutput v = encode_images(*m.backend, config, m.weights.vision, ref, grids);
+    const double embed_err = relative_error(v.embeddings.to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector());
+    EXPECT_LT(embed_err, 2e-5) << "image embeddings";
+    ASSERT_EQ(v.deepstack.size(), config.vision.deepstack_visual_indexes.size());
+    for (std::size_t i = 0; i < v.deepstack.size(); ++i)
+      EXPECT_LT(relative_error(v.deepstack[i].to_f32_vector(), tensors->tensor("deepstack_" + std::to_string(i)).to_f32_vector()), 2e-5)
+          << "deepstack " << i;
+    vision.embeddings = v.embeddings;
+    vision.deepstack = v.deepstack;
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] == config.image_token_id) vision.positions.push_back(int64_t(i));
+  }
+
+  // Last-position logits from the decoder.
+  KvCache cache(*m.backend, config.text, int64_t(prompt.size()));
+  TextDecoder decoder(*m.backend, config, m.weights.text);
+  const auto [cos, sin] = text_rope_tables(config.text, pos.axes, 0, prompt.size());
+  const Tensor logits = decoder.forward(prompt, cos, sin, grids.empty() ? nullptr : &vision, cache);
+  const auto stride = std::size_t(read_json_file(kGoldenDir / "recipes.json")["logit_stride"].get<int64_t>());
+  std::vector<float> strided;
+  for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
+  const double logit_err = relative_error(strided, tensors->tensor("logits_strided").to_f32_vector());
+  EXPECT_LT(logit_err, 2e-5) << "logits";
+  for (const auto& top : golden["first_step_top"])
+    EXPECT_NEAR(logits.data<float>()[top[0].get<int32_t>()], top[1].get<float>(), 1e-3);
+  RecordProperty("logit_relative_error", std::to_string(logit_err));
+
+  // End to end through the engine with our own preprocessing: greedy tokens while the reference margin is clear.
+  GenerateRequest request;
+  request.messages = conv.messages;
+  for (const auto& path : conv.image_paths) request.images.push_back(load_image(path));
+  request.max_new_tokens = int64_t(golden["greedy_token_ids"].size());
+  const GenerateResult r = m.engine->generate(request);
+  EXPECT_EQ(r.prompt_ids, prompt);
+  const auto want = golden["greedy_token_ids"].get<std::vector<int32_t>>();
+  const auto margins = golden["greedy_margins"].get<std::vector<double>>();
+  constexpr double kClearMargin = 0.01;  // logits are compared to ~1e-5 of their scale above; 0.01 is far clear
+  std::size_t compared = 0;
+  for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size(); ++i) {
+    if (margins[i] < kClearMargin) break;
+    EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i << " (reference margin " << margins[i] << ")";
+    ++compared;
+  }
+  EXPECT_GE(compared, 1u) << "no greedy step had a clear reference margin";
+  RecordProperty("greedy_tokens_compared", std::to_string(compared));
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, ModelGolden, ::testing::ValuesIn(golden_cases()),
+                         [](const auto& param_info) {
+                           std::string n = param_info.param;
+                           for (char& c : n)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace qvl
