@@ -19,6 +19,7 @@ struct Command {
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> list = {
+      {"bench", "measure vision, prefill and decode speed against the roofline", qvl::cli::run_bench},
       {"generate", "answer a prompt about images", qvl::cli::run_generate},
       {"info", "summarise a model folder (config, parameters, bytes, dtypes)", qvl::cli::run_info},
       {"make-random-model", "write a random-weight Qwen3-VL model folder", qvl::cli::run_make_random_model},

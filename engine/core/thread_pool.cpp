@@ -1,10 +1,16 @@
 #include "core/thread_pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
-#include <string>
 
 namespace qvl {
+
+namespace {
+constexpr auto kSpin = std::chrono::microseconds(200);  // how long an idle worker polls before it sleeps
+}
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker_loop(std::size_t(i)); });
@@ -22,17 +28,20 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::worker_loop(std::size_t index) {
   std::size_t seen = 0;
   for (;;) {
-    std::unique_lock lock(mutex_);
-    wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    const auto* task = task_;
+    // Poll for new work for a short while, then sleep on the condition variable.
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed) &&
+           std::chrono::steady_clock::now() < spin_until)
+      _mm_pause();
+    if (generation_.load(std::memory_order_acquire) == seen) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+    }
+    if (stop_.load()) return;
+    seen = generation_.load(std::memory_order_acquire);
     const std::size_t begin = index * chunk_size_, end = std::min(n_, begin + chunk_size_);
-    const bool has_work = index < chunks_;
-    lock.unlock();
-    if (has_work && begin < end) (*task)(begin, end);
-    lock.lock();
-    if (--pending_ == 0) done_.notify_one();
+    if (index < chunks_ && begin < end) (*task_)(begin, end);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -45,19 +54,17 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::funct
     return;
   }
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(mutex_);  // publishes the task before the generation bump
     task_ = &fn;
     n_ = n;
     chunks_ = chunks;
     chunk_size_ = (n + chunks - 1) / chunks;
-    pending_ = workers_.size();
-    ++generation_;
+    pending_.store(workers_.size(), std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();
   fn(0, std::min(n, chunk_size_));
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
-  task_ = nullptr;
+  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
 }
 
 ThreadPool& ThreadPool::global() {

@@ -106,7 +106,7 @@ public:
       const int32_t next = sampler.next(scores, history);
       history.push_back(next);
       result.generated_ids.push_back(next);
-      const bool stop = std::find(eos.begin(), eos.end(), next) != eos.end();
+      const bool stop = !request.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end();
       const std::string piece = detok.push(next);
       result.text += piece;
       if (sink) sink->on_token(next, piece);
@@ -125,6 +125,7 @@ public:
       auto [c, s] = text_rope_tables(config.text, p, 0, 1);
       const int32_t id = next;
       logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
+      ++result.timing.decode_steps;
     }
     const std::string tail = detok.finish();
     result.text += tail;

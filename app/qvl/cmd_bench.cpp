@@ -1,0 +1,151 @@
+// qvl bench: vision encode, prefill and decode speed of a model, with the memory-bandwidth roofline beside it.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/memory_bandwidth.h"
+#include "core/error.h"
+#include "core/paths.h"
+#include "io/model_folder.h"
+#include "io/random_model.h"
+#include "qvl/args.h"
+#include "qvl/commands.h"
+#include "runtime/engine.h"
+
+namespace qvl::cli {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// A random-weight model of the preset's shapes, generated once into the user's cache folder.
+std::filesystem::path preset_model(const std::string& preset, DType dtype) {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  const char* home = std::getenv("HOME");
+  const std::filesystem::path cache = xdg && *xdg ? std::filesystem::path(xdg) : std::filesystem::path(home ? home : "/tmp") / ".cache";
+  const auto dir = cache / "qvl" / "bench-models" / (preset + "-" + std::string(dtype_name(dtype)));
+  if (!std::filesystem::exists(dir / "config.json")) {
+    std::fprintf(stderr, "generating a random-weight %s model in %s ...\n", preset.c_str(), dir.c_str());
+    RandomModelOptions options;
+    options.dtype = dtype;
+    options.tokenizer_dir = resource_dir() / "tokenizer";
+    options.overwrite = true;
+    write_random_model(model_preset(preset), dir, options);
+  }
+  return dir;
+}
+
+// Bytes a decode step must read: every decoder layer, the final norm and the output head (one embedding row is
+// negligible). With tied embeddings the head is the embedding matrix.
+uint64_t decode_weight_bytes(const ModelFolder& m) {
+  uint64_t bytes = 0;
+  for (const auto& [name, e] : m.checkpoint.entries()) {
+    const bool layer = name.rfind("model.language_model.layers.", 0) == 0 || name == "model.language_model.norm.weight";
+    const bool head = m.config.tie_word_embeddings ? name == "model.language_model.embed_tokens.weight" : name == "lm_head.weight";
+    if (layer || head) bytes += e.info->end - e.info->begin;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+int run_bench(const std::vector<std::string>& argv) {
+  std::string presets;
+  for (const auto& p : model_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
+  const std::vector<OptionSpec> specs = {
+      {"model", "DIR", "model folder"},
+      {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
+      {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
+      {"device", "NAME", "cpu (default) or cuda"},
+      {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
+      {"decode-tokens", "N", "tokens to generate (default 32)"},
+      {"image-size", "N", "add an NxN image to the prompt (default: none)"},
+      {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
+      {"json", "", "print one JSON object"},
+      {"help", "", "show this help"},
+  };
+  const Args args("bench", argv, specs);
+  if (args.has("help")) {
+    std::printf("%s", usage("bench", "Measures vision, prefill and decode speed against the memory roofline.", specs).c_str());
+    return 0;
+  }
+  if (args.has("model") == args.has("preset")) fail("qvl bench: give exactly one of --model or --preset");
+  const auto dtype = dtype_from_name(args.get("dtype", "bf16"));
+  if (!dtype) fail("qvl bench: --dtype must be bf16, f16 or f32");
+  const std::filesystem::path dir = args.has("model") ? std::filesystem::path(args.get("model")) : preset_model(args.get("preset"), *dtype);
+  const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),
+                image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3));
+  if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
+
+  EngineOptions options;
+  options.device = args.get("device", "cpu");
+  const auto engine = Engine::load(dir, options);
+  const ModelFolder folder = ModelFolder::open(dir);
+
+  GenerateRequest request;
+  ChatMessage user{"user", {}};
+  if (image_size > 0) {
+    RgbImage image{image_size, image_size, std::vector<uint8_t>(std::size_t(image_size * image_size * 3))};
+    for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t((i * 2654435761u) >> 24);
+    request.images.push_back(std::move(image));
+    user.content.push_back(ContentItem::image());
+  }
+  std::string text;  // " hello" is one token: the template adds 9 more around it
+  for (int64_t i = 0; i < std::max<int64_t>(1, prompt_tokens - 9); ++i) text += " hello";
+  user.content.push_back(ContentItem::make_text(text));
+  request.messages.push_back(std::move(user));
+  request.max_new_tokens = decode_tokens;
+  request.ignore_eos = true;
+
+  std::vector<double> vision, prefill, decode, ttft;
+  GenerateResult last;
+  for (int64_t r = 0; r <= repeat; ++r) {
+    last = engine->generate(request);
+    if (r == 0) continue;  // warm-up: page in the weights, fill caches
+    const auto& t = last.timing;
+    vision.push_back(t.vision_ms);
+    prefill.push_back(t.prefill_ms);
+    decode.push_back(t.decode_ms / double(std::max<int64_t>(1, t.decode_steps)));
+    ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
+  }
+  const uint64_t bytes_per_token = decode_weight_bytes(folder);
+  const double bandwidth = options.device == "cpu" ? cpu::measure_read_bandwidth() : 0.0;
+  const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
+  const nlohmann::json out = {
+      {"model", dir.string()},
+      {"backend", engine->backend_name()},
+      {"prompt_tokens", last.timing.prompt_tokens},
+      {"image_tokens", last.image_grids.empty() ? 0 : last.image_grids[0].h * last.image_grids[0].w / 4},
+      {"decode_tokens", last.timing.generated_tokens},
+      {"repeats", repeat},
+      {"vision_ms", median(vision)},
+      {"prefill_ms", median(prefill)},
+      {"prefill_tokens_per_s", double(last.timing.prompt_tokens) / median(prefill) * 1e3},
+      {"time_to_first_token_ms", median(ttft)},
+      {"decode_ms_per_token", decode_ms},
+      {"decode_tokens_per_s", 1e3 / decode_ms},
+      {"roofline", {{"weight_bytes_per_token", bytes_per_token},
+                    {"measured_read_bandwidth_gb_per_s", bandwidth / 1e9},
+                    {"floor_ms_per_token", roofline_ms},
+                    {"fraction_of_roofline", roofline_ms > 0 ? roofline_ms / decode_ms : 0}}},
+  };
+  if (args.has("json")) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model            %s\nbackend          %s\n", dir.c_str(), engine->backend_name().c_str());
+  std::printf("prompt           %lld tokens (%lld from the image)\n", (long long)out["prompt_tokens"].get<int64_t>(),
+              (long long)out["image_tokens"].get<int64_t>());
+  std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
+              median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
+  std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs\n", decode_ms, 1e3 / decode_ms, (long long)repeat);
+  std::printf("roofline         %.3f GB of weights per token / %.1f GB/s measured = %.2f ms floor; achieved %.0f%%\n",
+              double(bytes_per_token) / 1e9, bandwidth / 1e9, roofline_ms, 100 * out["roofline"]["fraction_of_roofline"].get<double>());
+  return 0;
+}
+
+}  // namespace qvl::cli

@@ -1,0 +1,123 @@
+// The engine's behaviour around generation: streaming equals the final text, cancellation from another thread
+// stops within one token, stop tokens, and bad requests fail clearly while the engine stays usable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "core/error.h"
+#include "runtime/engine.h"
+#include "test_support.h"
+
+namespace qvl {
+namespace {
+
+Engine& demo_engine() {
+  static const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  return *engine;
+}
+
+GenerateRequest text_request(const std::string& prompt, int64_t max_new) {
+  GenerateRequest r;
+  r.messages = {ChatMessage::text("user", prompt)};
+  r.max_new_tokens = max_new;
+  r.ignore_eos = true;
+  return r;
+}
+
+struct CollectingSink : TokenSink {
+  std::vector<int32_t> ids;
+  std::string text;
+  std::function<void()> after_token;
+  void on_token(int32_t id, const std::string& piece) override {
+    if (id >= 0) ids.push_back(id);
+    text += piece;
+    if (after_token) after_token();
+  }
+};
+
+TEST(Engine, StreamsExactlyTheTokensAndTextItReturns) {
+  CollectingSink sink;
+  const GenerateResult r = demo_engine().generate(text_request("Tell me a story.", 12), &sink);
+  EXPECT_EQ(r.generated_ids.size(), 12u);
+  EXPECT_EQ(sink.ids, r.generated_ids);
+  EXPECT_EQ(sink.text, r.text);
+  EXPECT_EQ(r.text, demo_engine().tokenizer().decode(r.generated_ids, true));
+  EXPECT_EQ(r.stop_reason, "max_new_tokens");
+  EXPECT_EQ(r.first_step_top.size(), 20u);
+  EXPECT_EQ(r.generated_ids[0], r.first_step_top[0].first);  // greedy takes the top logit
+}
+
+TEST(Engine, CancelFromAnotherThreadStopsWithinOneToken) {
+  std::atomic<bool> cancel{false};
+  std::atomic<int> tokens{0};
+  CollectingSink sink;
+  sink.after_token = [&] {
+    if (++tokens == 3) {
+      std::thread([&] { cancel = true; }).join();  // set by another thread, as the GUI's stop button does
+    }
+  };
+  const GenerateResult r = demo_engine().generate(text_request("Count to a thousand.", 500), &sink, &cancel);
+  EXPECT_EQ(r.stop_reason, "cancelled");
+  EXPECT_EQ(r.generated_ids.size(), 3u);
+}
+
+TEST(Engine, StopsAtAStopTokenFromGenerationConfig) {
+  // A copy of the demo model whose generation_config names the model's own first greedy token as a stop token.
+  const GenerateResult free_run = demo_engine().generate(text_request("Hi", 6));
+  const int32_t first = free_run.generated_ids[0];
+  test::TempDir dir;
+  const auto src = test::resource_dir() / "models" / "demo-tiny";
+  for (const auto& entry : std::filesystem::directory_iterator(src))
+    if (entry.path().filename() != "generation_config.json")
+      std::filesystem::create_symlink(entry.path(), dir / entry.path().filename().string());
+  test::write_bytes(dir / "generation_config.json", "{\"eos_token_id\": [" + std::to_string(first) + "]}");
+  const auto engine = Engine::load(dir.path(), {"cpu"});
+  GenerateRequest r = text_request("Hi", 6);
+  r.ignore_eos = false;
+  const GenerateResult stopped = engine->generate(r);
+  EXPECT_EQ(stopped.stop_reason, "eos");
+  EXPECT_EQ(stopped.generated_ids, std::vector<int32_t>{first});
+}
+
+TEST(Engine, BadRequestsFailClearlyAndTheEngineStaysUsable) {
+  auto expect_error = [](const GenerateRequest& r, const std::string& fragment) {
+    try {
+      demo_engine().generate(r);
+      FAIL() << "accepted; expected an error containing " << fragment;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+  };
+  GenerateRequest long_prompt = text_request(std::string(40000, 'x') + " " + std::string(40000, 'y'), 10);
+  long_prompt.messages[0].content[0].text.clear();
+  for (int i = 0; i < 33000; ++i) long_prompt.messages[0].content[0].text += " hello";
+  expect_error(long_prompt, "over the context limit");
+  GenerateRequest missing_image = text_request("What is this?", 4);
+  missing_image.messages[0].content.insert(missing_image.messages[0].content.begin(), ContentItem::image());
+  expect_error(missing_image, "1 images but 0 were given");
+  GenerateRequest thin_image = missing_image;
+  thin_image.images.push_back(RgbImage{2, 500, std::vector<uint8_t>(2 * 500 * 3, 9)});
+  expect_error(thin_image, "aspect ratio");
+  expect_error(text_request("x", 0), "max_new_tokens");
+  // Still usable afterwards.
+  EXPECT_EQ(demo_engine().generate(text_request("Still there?", 3)).generated_ids.size(), 3u);
+}
+
+TEST(Engine, RefusesAnUnknownOrUnavailableDevice) {
+  EXPECT_THROW(Engine::load(test::resource_dir() / "models" / "demo-tiny", {"tpu"}), Error);
+  try {
+    Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+    FAIL() << "--device cuda must fail while the CUDA backend cannot run the model";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+  const auto automatic = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"auto"});
+  EXPECT_EQ(automatic->device(), "cpu");
+  EXPECT_FALSE(automatic->fallback_reason().empty());  // says why CUDA was not used
+}
+
+}  // namespace
+}  // namespace qvl

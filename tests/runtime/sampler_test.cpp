@@ -1,0 +1,95 @@
+// The sampler against its definition: greedy is argmax (first on ties), top-k/top-p keep what transformers keeps,
+// draws follow the softmax, and the repetition penalty divides positive and multiplies negative logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "runtime/sampler.h"
+
+namespace qvl {
+namespace {
+
+TEST(Sampler, GreedyTakesTheFirstLargestLogit) {
+  Sampler s({});
+  std::vector<float> logits{0.5f, 3.0f, -1.0f, 3.0f};
+  EXPECT_EQ(s.next(logits, {}), 1);
+}
+
+TEST(Sampler, DrawsFollowTheTemperedSoftmax) {
+  SamplingOptions o;
+  o.temperature = 0.5;
+  o.seed = 42;
+  Sampler s(o);
+  const std::vector<float> base{0.0f, std::log(2.0f) * 0.5f, std::log(4.0f) * 0.5f};  // at T=0.5: weights 1:2:4
+  std::map<int, int> counts;
+  const int draws = 70000;
+  for (int i = 0; i < draws; ++i) {
+    auto l = base;
+    ++counts[s.next(l, {})];
+  }
+  EXPECT_NEAR(counts[0] / double(draws), 1.0 / 7, 0.01);
+  EXPECT_NEAR(counts[1] / double(draws), 2.0 / 7, 0.01);
+  EXPECT_NEAR(counts[2] / double(draws), 4.0 / 7, 0.01);
+}
+
+TEST(Sampler, TopKAndTopPKeepOnlyTheirSets) {
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_k = 2;
+  Sampler k2(o);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<float> l{5.0f, 4.0f, 4.5f, 0.0f};
+    const int t = k2.next(l, {});
+    ASSERT_TRUE(t == 0 || t == 2) << t;
+  }
+  o.top_k = 0;
+  o.top_p = 0.5;  // probabilities 0.6, 0.3, 0.1: the smallest set with mass >= 0.5 is {0}
+  Sampler p(o);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<float> l{std::log(0.6f), std::log(0.3f), std::log(0.1f)};
+    ASSERT_EQ(p.next(l, {}), 0);
+  }
+  o.top_p = 0.8;  // removes tokens whose cumulative mass from below is <= 0.2: only token 2
+  Sampler p8(o);
+  std::map<int, int> seen;
+  for (int i = 0; i < 4000; ++i) {
+    std::vector<float> l{std::log(0.6f), std::log(0.3f), std::log(0.1f)};
+    ++seen[p8.next(l, {})];
+  }
+  EXPECT_EQ(seen.count(2), 0u);
+  EXPECT_NEAR(seen[0] / 4000.0, 2.0 / 3, 0.03);
+}
+
+TEST(Sampler, RepetitionPenaltyScalesSeenTokensOnce) {
+  SamplingOptions o;
+  o.repetition_penalty = 2.0;
+  Sampler s(o);
+  std::vector<float> l{4.0f, 3.0f, -1.0f};
+  const std::vector<int32_t> history{0, 0, 2};
+  EXPECT_EQ(s.next(l, history), 1);  // 4 / 2 = 2 < 3
+  EXPECT_FLOAT_EQ(l[0], 2.0f);
+  EXPECT_FLOAT_EQ(l[2], -2.0f);
+}
+
+TEST(Sampler, IsReproducibleForASeedAndRejectsBadOptions) {
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.seed = 7;
+  Sampler a(o), b(o);
+  for (int i = 0; i < 100; ++i) {
+    std::vector<float> l1(50), l2;
+    for (int j = 0; j < 50; ++j) l1[std::size_t(j)] = float(j % 7);
+    l2 = l1;
+    ASSERT_EQ(a.next(l1, {}), b.next(l2, {}));
+  }
+  o.top_p = 0;
+  EXPECT_THROW(Sampler{o}, Error);
+  o.top_p = 1;
+  o.temperature = -1;
+  EXPECT_THROW(Sampler{o}, Error);
+}
+
+}  // namespace
+}  // namespace qvl
