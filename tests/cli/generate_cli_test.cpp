@@ -23,9 +23,11 @@ std::pair<int, std::string> run(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-TEST(GenerateCli, JsonOutputMatchesTheTransformersGolden) {
+class GenerateCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GenerateCli, JsonOutputMatchesTheTransformersGolden) {
   const fs::path golden_dir = fs::path(QVL_TEST_GOLDEN_DIR) / "model";
-  const auto golden = nlohmann::json::parse(test::read_bytes(golden_dir / "tiny.two_images.json"));
+  const auto golden = nlohmann::json::parse(test::read_bytes(golden_dir / (GetParam() + ".json")));
   test::TempDir dir;
   // The messages file lives elsewhere: make the image paths absolute.
   auto messages = golden["messages"];
@@ -35,7 +37,7 @@ TEST(GenerateCli, JsonOutputMatchesTheTransformersGolden) {
         if (item.contains("image")) item["image"] = fs::weakly_canonical(golden_dir / item["image"].get<std::string>()).string();
   test::write_bytes(dir / "messages.json", messages.dump());
   const auto [rc, out] = run(std::string(QVL_TEST_QVL_BINARY) + " generate --model " + QVL_TEST_GOLDEN_MODEL_DIR +
-                             "/tiny --messages " + (dir / "messages.json").string() +
+                             "/" + golden["model"].get<std::string>() + " --messages " + (dir / "messages.json").string() +
                              " --temperature 0 --max-new-tokens 10 --device cpu --json");
   ASSERT_EQ(rc, 0) << out;
   const auto j = nlohmann::json::parse(out);
@@ -50,14 +52,29 @@ TEST(GenerateCli, JsonOutputMatchesTheTransformersGolden) {
   ASSERT_EQ(j["first_step_top"].size(), 20u);
   // Our resize differs from torchvision's by one 8-bit step in ~0.5% of pixels (tests/model), which moves these
   // logits by ~1e-4 of their scale; from the reference pixels they agree to ~1e-6 (ModelGolden).
+  const auto& ref_top = golden["first_step_top"];
   for (std::size_t i = 0; i < 5; ++i) {
-    EXPECT_EQ(j["first_step_top"][i][0], golden["first_step_top"][i][0]);
-    EXPECT_NEAR(j["first_step_top"][i][1].get<double>(), golden["first_step_top"][i][1].get<double>(), 1e-2);
+    const bool separated = (i == 0 || ref_top[i - 1][1].get<double>() - ref_top[i][1].get<double>() > 0.01) &&
+                           ref_top[i][1].get<double>() - ref_top[i + 1][1].get<double>() > 0.01;
+    if (separated) {
+      EXPECT_EQ(j["first_step_top"][i][0], ref_top[i][0]) << "rank " << i;
+    }
+    EXPECT_NEAR(j["first_step_top"][i][1].get<double>(), ref_top[i][1].get<double>(), 1e-2);
   }
   for (const char* key : {"preprocess_ms", "vision_ms", "prefill_ms", "decode_ms"}) EXPECT_GE(j["timing"][key].get<double>(), 0.0);
 }
 
-TEST(GenerateCli, ReportsBadImagesAndPromptsClearly) {
+std::vector<std::string> golden_cases() {
+  return nlohmann::json::parse(test::read_bytes(fs::path(QVL_TEST_GOLDEN_DIR) / "model" / "recipes.json"))["cases"];
+}
+INSTANTIATE_TEST_SUITE_P(Golden, GenerateCli, ::testing::ValuesIn(golden_cases()), [](const auto& param_info) {
+  std::string n = param_info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
+
+TEST(GenerateCliErrors, ReportsBadImagesAndPromptsClearly) {
   test::TempDir dir;
   test::write_bytes(dir / "broken.png", "\x89PNG\r\n\x1a\n garbage");
   auto [rc, out] = run(std::string(QVL_TEST_QVL_BINARY) + " generate --device cpu --prompt hi --image " + (dir / "broken.png").string());
