@@ -2,6 +2,8 @@
 // the resize filter against invariants, bad images, and the pixel cap.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "test_support.h"
@@ -63,8 +65,16 @@ TEST(LoadImage, ConvertsEveryPixelFormatLikeTransformersLoadImage) {
   const std::filesystem::path dir = std::filesystem::path(QVL_TEST_GOLDEN_DIR) / "images" / "decode";
   const auto expected = SafetensorsFile::open(dir / "expected.safetensors");
   ASSERT_GE(expected->tensors().size(), 7u);
+  int skipped = 0;
   for (const auto& info : expected->tensors()) {
     SCOPED_TRACE(info.name);
+#if !QVL_TEST_DECODES_ALL_FORMATS
+    if (!info.name.ends_with(".png")) {  // a build without OpenCV decodes PNG only
+      std::printf("skipped: %s (this build decodes PNG only)\n", info.name.c_str());
+      ++skipped;
+      continue;
+    }
+#endif
     const RgbImage got = load_image(dir / info.name);
     const Tensor want = expected->tensor(info.name);
     ASSERT_EQ((Shape{got.height, got.width, 3}), want.shape());  // the EXIF-rotated JPEG comes out transposed
@@ -75,6 +85,7 @@ TEST(LoadImage, ConvertsEveryPixelFormatLikeTransformersLoadImage) {
       worst = std::max(worst, std::abs(int(got.pixels[i]) - int(want.data<uint8_t>()[i])));
     EXPECT_LE(worst, tolerance);
   }
+  EXPECT_LT(skipped, int(expected->tensors().size()));
 }
 
 TEST(LoadImage, RefusesMissingCorruptEmptyAndOversizedFiles) {
