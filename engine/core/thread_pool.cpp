@@ -39,8 +39,9 @@ void ThreadPool::worker_loop(std::size_t index) {
     }
     if (stop_.load()) return;
     seen = generation_.load(std::memory_order_acquire);
+    if (index >= chunks_) continue;  // this loop needs fewer threads than the pool has
     const std::size_t begin = index * chunk_size_, end = std::min(n_, begin + chunk_size_);
-    if (index < chunks_ && begin < end) (*task_)(begin, end);
+    if (begin < end) (*task_)(begin, end);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -59,7 +60,7 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::funct
     n_ = n;
     chunks_ = chunks;
     chunk_size_ = (n + chunks - 1) / chunks;
-    pending_.store(workers_.size(), std::memory_order_relaxed);
+    pending_.store(chunks - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   wake_.notify_all();

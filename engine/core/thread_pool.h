@@ -22,7 +22,8 @@ public:
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return int(workers_.size()) + 1; }
-  // Runs fn(begin, end) over chunks of [0, n) of at least `grain` items; returns when all are done.
+  // Runs fn(begin, end) over chunks of [0, n) of at least `grain` items; returns when all are done. Choose the
+  // grain so a chunk is worth a thread (tens of microseconds of work): tiny loops then run on the caller alone.
   // Not re-entrant, and one caller at a time (the engine runs one request at a time).
   void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 

@@ -14,6 +14,9 @@
 namespace qvl {
 namespace {
 
+// The least work (multiply-adds or elements) worth handing to another thread: waking one costs microseconds.
+constexpr std::size_t kMinChunkWork = 1 << 16;
+
 void expect_f32(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != DType::F32 || t.device() != Device::CPU) fail(op, ": ", what, " must be an f32 CPU tensor");
 }
@@ -59,7 +62,8 @@ public:
     const std::vector<float> b = bias ? weight_vector(*bias) : std::vector<float>{};
     // Split the weight rows across threads: each thread streams its own part of the matrix once and reuses each
     // row for all M activation rows (a block of 64 rows keeps x in cache while M is large).
-    ThreadPool::global().parallel_for(std::size_t(n), 16, [&](std::size_t begin, std::size_t end) {
+    const std::size_t grain = std::max<std::size_t>(4, kMinChunkWork / std::size_t(k * m));
+    ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, m - m0);
@@ -156,7 +160,8 @@ public:
     const float* kp = k.data<float>();
     const float* vp = v.data<float>();
     float* op = out.data<float>();
-    ThreadPool::global().parallel_for(std::size_t(s * hq), 1, [&](std::size_t begin, std::size_t end) {
+    const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d)));
+    ThreadPool::global().parallel_for(std::size_t(s * hq), grain, [&](std::size_t begin, std::size_t end) {
       std::vector<float> scores(static_cast<std::size_t>(kv_len));
       for (std::size_t task = begin; task < end; ++task) {
         const int64_t i = int64_t(task) / hq, h = int64_t(task) % hq, kvh = h / group;
@@ -209,7 +214,7 @@ private:
     if (y.numel() != x.numel()) fail("row op: output shape ", shape_to_string(y.shape()), " for ", shape_to_string(x.shape()));
     const float* in = x.data<float>();
     float* out = y.data<float>();
-    ThreadPool::global().parallel_for(std::size_t(n), 8, [&](std::size_t b, std::size_t e) {
+    ThreadPool::global().parallel_for(std::size_t(n), std::max<std::size_t>(1, kMinChunkWork / std::size_t(d)), [&](std::size_t b, std::size_t e) {
       for (std::size_t r = b; r < e; ++r) fn(in + int64_t(r) * d, out + int64_t(r) * d);
     });
   }
@@ -219,7 +224,7 @@ private:
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     float* py = y.data<float>();
-    ThreadPool::global().parallel_for(std::size_t(a.numel()), 4096, [&](std::size_t s, std::size_t e) {
+    ThreadPool::global().parallel_for(std::size_t(a.numel()), kMinChunkWork, [&](std::size_t s, std::size_t e) {
       for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], pb[i]);
     });
   }
