@@ -40,7 +40,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
-      {"no-fusion", "", "use unfused kernels (CUDA)"},
+      {"no-fusion", "", "run unfused kernels (CUDA backend; the CPU backend has no fused kernels)"},
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
   };
@@ -109,6 +109,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"first_step_top", top},
       {"stop_reason", r.stop_reason},
       {"device", engine->device()},
+      {"fusion", !args.has("no-fusion")},
       {"backend", engine->backend_name()},
       {"fallback_reason", engine->fallback_reason().empty() ? nlohmann::json() : nlohmann::json(engine->fallback_reason())},
       {"timing", {{"preprocess_ms", r.timing.preprocess_ms}, {"vision_ms", r.timing.vision_ms},
