@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "plugin_abi.h"  // kernels/: the C interface only, no CUDA
+#include "backend/backend.h"
+#include "core/error.h"
 #include "core/paths.h"
 
 namespace qvl {
@@ -63,6 +65,7 @@ CudaPluginStatus load() {
     return status;
   }
   status.loaded = true;
+  status.create = reinterpret_cast<decltype(status.create)>(::dlsym(handle, "qvl_cuda_create_backend"));
   std::string text(probe(nullptr, 0) + 1, '\0');
   probe(text.data(), text.size());
   text.pop_back();
@@ -78,6 +81,15 @@ CudaPluginStatus load() {
 }
 
 }  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device, std::size_t capacity) {
+  const CudaPluginStatus& plugin = cuda_plugin();
+  if (!plugin.usable || !plugin.create) fail("CUDA is not available: ", plugin.reason);
+  char error[1024] = "";
+  void* backend = plugin.create(device, capacity, error, sizeof error);
+  if (!backend) fail("the CUDA backend could not start: ", error);
+  return std::unique_ptr<Backend>(static_cast<Backend*>(backend));
+}
 
 const CudaPluginStatus& cuda_plugin() {
   static const CudaPluginStatus status = load();

@@ -2,6 +2,7 @@
 // Finds and loads libqvl-cuda at run time. The core never links CUDA: when the plugin, the driver or a usable GPU
 // is missing, `reason` says which, and the engine runs on the CPU.
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -13,7 +14,12 @@ struct CudaPluginStatus {
   std::filesystem::path path;      // where it was loaded from
   nlohmann::json probe;            // the plugin's own report (devices, driver, archs)
   std::string reason;              // why CUDA cannot be used, empty when usable
+  // Creates the backend on a device (capacity 0: no pool limit); throws qvl::Error with the plugin's message.
+  void* (*create)(int device, size_t capacity, char* error, size_t error_capacity) = nullptr;
 };
+
+class Backend;
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, std::size_t capacity = 0);
 
 // Loads once per process; $QVL_CUDA_PLUGIN overrides the search (an empty value disables CUDA, for tests).
 const CudaPluginStatus& cuda_plugin();

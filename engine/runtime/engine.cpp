@@ -25,9 +25,19 @@ public:
     if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
       fail("device must be auto, cpu or cuda (got '", options.device, "')");
     const CudaPluginStatus& cuda = cuda_plugin();
-    if (options.device == "cuda") fail("the CUDA backend is not available in this version (", cuda.usable ? "ops not yet implemented" : cuda.reason, ")");
-    if (options.device == "auto") fallback_reason_ = cuda.usable ? "the CUDA backend's ops are not implemented yet" : cuda.reason;
-    backend_ = make_cpu_backend();
+    if (options.device == "cuda" && !cuda.usable) fail("--device cuda: CUDA is not available (", cuda.reason, ")");
+    if (options.device != "cpu" && cuda.usable) {
+      try {
+        backend_ = make_cuda_backend(0, options.device_memory_limit);
+        device_ = "cuda";
+      } catch (const std::exception& e) {
+        if (options.device == "cuda") throw;
+        fallback_reason_ = e.what();
+      }
+    } else if (options.device == "auto") {
+      fallback_reason_ = cuda.reason;
+    }
+    if (!backend_) backend_ = make_cpu_backend();
     weights_ = bind_weights(model_, *backend_);
     preprocessor_ = model_.preprocessor;
     const int64_t per_token = preprocessor_.patch_size * preprocessor_.patch_size * preprocessor_.merge_size * preprocessor_.merge_size;
@@ -136,7 +146,7 @@ public:
   }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  std::string device() const override { return "cpu"; }
+  std::string device() const override { return device_; }
   std::string backend_name() const override { return backend_->name(); }
   std::string fallback_reason() const override { return fallback_reason_; }
 
@@ -160,6 +170,7 @@ private:
   ModelWeights weights_;
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;
+  std::string device_ = "cpu";
 };
 
 }  // namespace

@@ -20,6 +20,7 @@ struct EngineOptions {
   int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
+  std::size_t device_memory_limit = 0;  // bytes the GPU pool may take (0: no limit): "pretend this is a 2 GB card"
 };
 
 struct GenerateRequest {

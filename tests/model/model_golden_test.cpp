@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/backend.h"
+#include "backend/cuda_plugin.h"
 #include "io/json_fields.h"
 #include "io/model_folder.h"
 #include "io/safetensors.h"
@@ -50,7 +51,7 @@ LoadedModel& model(const std::string& name) {
     const fs::path dir = fs::path(QVL_TEST_GOLDEN_MODEL_DIR) / name;
     slot = std::make_unique<LoadedModel>(LoadedModel{ModelFolder::open(dir), make_cpu_backend(), {}, nullptr});
     slot->weights = bind_weights(slot->folder, *slot->backend);
-    slot->engine = Engine::load(dir, {"cpu"});
+    slot->engine = Engine::load(dir, {"cpu"});  // the CPU reference path; the GPU has its own test
   }
   return *slot;
 }
@@ -172,6 +173,57 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
   }
   EXPECT_GE(compared, 1u) << "no greedy step had a clear reference margin";
   RecordProperty("greedy_tokens_compared", std::to_string(compared));
+}
+
+// The same stages on the GPU: the CUDA backend from the reference pixels, and the engine end to end.
+TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const std::string name = GetParam();
+  const auto golden = read_json_file(kGoldenDir / (name + ".json"));
+  const auto tensors = SafetensorsFile::open(kGoldenDir / (name + ".safetensors"));
+  const fs::path dir = fs::path(QVL_TEST_GOLDEN_MODEL_DIR) / golden["model"].get<std::string>();
+  const ModelFolder folder = ModelFolder::open(dir);
+  const ModelConfig& config = folder.config;
+  auto gpu = make_cuda_backend();
+  const ModelWeights weights = bind_weights(folder, *gpu);
+  const auto prompt = golden["prompt_token_ids"].get<std::vector<int32_t>>();
+  std::vector<ImageGrid> grids;
+  for (const auto& g : golden["image_grid_thw"]) grids.push_back({g[0].get<int64_t>(), g[1].get<int64_t>(), g[2].get<int64_t>()});
+  VisionInjection vision;
+  if (!grids.empty()) {
+    VisionOutput v = encode_images(*gpu, config, weights.vision, reference_pixels(tensors->tensor("pixel_u8")), grids);
+    EXPECT_LT(relative_error(gpu->to_host(v.embeddings).to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector()), 1e-4);
+    for (std::size_t i = 0; i < v.deepstack.size(); ++i)
+      EXPECT_LT(relative_error(gpu->to_host(v.deepstack[i]).to_f32_vector(),
+                               tensors->tensor("deepstack_" + std::to_string(i)).to_f32_vector()), 1e-4);
+    vision.embeddings = v.embeddings;
+    vision.deepstack = v.deepstack;
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+      if (prompt[i] == config.image_token_id) vision.positions.push_back(int64_t(i));
+  }
+  const PromptPositions pos = multimodal_positions(prompt, config, grids);
+  KvCache cache(*gpu, config.text, int64_t(prompt.size()));
+  TextDecoder decoder(*gpu, config, weights.text);
+  const auto [cos, sin] = text_rope_tables(config.text, pos.axes, 0, prompt.size());
+  const Tensor logits = decoder.forward(prompt, cos, sin, grids.empty() ? nullptr : &vision, cache);
+  const auto stride = std::size_t(read_json_file(kGoldenDir / "recipes.json")["logit_stride"].get<int64_t>());
+  std::vector<float> strided;
+  for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
+  EXPECT_LT(relative_error(strided, tensors->tensor("logits_strided").to_f32_vector()), 1e-4) << "logits";
+
+  // End to end on the GPU engine: greedy tokens while the reference margin is clear.
+  const auto engine = Engine::load(dir, {"cuda"});
+  ASSERT_EQ(engine->device(), "cuda");
+  GenerateRequest request;
+  const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
+  request.messages = conv.messages;
+  for (const auto& path : conv.image_paths) request.images.push_back(load_image(path));
+  request.max_new_tokens = int64_t(golden["greedy_token_ids"].size());
+  const GenerateResult r = engine->generate(request);
+  const auto want = golden["greedy_token_ids"].get<std::vector<int32_t>>();
+  const auto margins = golden["greedy_margins"].get<std::vector<double>>();
+  for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size() && margins[i] >= 0.01; ++i)
+    EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, ModelGolden, ::testing::ValuesIn(golden_cases()),

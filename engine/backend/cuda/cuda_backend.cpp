@@ -1,0 +1,165 @@
+// The CUDA backend: the Backend interface on one GPU. Lives in the plugin (libqvl-cuda), so the core never links
+// CUDA. Activations are f32; weights keep their stored type on the device (kernels/weights.cuh). Every allocation
+// goes through the memory pool, tagged with its owner, so the GUI can draw who holds the memory.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <memory>
+
+#include "attention.cuh"
+#include "backend/backend.h"
+#include "common.cuh"
+#include "core/error.h"
+#include "elementwise.cuh"
+#include "linear.cuh"
+#include "memory_pool.h"
+#include "norm.cuh"
+#include "plugin_abi.h"
+#include "rope.cuh"
+#include "rows.cuh"
+
+namespace qvl {
+namespace {
+
+cuda::WeightType weight_type(DType t) {
+  switch (t) {
+    case DType::F32: return cuda::WeightType::F32;
+    case DType::F16: return cuda::WeightType::F16;
+    case DType::BF16: return cuda::WeightType::BF16;
+    default: fail("CUDA backend: weights of type ", dtype_name(t), " are not supported");
+  }
+}
+int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
+int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(1, last_dim(t)); }
+float* f32(const Tensor& t) {
+  if (t.dtype() != DType::F32 || t.device() != Device::CUDA) fail("CUDA backend: expected an f32 device tensor");
+  return const_cast<float*>(t.data<float>());
+}
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(int device, std::size_t capacity) : device_(device) {
+    CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp props{};
+    CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+    name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) + ")";
+    pool_ = std::make_shared<pool::MemoryPool>(
+        pool::Upstream{[](std::size_t n) -> void* {
+                         void* p = nullptr;
+                         return cudaMalloc(&p, n) == cudaSuccess ? p : (cudaGetLastError(), nullptr);
+                       },
+                       [](void* p, std::size_t) { cudaFree(p); }},
+        capacity);
+  }
+
+  std::string name() const override { return name_; }
+  DType activation_type() const override { return DType::F32; }
+
+  Tensor upload(const Tensor& host) override {
+    if (host.device() == Device::CUDA) return host;
+    Tensor t = device_tensor(host.dtype(), host.shape(), pool::Owner::Weights);
+    if (host.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
+    return t;
+  }
+  Tensor alloc(Shape shape) override { return device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
+  Tensor from_host(const Tensor& host) override {
+    const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
+    Tensor t = alloc(src.shape());
+    if (src.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice));
+    return t;
+  }
+  Tensor to_host(const Tensor& t) override {
+    if (t.device() == Device::CPU) return t;
+    Tensor h = Tensor::empty(t.dtype(), t.shape());
+    if (t.nbytes()) CUDA_CHECK(cudaMemcpy(h.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost));
+    return h;
+  }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+    const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
+    if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)
+      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
+    cuda::linear(f32(x), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr,
+                 bias ? weight_type(bias->dtype()) : cuda::WeightType::F32, f32(y), m, n, k, nullptr);
+  }
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), nullptr);
+  }
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, f32(y), rows_of(x),
+                     last_dim(x), nullptr);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override { elementwise(cuda::Elementwise::Add, a, &b, y); }
+  void silu_mul(const Tensor& g, const Tensor& u, Tensor& y) override { elementwise(cuda::Elementwise::SiluMul, g, &u, y); }
+  void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
+    elementwise(kind == GeluKind::Tanh ? cuda::Elementwise::GeluTanh : cuda::Elementwise::GeluErf, x, nullptr, y);
+  }
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
+    for (int32_t id : ids)
+      if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
+    const Tensor dev_ids = upload_indices(ids.data(), ids.size() * sizeof(int32_t));
+    cuda::gather_rows(table.raw(), weight_type(table.dtype()), dev_ids.data<int32_t>(), f32(y), int64_t(ids.size()),
+                      table.dim(1), nullptr);
+  }
+  void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), nullptr);
+  }
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask, float scale,
+                 Tensor& out) override {
+    const bool causal = mask.kind == AttentionMask::Kind::Causal;
+    const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
+    cuda::attention(f32(q), f32(k), f32(v), f32(out), q.dim(0), q.dim(1), k.dim(1), q.dim(2), kv_len, causal, mask.past,
+                    causal ? nullptr : bounds.data<int64_t>(), int64_t(mask.bounds.size()) - 1, scale, nullptr);
+  }
+  void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
+    const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
+    if (row + src.dim(0) > dst.dim(0) || src.nbytes() != std::size_t(src.dim(0)) * row_bytes) fail("copy_rows: does not fit");
+    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
+                               cudaMemcpyDeviceToDevice, nullptr));
+  }
+  void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
+  void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
+
+private:
+  Tensor device_tensor(DType dtype, Shape shape, pool::Owner owner) {
+    const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
+    void* p = pool_->allocate(std::max<std::size_t>(bytes, 1), owner);
+    std::shared_ptr<const void> keep(p, [pool = pool_](const void* q) { pool->release(const_cast<void*>(q)); });
+    return Tensor::borrow(dtype, std::move(shape), p, std::move(keep), Device::CUDA);
+  }
+  Tensor upload_indices(const void* data, std::size_t bytes) {
+    Tensor t = device_tensor(DType::U8, {int64_t(bytes)}, pool::Owner::Workspace);
+    if (bytes) CUDA_CHECK(cudaMemcpy(t.raw(), data, bytes, cudaMemcpyHostToDevice));
+    return t;
+  }
+  void elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
+    if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
+    cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), nullptr);
+  }
+  void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {
+    if (last_dim(src) != last_dim(x) || rows_of(src) != int64_t(rows.size())) fail("scatter: shapes do not fit");
+    for (int64_t r : rows)
+      if (r < 0 || r >= rows_of(x)) fail("scatter: row ", r, " out of range");
+    const Tensor dev_rows = upload_indices(rows.data(), rows.size() * sizeof(int64_t));
+    cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate, nullptr);
+  }
+
+  int device_;
+  std::string name_;
+  std::shared_ptr<pool::MemoryPool> pool_;
+};
+
+}  // namespace
+}  // namespace qvl
+
+extern "C" void* qvl_cuda_create_backend(int device, size_t capacity, char* error, size_t error_capacity) {
+  try {
+    return static_cast<qvl::Backend*>(new qvl::CudaBackend(device, capacity ? capacity : SIZE_MAX));
+  } catch (const std::exception& e) {
+    if (error && error_capacity) {
+      std::strncpy(error, e.what(), error_capacity - 1);
+      error[error_capacity - 1] = '\0';
+    }
+    return nullptr;
+  }
+}

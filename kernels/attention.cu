@@ -1,0 +1,74 @@
+// A first attention kernel: one warp per (query, head) with an online softmax over the visible keys, so no score
+// matrix is stored and any length works. Each lane owns D/32 dimensions (D <= 256). Reads every key and value once
+// per query: O(S·T·D) bytes — the tiled flash kernel that reuses K/V across queries replaces it for long prompts.
+#include "attention.cuh"
+#include "common.cuh"
+#include "weights.cuh"
+
+namespace qvl::cuda {
+namespace {
+
+constexpr int kMaxPerLane = 8;  // D <= 256
+
+__global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
+                                 int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
+                                 int64_t segments, float scale) {
+  const int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (task >= s * hq) return;
+  const int64_t i = task / hq, h = task % hq, kvh = h / (hq / hkv);
+  int64_t lo = 0, hi = kv_len;
+  if (causal) {
+    hi = min(kv_len, past + i + 1);
+  } else {
+    int64_t seg = 0;
+    while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
+    lo = bounds[seg];
+    hi = bounds[seg + 1];
+  }
+  const int per_lane = int((d + 31) / 32);
+  float qv[kMaxPerLane], acc[kMaxPerLane];
+  for (int j = 0; j < per_lane; ++j) {
+    const int64_t e = lane + 32 * j;
+    qv[j] = e < d ? q[(i * hq + h) * d + e] * scale : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float best = -INFINITY, total = 0.0f;
+  for (int64_t t = lo; t < hi; ++t) {
+    const float* kt = k + (t * hkv + kvh) * d;
+    float dot = 0.0f;
+    for (int j = 0; j < per_lane; ++j) {
+      const int64_t e = lane + 32 * j;
+      if (e < d) dot += qv[j] * kt[e];
+    }
+    dot = warp_sum(dot);
+    const float next_best = fmaxf(best, dot);
+    const float correction = expf(best - next_best), p = expf(dot - next_best);
+    total = total * correction + p;
+    const float* vt = v + (t * hkv + kvh) * d;
+    for (int j = 0; j < per_lane; ++j) {
+      const int64_t e = lane + 32 * j;
+      acc[j] = acc[j] * correction + (e < d ? p * vt[e] : 0.0f);
+    }
+    best = next_best;
+  }
+  for (int j = 0; j < per_lane; ++j) {
+    const int64_t e = lane + 32 * j;
+    if (e < d) out[(i * hq + h) * d + e] = acc[j] / total;
+  }
+}
+
+}  // namespace
+
+void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
+               int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
+               cudaStream_t stream) {
+  if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
+  if (s * hq == 0) return;
+  const int warps = 4;
+  attention_kernel<<<unsigned((s * hq + warps - 1) / warps), warps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, d, kv_len,
+                                                                                   causal, past, bounds, segments, scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qvl::cuda

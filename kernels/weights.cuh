@@ -1,0 +1,25 @@
+#pragma once
+// Weights stay in their stored type on the device (f32, f16 or bf16) and are widened to f32 in registers, so every
+// kernel runs on every architecture: bf16 -> f32 is a 16-bit shift, f16 -> f32 a conversion Pascal has in hardware.
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "weight_type.h"
+
+namespace qvl::cuda {
+
+__device__ __forceinline__ float load_weight(const void* w, WeightType t, int64_t i) {
+  switch (t) {
+    case WeightType::F16: return __half2float(static_cast<const __half*>(w)[i]);
+    case WeightType::BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(w)[i]) << 16);
+    default: return static_cast<const float*>(w)[i];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+}  // namespace qvl::cuda
