@@ -113,11 +113,12 @@ int run_bench(const std::vector<std::string>& argv) {
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
   }
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
-  const double bandwidth = options.device == "cpu" ? cpu::measure_read_bandwidth() : 0.0;
+  const double bandwidth = engine->device() == "cpu" ? cpu::measure_read_bandwidth() : 0.0;
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
   const nlohmann::json out = {
       {"model", dir.string()},
       {"backend", engine->backend_name()},
+      {"device", engine->device()},
       {"prompt_tokens", last.timing.prompt_tokens},
       {"image_tokens", last.image_grids.empty() ? 0 : last.image_grids[0].h * last.image_grids[0].w / 4},
       {"decode_tokens", last.timing.generated_tokens},
@@ -129,9 +130,9 @@ int run_bench(const std::vector<std::string>& argv) {
       {"decode_ms_per_token", decode_ms},
       {"decode_tokens_per_s", 1e3 / decode_ms},
       {"roofline", {{"weight_bytes_per_token", bytes_per_token},
-                    {"measured_read_bandwidth_gb_per_s", bandwidth / 1e9},
-                    {"floor_ms_per_token", roofline_ms},
-                    {"fraction_of_roofline", roofline_ms > 0 ? roofline_ms / decode_ms : 0}}},
+                    {"measured_read_bandwidth_gb_per_s", bandwidth > 0 ? nlohmann::json(bandwidth / 1e9) : nlohmann::json()},
+                    {"floor_ms_per_token", roofline_ms > 0 ? nlohmann::json(roofline_ms) : nlohmann::json()},
+                    {"fraction_of_roofline", roofline_ms > 0 ? nlohmann::json(roofline_ms / decode_ms) : nlohmann::json()}}},
   };
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -143,8 +144,12 @@ int run_bench(const std::vector<std::string>& argv) {
   std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
               median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs\n", decode_ms, 1e3 / decode_ms, (long long)repeat);
-  std::printf("roofline         %.3f GB of weights per token / %.1f GB/s measured = %.2f ms floor; achieved %.0f%%\n",
-              double(bytes_per_token) / 1e9, bandwidth / 1e9, roofline_ms, 100 * out["roofline"]["fraction_of_roofline"].get<double>());
+  if (bandwidth > 0)
+    std::printf("roofline         %.3f GB of weights per token / %.1f GB/s measured = %.2f ms floor; achieved %.0f%%\n",
+                double(bytes_per_token) / 1e9, bandwidth / 1e9, roofline_ms, 100 * out["roofline"]["fraction_of_roofline"].get<double>());
+  else
+    std::printf("roofline         %.3f GB of weights per token; device bandwidth is not measured for %s yet\n",
+                double(bytes_per_token) / 1e9, engine->device().c_str());
   return 0;
 }
 
