@@ -1,6 +1,9 @@
 #include "qvl/args.h"
 
 #include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include "core/error.h"
 
@@ -77,6 +80,20 @@ std::string usage(const std::string& command, const std::string& summary, const 
     text += left + " " + s.help + "\n";
   }
   return text;
+}
+
+std::optional<Args> parse_or_help(const std::string& command, const std::string& summary, const std::vector<std::string>& argv,
+                                  const std::vector<OptionSpec>& specs) {
+  Args args(command, argv, specs);
+  if (!args.has("help")) return args;
+  std::printf("%s", usage(command, summary, specs).c_str());
+  return std::nullopt;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open");
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 }  // namespace qvl::cli

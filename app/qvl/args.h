@@ -3,6 +3,7 @@
 // malformed numbers are errors that name the option.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,5 +31,13 @@ private:
 };
 
 std::string usage(const std::string& command, const std::string& summary, const std::vector<OptionSpec>& specs);
+
+// Parses the options; when --help was given, prints the usage and returns nothing (the command then exits 0).
+// Every command lists a "help" option for this.
+std::optional<Args> parse_or_help(const std::string& command, const std::string& summary, const std::vector<std::string>& argv,
+                                  const std::vector<OptionSpec>& specs);
+
+// The whole contents of a file; throws qvl::Error naming it when it cannot be read.
+std::string read_text_file(const std::string& path);
 
 }  // namespace qvl::cli

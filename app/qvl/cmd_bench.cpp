@@ -68,11 +68,9 @@ int run_bench(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
-  const Args args("bench", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("bench", "Measures vision, prefill and decode speed against the memory roofline.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("bench", "Measures vision, prefill and decode speed against the memory roofline.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   if (args.has("model") == args.has("preset")) fail("qvl bench: give exactly one of --model or --preset");
   const auto dtype = dtype_from_name(args.get("dtype", "bf16"));
   if (!dtype) fail("qvl bench: --dtype must be bf16, f16 or f32");

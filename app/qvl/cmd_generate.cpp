@@ -44,11 +44,9 @@ int run_generate(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
   };
-  const Args args("generate", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("generate", "Answers a prompt about images with a Qwen3-VL model.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("generate", "Answers a prompt about images with a Qwen3-VL model.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   EngineOptions options;
   options.device = args.get("device", "auto");
   options.max_context = args.get_int("max-context", options.max_context);

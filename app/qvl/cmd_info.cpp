@@ -23,11 +23,9 @@ int run_info(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
-  const Args args("info", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("info", "Checks a model folder and summarises it.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("info", "Checks a model folder and summarises it.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   const ModelFolder m = ModelFolder::open(args.get("model", default_model_dir().string()));
   const ModelConfig& c = m.config;
   std::map<std::string, uint64_t> bytes_by_dtype;

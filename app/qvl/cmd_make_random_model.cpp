@@ -23,11 +23,9 @@ int run_make_random_model(const std::vector<std::string>& argv) {
       {"overwrite", "", "replace an existing folder"},
       {"help", "", "show this help"},
   };
-  const Args args("make-random-model", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("make-random-model", "Writes a complete model folder with deterministic random weights.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("make-random-model", "Writes a complete model folder with deterministic random weights.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   if (args.has("preset") == args.has("config")) fail("qvl make-random-model: give exactly one of --preset or --config");
   if (!args.has("out")) fail("qvl make-random-model: --out DIR is required");
   const ModelConfig config = args.has("preset") ? model_preset(args.get("preset"))

@@ -51,17 +51,13 @@ int run_tokenize(const std::vector<std::string>& argv) {
       {"json", "", "print {\"ids\": [...]}"},
       {"help", "", "show this help"},
   };
-  const Args args("tokenize", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("tokenize", "Prints the token ids of a text, exactly as the Hugging Face tokenizer gives them.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("tokenize", "Prints the token ids of a text, exactly as the Hugging Face tokenizer gives them.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   if (args.has("text") == args.has("file")) fail("qvl tokenize: give exactly one of --text or --file");
   std::string text = args.get("text");
   if (args.has("file")) {
-    std::ifstream in(args.get("file"), std::ios::binary);
-    if (!in) fail(args.get("file"), ": cannot open");
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    text = read_text_file(args.get("file"));
   }
   const auto ids = load_tokenizer(args)->encode(text);
   if (args.has("json")) {
@@ -80,11 +76,9 @@ int run_detokenize(const std::vector<std::string>& argv) {
       {"skip-special", "", "leave out special tokens"},
       {"help", "", "show this help"},
   };
-  const Args args("detokenize", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("detokenize", "Prints the text of token ids.", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("detokenize", "Prints the text of token ids.", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   if (!args.has("ids")) fail("qvl detokenize: --ids is required");
   const auto tokenizer = load_tokenizer(args);
   const auto ids = parse_ids(args.get("ids"));
@@ -100,16 +94,12 @@ int run_bench_tokenizer(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
-  const Args args("bench-tokenizer", argv, specs);
-  if (args.has("help")) {
-    std::printf("%s", usage("bench-tokenizer", "Measures tokenizer throughput (first pass and the median of warm passes).", specs).c_str());
-    return 0;
-  }
+  const auto parsed = parse_or_help("bench-tokenizer", "Measures tokenizer throughput (first pass and the median of warm passes).", argv, specs);
+  if (!parsed) return 0;
+  const Args& args = *parsed;
   std::string text;
   if (args.has("file")) {
-    std::ifstream in(args.get("file"), std::ios::binary);
-    if (!in) fail(args.get("file"), ": cannot open");
-    text.assign(std::istreambuf_iterator<char>(in), {});
+    text = read_text_file(args.get("file"));
   } else {
     const std::string sample =
         "The quick brown fox jumps over the lazy dog; it's 12:45 and 3.14159 isn't rational.\n"
