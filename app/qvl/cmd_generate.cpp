@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
+      {"gpu-memory-mb", "N", "cap the GPU memory pool at N MiB, e.g. 2048 to behave like a 2 GB card"},
       {"no-fusion", "", "run unfused kernels (CUDA backend; the CPU backend has no fused kernels)"},
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
@@ -52,6 +54,7 @@ int run_generate(const std::vector<std::string>& argv) {
   options.max_context = args.get_int("max-context", options.max_context);
   options.image_min_tokens = args.get_int("image-min-tokens", 0);
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
+  options.device_memory_limit = std::size_t(std::max<int64_t>(0, args.get_int("gpu-memory-mb", 0))) << 20;
   const std::filesystem::path model_dir = args.get("model", default_model_dir().string());
   const auto engine = Engine::load(model_dir, options);
 

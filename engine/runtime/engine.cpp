@@ -29,16 +29,22 @@ public:
     if (options.device != "cpu" && cuda.usable) {
       try {
         backend_ = make_cuda_backend(0, options.device_memory_limit);
+        weights_ = bind_weights(model_, *backend_);
         device_ = "cuda";
       } catch (const std::exception& e) {
-        if (options.device == "cuda") throw;
-        fallback_reason_ = e.what();
+        weights_ = {};
+        backend_.reset();
+        // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
+        if (options.device == "cuda") fail("the model could not be loaded on the GPU: ", e.what(), " (--device cpu runs it on the CPU)");
+        fallback_reason_ = std::string("the GPU could not take the model: ") + e.what();
       }
     } else if (options.device == "auto") {
       fallback_reason_ = cuda.reason;
     }
-    if (!backend_) backend_ = make_cpu_backend();
-    weights_ = bind_weights(model_, *backend_);
+    if (!backend_) {
+      backend_ = make_cpu_backend();
+      weights_ = bind_weights(model_, *backend_);
+    }
     preprocessor_ = model_.preprocessor;
     const int64_t per_token = preprocessor_.patch_size * preprocessor_.patch_size * preprocessor_.merge_size * preprocessor_.merge_size;
     if (options.image_min_tokens > 0) preprocessor_.min_pixels = options.image_min_tokens * per_token;

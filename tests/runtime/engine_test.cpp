@@ -126,5 +126,23 @@ TEST(Engine, RefusesAnUnknownOrUnavailableDevice) {
   EXPECT_EQ(automatic->fallback_reason(), cuda_plugin().reason);  // says why CUDA was not used
 }
 
+TEST(Engine, FallsBackOrExplainsWhenTheGpuCannotHoldTheModel) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  EngineOptions tiny_card{"auto"};
+  tiny_card.device_memory_limit = 4 << 20;  // the demo model needs ~21 MB: pretend the card has 4 MB
+  const auto automatic = Engine::load(test::resource_dir() / "models" / "demo-tiny", tiny_card);
+  EXPECT_EQ(automatic->device(), "cpu");
+  EXPECT_NE(automatic->fallback_reason().find("out of device memory"), std::string::npos) << automatic->fallback_reason();
+  EXPECT_EQ(automatic->generate(text_request("Still works?", 2)).generated_ids.size(), 2u);
+  tiny_card.device = "cuda";
+  try {
+    Engine::load(test::resource_dir() / "models" / "demo-tiny", tiny_card);
+    FAIL() << "--device cuda loaded a model larger than the capped pool";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("4.0 MiB capacity"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace qvl
