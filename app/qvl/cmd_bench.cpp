@@ -110,6 +110,18 @@ int run_bench(const std::vector<std::string>& argv) {
     decode.push_back(t.decode_ms / double(std::max<int64_t>(1, t.decode_steps)));
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
   }
+  // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
+  auto profiler = std::make_shared<Profiler>();
+  engine->set_profiler(profiler);
+  engine->generate(request);
+  engine->set_profiler(nullptr);
+  const auto kernels = profiler->summary();
+  nlohmann::json kernel_table = nlohmann::json::array();
+  for (const auto& k : kernels)
+    kernel_table.push_back({{"name", k.name}, {"calls", k.calls}, {"total_ms", k.total_ms}, {"mean_us", k.mean_us},
+                            {"p50_us", k.p50_us}, {"p95_us", k.p95_us}, {"gb_per_s", k.gb_per_s},
+                            {"tflop_per_s", k.tflop_per_s}, {"share", k.share}});
+
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
   const double bandwidth = engine->device() == "cpu" ? cpu::measure_read_bandwidth() : 0.0;
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
@@ -131,6 +143,7 @@ int run_bench(const std::vector<std::string>& argv) {
                     {"measured_read_bandwidth_gb_per_s", bandwidth > 0 ? nlohmann::json(bandwidth / 1e9) : nlohmann::json()},
                     {"floor_ms_per_token", roofline_ms > 0 ? nlohmann::json(roofline_ms) : nlohmann::json()},
                     {"fraction_of_roofline", roofline_ms > 0 ? nlohmann::json(roofline_ms / decode_ms) : nlohmann::json()}}},
+      {"kernels", kernel_table},
   };
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -142,6 +155,13 @@ int run_bench(const std::vector<std::string>& argv) {
   std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
               median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs\n", decode_ms, 1e3 / decode_ms, (long long)repeat);
+  std::printf("\nper kernel (one profiled run: prefill + %lld decode steps), by total time:\n", (long long)decode_tokens);
+  std::printf("  %-34s %7s %10s %10s %10s %9s %9s %6s\n", "kernel", "calls", "total ms", "mean us", "p95 us", "GB/s", "TFLOP/s", "share");
+  for (std::size_t i = 0; i < kernels.size() && i < 15; ++i) {
+    const auto& k = kernels[i];
+    std::printf("  %-34s %7lld %10.2f %10.1f %10.1f %9.1f %9.3f %5.1f%%\n", k.name.c_str(), (long long)k.calls, k.total_ms,
+                k.mean_us, k.p95_us, k.gb_per_s, k.tflop_per_s, 100 * k.share);
+  }
   if (bandwidth > 0)
     std::printf("roofline         %.3f GB of weights per token / %.1f GB/s measured = %.2f ms floor; achieved %.0f%%\n",
                 double(bytes_per_token) / 1e9, bandwidth / 1e9, roofline_ms, 100 * out["roofline"]["fraction_of_roofline"].get<double>());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kernel_timing.h"
 #include "core/tensor.h"
 
 namespace qvl {
@@ -31,6 +32,11 @@ public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual DType activation_type() const = 0;
+
+  // Per-kernel timing: every op is reported to `sink` (nullptr: off, no timing work). collect_timings hands over
+  // what has finished (wait = true: everything queued so far); host backends report as they go.
+  virtual void set_timing_sink(KernelTimingSink* sink) { timing_ = sink; }
+  virtual void collect_timings(bool /*wait*/) {}
 
   // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
   virtual Tensor upload(const Tensor& host_weight) = 0;
@@ -61,6 +67,9 @@ public:
   virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[rows[i]] = src[i]
   virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
+
+protected:
+  KernelTimingSink* timing_ = nullptr;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

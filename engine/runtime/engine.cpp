@@ -126,6 +126,10 @@ public:
       const std::string piece = detok.push(next);
       result.text += piece;
       if (sink) sink->on_token(next, piece);
+      if (profiler_) {
+        backend_->collect_timings(false);
+        profiler_->publish();
+      }
       if (stop) {
         result.stop_reason = "eos";
         break;
@@ -147,8 +151,17 @@ public:
     result.text += tail;
     if (sink && !tail.empty()) sink->on_token(-1, tail);
     result.timing.decode_ms = ms_since(t0);
+    if (profiler_) {
+      backend_->collect_timings(true);
+      profiler_->publish();
+    }
     result.timing.generated_tokens = int64_t(result.generated_ids.size());
     return result;
+  }
+
+  void set_profiler(std::shared_ptr<Profiler> profiler) override {
+    profiler_ = std::move(profiler);
+    backend_->set_timing_sink(profiler_.get());
   }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
@@ -177,6 +190,7 @@ private:
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;
   std::string device_ = "cpu";
+  std::shared_ptr<Profiler> profiler_;
 };
 
 }  // namespace

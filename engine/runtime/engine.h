@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/rope.h"
+#include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -64,6 +65,10 @@ public:
   // Thread-safe to cancel from another thread: generation stops within one token.
   virtual GenerateResult generate(const GenerateRequest& request, TokenSink* sink = nullptr,
                                   const std::atomic<bool>* cancel = nullptr) = 0;
+
+  // Per-kernel timing of every op the backend runs (nullptr: off). During generation the profiler's listeners get
+  // the updated table after every token; GPU timings arrive a token late, and all of them by the end.
+  virtual void set_profiler(std::shared_ptr<Profiler> profiler) = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"

@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/dot_kernels.h"
+#include "backend/op_costs.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
@@ -52,6 +53,7 @@ public:
     expect_f32(x, "linear", "x");
     expect_f32(y, "linear", "y");
     const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(x, w, y); });
     if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
       fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
     const auto& kernels = cpu::dot_kernels();
@@ -78,6 +80,7 @@ public:
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::row_norm("rms_norm", x); });
     expect_f32(x, "rms_norm", "x");
     const int64_t d = last_dim(x);
     if (w.numel() != d) fail("rms_norm: weight has ", w.numel(), " elements for rows of ", d);
@@ -91,6 +94,7 @@ public:
   }
 
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::row_norm("layer_norm", x); });
     expect_f32(x, "layer_norm", "x");
     const int64_t d = last_dim(x);
     if (w.numel() != d || b.numel() != d) fail("layer_norm: weight/bias size does not match rows of ", d);
@@ -107,12 +111,15 @@ public:
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("add", a, 3); });
     elementwise2(a, b, y, "add", [](float p, float q) { return p + q; });
   }
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("silu_mul", gate, 3); });
     elementwise2(gate, up, y, "silu_mul", [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
   }
   void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise(kind == GeluKind::Tanh ? "gelu_tanh" : "gelu_erf", x, 2); });
     if (kind == GeluKind::Tanh)
       elementwise2(x, x, y, "gelu", [](float v, float) {
         return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
@@ -122,6 +129,7 @@ public:
   }
 
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::embed(table, ids.size()); });
     const int64_t d = table.dim(1);
     if (rows_of(y) != int64_t(ids.size()) || last_dim(y) != d) fail("embed: output shape ", shape_to_string(y.shape()));
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -132,6 +140,7 @@ public:
   }
 
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::rope(x, cos); });
     expect_f32(x, "rope", "x");
     const int64_t s = x.dim(0), h = x.dim(1), d = x.dim(2), half = d / 2;
     if (cos.dim(0) != s || cos.dim(1) != d) fail("rope: cos table ", shape_to_string(cos.shape()), " for x ", shape_to_string(x.shape()));
@@ -154,6 +163,7 @@ public:
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                  float scale, Tensor& out) override {
     const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::attention(q, k, kv_len, mask); });
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     const int64_t group = hq / hkv;
     const float* qp = q.data<float>();
@@ -196,15 +206,18 @@ public:
   }
 
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("copy_rows", src, 2); });
     const int64_t width = src.numel() / std::max<int64_t>(1, src.dim(0));
     if (row + src.dim(0) > dst.dim(0) || dst.numel() / dst.dim(0) != width) fail("copy_rows: does not fit");
     std::memcpy(dst.data<float>() + row * width, src.data<float>(), src.nbytes());
   }
 
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("add_rows", src, 3); });
     scatter(x, src, rows, [](float& a, float b) { a += b; });
   }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("set_rows", src, 2); });
     scatter(x, src, rows, [](float& a, float b) { a = b; });
   }
 

@@ -8,6 +8,7 @@
 
 #include "attention.cuh"
 #include "backend/backend.h"
+#include "backend/op_costs.h"
 #include "common.cuh"
 #include "core/error.h"
 #include "elementwise.cuh"
@@ -36,6 +37,23 @@ float* f32(const Tensor& t) {
   return const_cast<float*>(t.data<float>());
 }
 
+class CudaBackend;
+
+// Times one op on the GPU with a pair of events recorded in the stream around it; the events are read later
+// (collect_timings), so timing never waits for the GPU.
+class GpuTimer {
+public:
+  template <typename Describe> GpuTimer(CudaBackend& backend, Describe describe);
+  ~GpuTimer();
+  GpuTimer(const GpuTimer&) = delete;
+  GpuTimer& operator=(const GpuTimer&) = delete;
+
+private:
+  CudaBackend* backend_ = nullptr;
+  KernelEvent event_;
+  cudaEvent_t start_ = nullptr;
+};
+
 class CudaBackend final : public Backend {
 public:
   CudaBackend(int device, std::size_t capacity) : device_(device) {
@@ -52,8 +70,41 @@ public:
         capacity);
   }
 
+  ~CudaBackend() override {
+    collect_timings(true);
+    for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
+    if (reference_) cudaEventDestroy(reference_);
+  }
+
   std::string name() const override { return name_; }
   DType activation_type() const override { return DType::F32; }
+
+  void set_timing_sink(KernelTimingSink* sink) override {
+    collect_timings(true);
+    timing_ = sink;
+    if (!sink) return;
+    if (!reference_) CUDA_CHECK(cudaEventCreate(&reference_));
+    CUDA_CHECK(cudaEventRecord(reference_, nullptr));  // GPU time zero = the sink's clock now
+    reference_ms_ = sink->now_ms();
+  }
+
+  void collect_timings(bool wait) override {
+    std::size_t done = 0;
+    for (; done < pending_.size(); ++done) {
+      Pending& p = pending_[done];
+      if (wait) CUDA_CHECK(cudaEventSynchronize(p.end));
+      else if (cudaEventQuery(p.end) == cudaErrorNotReady) break;
+      float offset = 0, duration = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&offset, reference_, p.start));
+      CUDA_CHECK(cudaEventElapsedTime(&duration, p.start, p.end));
+      p.event.start_ms = reference_ms_ + offset;
+      p.event.duration_ms = duration;
+      if (timing_) timing_->record(std::move(p.event));
+      free_events_.push_back(p.start);
+      free_events_.push_back(p.end);
+    }
+    pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(done));
+  }
 
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
@@ -79,13 +130,16 @@ public:
     const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
     if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)
       fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
+    const GpuTimer timer(*this, [&] { return op_cost::linear(x, w, y); });
     cuda::linear(f32(x), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr,
                  bias ? weight_type(bias->dtype()) : cuda::WeightType::F32, f32(y), m, n, k, nullptr);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
+    const GpuTimer timer(*this, [&] { return op_cost::row_norm("rms_norm", x); });
     cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), nullptr);
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
+    const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });
     cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, f32(y), rows_of(x),
                      last_dim(x), nullptr);
   }
@@ -97,16 +151,19 @@ public:
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
     for (int32_t id : ids)
       if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
+    const GpuTimer timer(*this, [&] { return op_cost::embed(table, ids.size()); });
     const Tensor dev_ids = upload_indices(ids.data(), ids.size() * sizeof(int32_t));
     cuda::gather_rows(table.raw(), weight_type(table.dtype()), dev_ids.data<int32_t>(), f32(y), int64_t(ids.size()),
                       table.dim(1), nullptr);
   }
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    const GpuTimer timer(*this, [&] { return op_cost::rope(x, cos); });
     cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), nullptr);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask, float scale,
                  Tensor& out) override {
     const bool causal = mask.kind == AttentionMask::Kind::Causal;
+    const GpuTimer timer(*this, [&] { return op_cost::attention(q, k, kv_len, mask); });
     const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
     cuda::attention(f32(q), f32(k), f32(v), f32(out), q.dim(0), q.dim(1), k.dim(1), q.dim(2), kv_len, causal, mask.past,
                     causal ? nullptr : bounds.data<int64_t>(), int64_t(mask.bounds.size()) - 1, scale, nullptr);
@@ -114,6 +171,7 @@ public:
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
     if (row + src.dim(0) > dst.dim(0) || src.nbytes() != std::size_t(src.dim(0)) * row_bytes) fail("copy_rows: does not fit");
+    const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
     CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
                                cudaMemcpyDeviceToDevice, nullptr));
   }
@@ -121,6 +179,22 @@ public:
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
 
 private:
+  friend class GpuTimer;
+  struct Pending {
+    KernelEvent event;
+    cudaEvent_t start, end;
+  };
+  cudaEvent_t take_event() {
+    if (free_events_.empty()) {
+      cudaEvent_t e;
+      CUDA_CHECK(cudaEventCreate(&e));
+      return e;
+    }
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+
   Tensor device_tensor(DType dtype, Shape shape, pool::Owner owner) {
     const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
     void* p = pool_->allocate(std::max<std::size_t>(bytes, 1), owner);
@@ -134,6 +208,8 @@ private:
   }
   void elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
     if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
+    static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
+    const GpuTimer timer(*this, [&] { return op_cost::elementwise(names[int(op)], a, b ? 3 : 2); });
     cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), nullptr);
   }
   void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {
@@ -141,13 +217,32 @@ private:
     for (int64_t r : rows)
       if (r < 0 || r >= rows_of(x)) fail("scatter: row ", r, " out of range");
     const Tensor dev_rows = upload_indices(rows.data(), rows.size() * sizeof(int64_t));
+    const GpuTimer timer(*this, [&] { return op_cost::rows(accumulate ? "add_rows" : "set_rows", src, accumulate ? 3 : 2); });
     cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate, nullptr);
   }
 
   int device_;
   std::string name_;
   std::shared_ptr<pool::MemoryPool> pool_;
+  std::vector<Pending> pending_;
+  std::vector<cudaEvent_t> free_events_;
+  cudaEvent_t reference_ = nullptr;
+  double reference_ms_ = 0;
 };
+
+template <typename Describe> GpuTimer::GpuTimer(CudaBackend& backend, Describe describe) {
+  if (!backend.timing_) return;
+  backend_ = &backend;
+  event_ = describe();
+  start_ = backend.take_event();
+  CUDA_CHECK(cudaEventRecord(start_, nullptr));
+}
+
+GpuTimer::~GpuTimer() {
+  if (!backend_) return;
+  cudaEvent_t end = backend_->take_event();
+  if (cudaEventRecord(end, nullptr) == cudaSuccess) backend_->pending_.push_back({std::move(event_), start_, end});
+}
 
 }  // namespace
 }  // namespace qvl

@@ -1,0 +1,44 @@
+#pragma once
+// What each op moves and computes, for the per-kernel table (achieved GB/s and TFLOP/s beside the roofline).
+// Shared by every backend so their numbers are comparable. Only evaluated while timing is on.
+#include <algorithm>
+#include <string>
+
+#include "backend/backend.h"
+
+namespace qvl::op_cost {
+
+inline KernelEvent make(std::string name, double bytes, double flops) { return {std::move(name), 0, 0, bytes, flops}; }
+
+// "linear 2048x6144 bf16": weights are grouped by shape and type.
+inline KernelEvent linear(const Tensor& x, const Tensor& w, const Tensor& y) {
+  const double m = double(y.numel() / std::max<int64_t>(1, w.dim(0)));
+  return make("linear " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " + std::string(dtype_name(w.dtype())),
+              double(w.nbytes() + x.nbytes() + y.nbytes()), 2.0 * m * double(w.numel()));
+}
+inline KernelEvent row_norm(const char* op, const Tensor& x) {
+  const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
+  return make(std::string(op) + " " + std::to_string(width), 2.0 * double(x.nbytes()), 5.0 * double(x.numel()));
+}
+inline KernelEvent elementwise(const char* op, const Tensor& x, int tensors) {
+  return make(op, double(tensors) * double(x.nbytes()), 4.0 * double(x.numel()));
+}
+inline KernelEvent embed(const Tensor& table, std::size_t count) {
+  return make("embed", double(count) * double(table.dim(1)) * double(dtype_size(table.dtype()) + 4), 0);
+}
+inline KernelEvent rope(const Tensor& x, const Tensor& cos) {
+  return make("rope", 2.0 * double(x.nbytes()) + 2.0 * double(cos.nbytes()), 3.0 * double(x.numel()));
+}
+inline KernelEvent attention(const Tensor& q, const Tensor& k, int64_t kv_len, const AttentionMask& mask) {
+  const double s = double(q.dim(0)), hq = double(q.dim(1)), d = double(q.dim(2)), hkv = double(k.dim(1));
+  const bool causal = mask.kind == AttentionMask::Kind::Causal;
+  const double keys = causal ? double(mask.past) + (s + 1) / 2
+                             : double(kv_len) / double(std::max<std::size_t>(1, mask.bounds.size() - 1));
+  return make(std::string(causal ? "attention causal" : "attention segments") + " d=" + std::to_string(q.dim(2)),
+              2.0 * double(q.nbytes()) + 2.0 * double(kv_len) * hkv * d * 4, 4.0 * s * hq * d * keys);
+}
+inline KernelEvent rows(const char* op, const Tensor& src, int tensors) {
+  return make(op, double(tensors) * double(src.nbytes()), 0);
+}
+
+}  // namespace qvl::op_cost
