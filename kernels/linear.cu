@@ -1,7 +1,10 @@
-// One warp per output column n and a tile of up to 8 activation rows: the warp reads its weight row once per tile
-// (coalesced: lanes take consecutive k) and reduces with shuffles. Bytes: N·K·sizeof(w) per tile of rows, so decode
-// (M = 1) streams the weights once; a first, simple kernel aimed at correctness on every architecture, not yet at
-// the bandwidth roofline (the tuned GEMV and the tensor-core GEMM come with the fused kernels).
+// Two kernels, chosen by shape:
+// - GEMV (M <= 4 activation rows: decode): memory-bound, N·K·sizeof(w) bytes for 2·M·N·K FLOPs, so it aims at the
+//   DRAM roofline: one warp per weight row, 16-byte loads (8 bf16/f16 or 4 f32 per lane per step), the loop unrolled
+//   so several loads are in flight, f32 accumulation, shuffle reduction. Needs K a multiple of the vector width and
+//   16-byte aligned rows; otherwise the general kernel runs.
+// - General: one warp per output column and a tile of up to 8 activation rows, reading the weight row once per tile
+//   (coalesced). Correct everywhere; the tensor-core GEMM for prefill comes with the fused kernels.
 #include "common.cuh"
 #include "weights.cuh"
 #include "linear.cuh"
@@ -34,10 +37,91 @@ __global__ void linear_kernel(const float* __restrict__ x, const void* __restric
   }
 }
 
+template <typename W> struct Vec16;  // 16 bytes of weights, widened to f32
+template <> struct Vec16<float> {
+  static constexpr int kCount = 4;
+  __device__ static void load(const float* p, float* out) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  }
+};
+template <> struct Vec16<uint16_t> {  // bf16
+  static constexpr int kCount = 8;
+  __device__ static void load(const uint16_t* p, float* out) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+template <> struct Vec16<__half> {
+  static constexpr int kCount = 8;
+  __device__ static void load(const __half* p, float* out) {
+    const uint4 v = *reinterpret_cast<const uint4*>(p);
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      out[2 * i] = f.x, out[2 * i + 1] = f.y;
+    }
+  }
+};
+
+constexpr int kGemvWarps = 4;
+
+template <typename W, int M>
+__global__ void gemv_kernel(const float* __restrict__ x, const W* __restrict__ w, const void* __restrict__ bias,
+                            WeightType bias_type, float* __restrict__ y, int64_t n, int64_t k) {
+  const int64_t row = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n) return;
+  constexpr int kVec = Vec16<W>::kCount;
+  const W* wr = w + row * k;
+  float acc[M] = {};
+#pragma unroll 4
+  for (int64_t i = int64_t(lane) * kVec; i < k; i += 32 * kVec) {
+    float wv[kVec];
+    Vec16<W>::load(wr + i, wv);
+    for (int m = 0; m < M; ++m) {
+      const float* xm = x + m * k + i;
+      for (int j = 0; j < kVec; ++j) acc[m] += xm[j] * wv[j];
+    }
+  }
+  const float b = bias ? load_weight(bias, bias_type, row) : 0.0f;
+  for (int m = 0; m < M; ++m) {
+    const float s = warp_sum(acc[m]);
+    if (lane == 0) y[m * n + row] = s + b;
+  }
+}
+
+template <typename W>
+bool try_gemv(const float* x, const void* w, const void* bias, WeightType bias_type, float* y, int64_t m, int64_t n,
+              int64_t k, cudaStream_t stream) {
+  constexpr int kVec = Vec16<W>::kCount;
+  if (m > 4 || k % kVec != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return false;
+  const auto* wt = static_cast<const W*>(w);
+  const dim3 grid(unsigned((n + kGemvWarps - 1) / kGemvWarps));
+  switch (m) {
+    case 1: gemv_kernel<W, 1><<<grid, kGemvWarps * 32, 0, stream>>>(x, wt, bias, bias_type, y, n, k); break;
+    case 2: gemv_kernel<W, 2><<<grid, kGemvWarps * 32, 0, stream>>>(x, wt, bias, bias_type, y, n, k); break;
+    case 3: gemv_kernel<W, 3><<<grid, kGemvWarps * 32, 0, stream>>>(x, wt, bias, bias_type, y, n, k); break;
+    default: gemv_kernel<W, 4><<<grid, kGemvWarps * 32, 0, stream>>>(x, wt, bias, bias_type, y, n, k); break;
+  }
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 }  // namespace
 
 void linear(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y,
             int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  const bool done = w_type == WeightType::BF16 ? try_gemv<uint16_t>(x, w, bias, bias_type, y, m, n, k, stream)
+                    : w_type == WeightType::F16 ? try_gemv<__half>(x, w, bias, bias_type, y, m, n, k, stream)
+                                                : try_gemv<float>(x, w, bias, bias_type, y, m, n, k, stream);
+  if (done) return;
   const dim3 grid(unsigned((n + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned((m + kRowsPerWarp - 1) / kRowsPerWarp));
   linear_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(x, w, w_type, bias, bias_type, y, m, n, k);
   CUDA_CHECK_LAUNCH();

@@ -43,7 +43,8 @@ protected:
 
 TEST_F(CudaOps, LinearForEveryWeightTypeAndShape) {
   for (DType wt : {DType::F32, DType::F16, DType::BF16})
-    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 37, 129}, {3, 64, 64}, {9, 100, 33}, {17, 256, 1024}}) {
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 37, 129}, {3, 64, 64}, {9, 100, 33}, {17, 256, 1024},
+                                                                              {1, 300, 2048}, {2, 48, 512}, {4, 64, 1032}}) {
       const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
       Tensor y_cpu = cpu->alloc({m, n}), y_gpu = gpu->alloc({m, n});
       cpu->linear(x, w, &b, y_cpu);
