@@ -166,40 +166,52 @@ public:
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::attention(q, k, kv_len, mask); });
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     const int64_t group = hq / hkv;
+    const auto dot_rows = cpu::dot_kernels().dot_rows;
     const float* qp = q.data<float>();
     const float* kp = k.data<float>();
     const float* vp = v.data<float>();
     float* op = out.data<float>();
-    const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d)));
-    ThreadPool::global().parallel_for(std::size_t(s * hq), grain, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> scores(static_cast<std::size_t>(kv_len));
+    // Queries go in blocks of kBlock per head: each key row is read once per block, and the dot kernel's 4-row
+    // register blocking turns the scores into a small matrix product instead of one call per (query, key).
+    constexpr int64_t kBlock = 16;
+    const int64_t blocks = (s + kBlock - 1) / kBlock;
+    auto visible = [&](int64_t i) -> std::pair<int64_t, int64_t> {  // keys [lo, hi) for query i
+      if (mask.kind == AttentionMask::Kind::Causal) return {0, std::min(kv_len, mask.past + i + 1)};
+      const auto it = std::upper_bound(mask.bounds.begin(), mask.bounds.end(), i);
+      return {*(it - 1), *it};
+    };
+    const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
+    ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
+      std::vector<float> qblock(std::size_t(kBlock * d)), scores;
       for (std::size_t task = begin; task < end; ++task) {
-        const int64_t i = int64_t(task) / hq, h = int64_t(task) % hq, kvh = h / group;
-        int64_t lo = 0, hi = kv_len;  // visible keys [lo, hi)
-        if (mask.kind == AttentionMask::Kind::Causal) {
-          hi = std::min(kv_len, mask.past + i + 1);
-        } else {
-          const auto it = std::upper_bound(mask.bounds.begin(), mask.bounds.end(), i);
-          lo = *(it - 1);
-          hi = *it;
+        const int64_t h = int64_t(task) % hq, i0 = int64_t(task) / hq * kBlock, rows = std::min(kBlock, s - i0);
+        const int64_t kvh = h / group;
+        int64_t lo = kv_len, hi = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto [l, u] = visible(i0 + r);
+          lo = std::min(lo, l);
+          hi = std::max(hi, u);
+          std::copy_n(qp + ((i0 + r) * hq + h) * d, d, qblock.data() + r * d);
         }
-        const float* qi = qp + (i * hq + h) * d;
-        float best = -INFINITY;
-        for (int64_t t = lo; t < hi; ++t) {
-          const float* kt = kp + (t * hkv + kvh) * d;
-          float dot = 0;
-          for (int64_t e = 0; e < d; ++e) dot += qi[e] * kt[e];
-          scores[std::size_t(t)] = dot * scale;
-          best = std::max(best, scores[std::size_t(t)]);
-        }
-        double total = 0;
-        for (int64_t t = lo; t < hi; ++t) total += scores[std::size_t(t)] = std::exp(scores[std::size_t(t)] - best);
-        float* oi = op + (i * hq + h) * d;
-        std::fill(oi, oi + d, 0.0f);
-        for (int64_t t = lo; t < hi; ++t) {
-          const float p = float(scores[std::size_t(t)] / total);
-          const float* vt = vp + (t * hkv + kvh) * d;
-          for (int64_t e = 0; e < d; ++e) oi[e] += p * vt[e];
+        const int64_t span = std::max<int64_t>(0, hi - lo);
+        scores.resize(std::size_t(rows * span));
+        for (int64_t t = lo; t < hi; ++t)
+          dot_rows(qblock.data(), std::size_t(rows), std::size_t(d), kp + (t * hkv + kvh) * d, DType::F32,
+                   scores.data() + (t - lo), std::size_t(span));
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto [l, u] = visible(i0 + r);
+          float* row = scores.data() + r * span - lo;  // row[t] for t in [l, u)
+          float best = -INFINITY;
+          for (int64_t t = l; t < u; ++t) best = std::max(best, row[t] *= scale);
+          double total = 0;
+          for (int64_t t = l; t < u; ++t) total += row[t] = std::exp(row[t] - best);
+          float* oi = op + ((i0 + r) * hq + h) * d;
+          std::fill(oi, oi + d, 0.0f);
+          for (int64_t t = l; t < u; ++t) {
+            const float p = float(row[t] / total);
+            const float* vt = vp + (t * hkv + kvh) * d;
+            for (int64_t e = 0; e < d; ++e) oi[e] += p * vt[e];
+          }
         }
       }
     });
