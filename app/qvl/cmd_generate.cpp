@@ -92,6 +92,7 @@ int run_generate(const std::vector<std::string>& argv) {
   const GenerateResult r = engine->generate(request, args.has("json") ? nullptr : &printer);
   if (!args.has("json")) {
     std::printf("\n");
+    std::fflush(stdout);  // the summary goes to stderr: keep it after the answer
     std::fprintf(stderr, "[%s, %lld prompt tokens, %lld generated, prefill %.1f ms, decode %.1f ms (%.2f tokens/s), stop: %s]\n",
                  engine->backend_name().c_str(), (long long)r.timing.prompt_tokens, (long long)r.timing.generated_tokens,
                  r.timing.prefill_ms, r.timing.decode_ms,
