@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/golden/images/decode/: small images in the pixel formats users have (grey, grey+alpha, RGBA,
-palette, 16-bit grey and RGB, an EXIF-rotated JPEG) and, in expected.safetensors, the RGB array transformers'
+palette, 16-bit grey, BMP, CMYK JPEG, an EXIF-rotated JPEG) and, in expected.safetensors, the RGB array transformers'
 load_image makes of each (PIL: exif_transpose, then convert("RGB"), which drops alpha and clips 16-bit samples)."""
 import pathlib
 
@@ -27,6 +27,8 @@ def main():
     }
     for name, im in images.items():
         im.save(OUT / name)
+    # CMYK JPEG (as print workflows save them): PIL converts CMYK to RGB multiplicatively.
+    Image.fromarray(rng.integers(0, 256, (h, w, 4), dtype=np.uint8), "CMYK").save(OUT / "cmyk.jpg", quality=95)
     # EXIF orientation 6 (rotate 90° clockwise to display): the stored 24x40 picture must come out 40x24.
     exif = Image.Exif()
     exif[0x0112] = 6
