@@ -64,7 +64,6 @@ CudaPluginStatus load() {
                     ", expected " + std::to_string(QVL_CUDA_PLUGIN_ABI) + ")";
     return status;
   }
-  status.loaded = true;
   status.create = reinterpret_cast<decltype(status.create)>(::dlsym(handle, "qvl_cuda_create_backend"));
   std::string text(probe(nullptr, 0) + 1, '\0');
   probe(text.data(), text.size());

@@ -9,7 +9,6 @@
 namespace qvl {
 
 struct CudaPluginStatus {
-  bool loaded = false;             // the plugin library was found and has the right ABI
   bool usable = false;             // ... and at least one GPU can run its kernels
   std::filesystem::path path;      // where it was loaded from
   nlohmann::json probe;            // the plugin's own report (devices, driver, archs)

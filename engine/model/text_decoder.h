@@ -13,8 +13,6 @@ class KvCache {
 public:
   KvCache(Backend& backend, const TextConfig& config, int64_t capacity);
   int64_t length() const { return length_; }
-  int64_t capacity() const { return capacity_; }
-  void clear() { length_ = 0; }
 
 private:
   friend class TextDecoder;
