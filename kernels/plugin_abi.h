@@ -4,7 +4,7 @@
 #define QVL_KERNELS_PLUGIN_ABI_H
 #include <stddef.h>
 
-#define QVL_CUDA_PLUGIN_ABI 2
+#define QVL_CUDA_PLUGIN_ABI 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,9 +19,10 @@ int qvl_cuda_plugin_abi(void);
  * Returns the length the full text needs (excluding the NUL), like snprintf. */
 size_t qvl_cuda_probe(char* out, size_t capacity);
 
-/* Creates the CUDA backend on `device` with a memory pool of at most `capacity` bytes (0: no limit). Returns a
- * qvl::Backend* (the core's C++ interface; plugin and core come from one build), or NULL with a message in `error`. */
-void* qvl_cuda_create_backend(int device, size_t capacity, char* error, size_t error_capacity);
+/* Creates the CUDA backend on `device` with a memory pool of at most `capacity` bytes (0: no limit) and an
+ * architecture profile: "auto" (from the GPU), "sm61" or "native". Returns a qvl::Backend* (the core's C++
+ * interface; plugin and core come from one build), or NULL with a message in `error`. */
+void* qvl_cuda_create_backend(int device, size_t capacity, const char* profile, char* error, size_t error_capacity);
 
 #ifdef __cplusplus
 }

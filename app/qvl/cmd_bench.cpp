@@ -60,6 +60,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder"},
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
+      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"device", "NAME", "cpu (default) or cuda"},
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
@@ -80,6 +81,7 @@ int run_bench(const std::vector<std::string>& argv) {
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
 
   EngineOptions options;
+  options.cuda_profile = args.get("profile", "auto");
   options.device = args.get("device", "cpu");
   const auto engine = Engine::load(dir, options);
   const ModelFolder folder = ModelFolder::open(dir);

@@ -37,6 +37,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"top-p", "P", "keep the smallest set with probability P"},
       {"repetition-penalty", "R", "penalise tokens already present (1 = off)"},
       {"seed", "N", "random seed for sampling (default 0)"},
+      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"device", "NAME", "auto (default), cpu or cuda"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
@@ -50,6 +51,7 @@ int run_generate(const std::vector<std::string>& argv) {
   if (!parsed) return 0;
   const Args& args = *parsed;
   EngineOptions options;
+  options.cuda_profile = args.get("profile", "auto");
   options.device = args.get("device", "auto");
   options.max_context = args.get_int("max-context", options.max_context);
   options.image_min_tokens = args.get_int("image-min-tokens", 0);

@@ -81,11 +81,15 @@ CudaPluginStatus load() {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cuda_backend(int device, std::size_t capacity) {
+std::unique_ptr<Backend> make_cuda_backend(int device, std::size_t capacity, const std::string& profile) {
   const CudaPluginStatus& plugin = cuda_plugin();
   if (!plugin.usable || !plugin.create) fail("CUDA is not available: ", plugin.reason);
+  std::string chosen = profile;
+  if (const char* env = std::getenv("QVL_CUDA_PROFILE"); env && *env && profile == "auto") chosen = env;
+  if (chosen != "auto" && chosen != "sm61" && chosen != "native")
+    fail("CUDA profile must be auto, sm61 or native (got '", chosen, "')");
   char error[1024] = "";
-  void* backend = plugin.create(device, capacity, error, sizeof error);
+  void* backend = plugin.create(device, capacity, chosen.c_str(), error, sizeof error);
   if (!backend) fail("the CUDA backend could not start: ", error);
   return std::unique_ptr<Backend>(static_cast<Backend*>(backend));
 }

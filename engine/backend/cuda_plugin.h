@@ -14,11 +14,13 @@ struct CudaPluginStatus {
   nlohmann::json probe;            // the plugin's own report (devices, driver, archs)
   std::string reason;              // why CUDA cannot be used, empty when usable
   // Creates the backend on a device (capacity 0: no pool limit); throws qvl::Error with the plugin's message.
-  void* (*create)(int device, size_t capacity, char* error, size_t error_capacity) = nullptr;
+  void* (*create)(int device, size_t capacity, const char* profile, char* error, size_t error_capacity) = nullptr;
 };
 
 class Backend;
-std::unique_ptr<Backend> make_cuda_backend(int device = 0, std::size_t capacity = 0);
+// profile: "auto" follows the GPU (compute capability below 7.0 gets "sm61"); "sm61" forces the Pascal path on
+// any GPU (f16 weight storage, f32 arithmetic) so it is tested on modern cards; $QVL_CUDA_PROFILE overrides "auto".
+std::unique_ptr<Backend> make_cuda_backend(int device = 0, std::size_t capacity = 0, const std::string& profile = "auto");
 
 // Loads once per process; $QVL_CUDA_PLUGIN overrides the search (an empty value disables CUDA, for tests).
 const CudaPluginStatus& cuda_plugin();

@@ -28,7 +28,7 @@ public:
     if (options.device == "cuda" && !cuda.usable) fail("--device cuda: CUDA is not available (", cuda.reason, ")");
     if (options.device != "cpu" && cuda.usable) {
       try {
-        backend_ = make_cuda_backend(0, options.device_memory_limit);
+        backend_ = make_cuda_backend(0, options.device_memory_limit, options.cuda_profile);
         weights_ = bind_weights(model_, *backend_);
         device_ = "cuda";
       } catch (const std::exception& e) {

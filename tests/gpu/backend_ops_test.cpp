@@ -138,6 +138,23 @@ TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   for (std::size_t i = 1; i < events.size(); ++i) EXPECT_GE(events[i].start_ms, events[i - 1].start_ms);  // stream order
 }
 
+TEST_F(CudaOps, Sm61ProfileStoresF16AndMatchesTheCpu) {
+  auto pascal = make_cuda_backend(0, 0, "sm61");
+  EXPECT_NE(pascal->name().find("profile sm61"), std::string::npos) << pascal->name();
+  const Tensor w = random({96, 512}, DType::BF16, 0.05f), x = random({1, 512});
+  const Tensor wg = pascal->upload(w);
+  EXPECT_EQ(wg.dtype(), DType::F16);  // Pascal has no bf16: stored as f16, computed in f32
+  Tensor y_cpu = cpu->alloc({1, 96}), y_gpu = pascal->alloc({1, 96});
+  cpu->linear(x, w, nullptr, y_cpu);
+  pascal->linear(pascal->from_host(x), wg, nullptr, y_gpu);
+  EXPECT_LT(error(pascal->to_host(y_gpu), y_cpu), 1e-5);
+  Tensor huge = Tensor::empty(DType::F32, {2});
+  huge.data<float>()[0] = 1e6f;  // representable in bf16, not in f16
+  huge.data<float>()[1] = 1.0f;
+  EXPECT_THROW(pascal->upload(huge.to(DType::BF16)), std::exception);
+  EXPECT_EQ(make_cuda_backend(0, 0, "native")->upload(w).dtype(), DType::BF16);
+}
+
 TEST_F(CudaOps, ReportsOutOfMemoryWithNumbers) {
   auto small = make_cuda_backend(0, 64 << 20);  // pretend the card has 64 MiB
   try {

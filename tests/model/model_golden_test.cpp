@@ -184,7 +184,9 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   const fs::path dir = fs::path(QVL_TEST_GOLDEN_MODEL_DIR) / golden["model"].get<std::string>();
   const ModelFolder folder = ModelFolder::open(dir);
   const ModelConfig& config = folder.config;
-  auto gpu = make_cuda_backend();
+  for (const std::string profile : {"native", "sm61"}) {  // sm61: the Pascal path (f16 storage), forced on this GPU
+  SCOPED_TRACE("profile " + profile);
+  auto gpu = make_cuda_backend(0, 0, profile);
   const ModelWeights weights = bind_weights(folder, *gpu);
   const auto prompt = golden["prompt_token_ids"].get<std::vector<int32_t>>();
   std::vector<ImageGrid> grids;
@@ -212,7 +214,9 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   EXPECT_LT(relative_error(strided, tensors->tensor("logits_strided").to_f32_vector()), 1e-4) << "logits";
 
   // End to end on the GPU engine: greedy tokens while the reference margin is clear.
-  const auto engine = Engine::load(dir, {"cuda"});
+  EngineOptions options{"cuda"};
+  options.cuda_profile = profile;
+  const auto engine = Engine::load(dir, options);
   ASSERT_EQ(engine->device(), "cuda");
   GenerateRequest request;
   const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
@@ -224,6 +228,7 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   const auto margins = golden["greedy_margins"].get<std::vector<double>>();
   for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size() && margins[i] >= 0.01; ++i)
     EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, ModelGolden, ::testing::ValuesIn(golden_cases()),

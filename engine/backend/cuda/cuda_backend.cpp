@@ -3,6 +3,7 @@
 // goes through the memory pool, tagged with its owner, so the GUI can draw who holds the memory.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -11,6 +12,7 @@
 #include "backend/op_costs.h"
 #include "common.cuh"
 #include "core/error.h"
+#include "core/half.h"
 #include "elementwise.cuh"
 #include "linear.cuh"
 #include "memory_pool.h"
@@ -56,11 +58,15 @@ private:
 
 class CudaBackend final : public Backend {
 public:
-  CudaBackend(int device, std::size_t capacity) : device_(device) {
+  CudaBackend(int device, std::size_t capacity, const std::string& profile) : device_(device) {
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp props{};
     CUDA_CHECK(cudaGetDeviceProperties(&props, device));
-    name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) + ")";
+    // The SM61 profile: Pascal consumer parts have no bf16 and run f16 arithmetic at 1/64 rate, so weights are
+    // stored as f16 (converted at load) and all arithmetic is f32. "auto" picks it below compute capability 7.0.
+    sm61_ = profile == "sm61" || (profile == "auto" && props.major < 7);
+    name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) +
+            (sm61_ ? ", profile sm61" : ", profile native") + ")";
     pool_ = std::make_shared<pool::MemoryPool>(
         pool::Upstream{[](std::size_t n) -> void* {
                          void* p = nullptr;
@@ -108,8 +114,10 @@ public:
 
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
-    Tensor t = device_tensor(host.dtype(), host.shape(), pool::Owner::Weights);
-    if (host.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
+    // bf16 -> f16 is exact for every value in f16's normal range; an overflow would turn a weight into inf.
+    const Tensor stored = sm61_ && host.dtype() == DType::BF16 ? checked_f16(host) : host;
+    Tensor t = device_tensor(stored.dtype(), stored.shape(), pool::Owner::Weights);
+    if (stored.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), stored.raw(), stored.nbytes(), cudaMemcpyHostToDevice));
     return t;
   }
   Tensor alloc(Shape shape) override { return device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
@@ -180,6 +188,14 @@ public:
 
 private:
   friend class GpuTimer;
+  static Tensor checked_f16(const Tensor& bf16) {
+    Tensor f16 = bf16.to(DType::F16);
+    const auto* h = f16.data<uint16_t>();
+    for (int64_t i = 0; i < f16.numel(); ++i)
+      if ((h[i] & 0x7c00) == 0x7c00 && !std::isnan(bf16_to_f32(bf16.data<uint16_t>()[i])))
+        fail("SM61 profile: a bf16 weight of ", bf16_to_f32(bf16.data<uint16_t>()[i]), " does not fit f16 storage");
+    return f16;
+  }
   struct Pending {
     KernelEvent event;
     cudaEvent_t start, end;
@@ -222,6 +238,7 @@ private:
   }
 
   int device_;
+  bool sm61_ = false;
   std::string name_;
   std::shared_ptr<pool::MemoryPool> pool_;
   std::vector<Pending> pending_;
@@ -247,9 +264,9 @@ GpuTimer::~GpuTimer() {
 }  // namespace
 }  // namespace qvl
 
-extern "C" void* qvl_cuda_create_backend(int device, size_t capacity, char* error, size_t error_capacity) {
+extern "C" void* qvl_cuda_create_backend(int device, size_t capacity, const char* profile, char* error, size_t error_capacity) {
   try {
-    return static_cast<qvl::Backend*>(new qvl::CudaBackend(device, capacity ? capacity : SIZE_MAX));
+    return static_cast<qvl::Backend*>(new qvl::CudaBackend(device, capacity ? capacity : SIZE_MAX, profile ? profile : "auto"));
   } catch (const std::exception& e) {
     if (error && error_capacity) {
       std::strncpy(error, e.what(), error_capacity - 1);
