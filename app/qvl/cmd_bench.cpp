@@ -152,6 +152,10 @@ int run_bench(const std::vector<std::string>& argv) {
     return 0;
   }
   std::printf("model            %s\nbackend          %s\n", dir.c_str(), engine->backend_name().c_str());
+  const std::string& backend = engine->backend_name();
+  if (backend.find("profile sm61") != std::string::npos && backend.find("sm_6") == std::string::npos)
+    std::printf("note             the SM61 profile forced on a newer GPU: these numbers check the Pascal code path, they\n"
+                "                 say nothing about a real Pascal card's speed\n");
   std::printf("prompt           %lld tokens (%lld from the image)\n", (long long)out["prompt_tokens"].get<int64_t>(),
               (long long)out["image_tokens"].get<int64_t>());
   std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
