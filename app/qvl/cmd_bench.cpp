@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/memory_bandwidth.h"
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/model_folder.h"
@@ -125,7 +124,7 @@ int run_bench(const std::vector<std::string>& argv) {
                             {"tflop_per_s", k.tflop_per_s}, {"share", k.share}});
 
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
-  const double bandwidth = engine->device() == "cpu" ? cpu::measure_read_bandwidth() : 0.0;
+  const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
   const nlohmann::json out = {
       {"model", dir.string()},

@@ -37,6 +37,8 @@ public:
   // what has finished (wait = true: everything queued so far); host backends report as they go.
   virtual void set_timing_sink(KernelTimingSink* sink) { timing_ = sink; }
   virtual void collect_timings(bool /*wait*/) {}
+  // Measured read bandwidth of the memory the weights live in (bytes/s): the decode roofline's denominator.
+  virtual double measure_read_bandwidth() = 0;
 
   // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
   virtual Tensor upload(const Tensor& host_weight) = 0;

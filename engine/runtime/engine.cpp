@@ -164,6 +164,8 @@ public:
     backend_->set_timing_sink(profiler_.get());
   }
 
+  double measure_read_bandwidth() override { return backend_->measure_read_bandwidth(); }
+
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   std::string device() const override { return device_; }
   std::string backend_name() const override { return backend_->name(); }

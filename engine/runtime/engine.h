@@ -71,6 +71,9 @@ public:
   // the updated table after every token; GPU timings arrive a token late, and all of them by the end.
   virtual void set_profiler(std::shared_ptr<Profiler> profiler) = 0;
 
+  // Measured read bandwidth (bytes/s) of the memory the weights live in, for the roofline.
+  virtual double measure_read_bandwidth() = 0;
+
   virtual const Tokenizer& tokenizer() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "backend/backend.h"
@@ -136,6 +137,13 @@ TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   EXPECT_GT(table[0].gb_per_s, 1.0);  // 8 MB per call: any real GPU moves it at more than 1 GB/s
   const auto events = profiler.events();
   for (std::size_t i = 1; i < events.size(); ++i) EXPECT_GE(events[i].start_ms, events[i - 1].start_ms);  // stream order
+}
+
+TEST_F(CudaOps, MeasuresDeviceReadBandwidth) {
+  const double bandwidth = gpu->measure_read_bandwidth();
+  EXPECT_GT(bandwidth, 50e9);    // any CUDA GPU worth running reads faster than 50 GB/s (a GTX 1050: ~110)
+  EXPECT_LT(bandwidth, 20e12);   // and no GPU reads 20 TB/s: a wrong byte count would show here
+  std::printf("device read bandwidth: %.0f GB/s\n", bandwidth / 1e9);
 }
 
 TEST_F(CudaOps, Sm61ProfileStoresF16AndMatchesTheCpu) {

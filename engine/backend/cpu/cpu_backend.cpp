@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -43,6 +44,8 @@ class CpuBackend final : public Backend {
 public:
   std::string name() const override { return std::string("cpu (") + cpu::dot_kernels().name + ")"; }
   DType activation_type() const override { return DType::F32; }
+
+  double measure_read_bandwidth() override { return cpu::measure_read_bandwidth(); }
 
   Tensor upload(const Tensor& w) override { return w; }
   Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }

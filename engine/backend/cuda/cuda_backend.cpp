@@ -3,11 +3,13 @@
 // goes through the memory pool, tagged with its owner, so the GUI can draw who holds the memory.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "attention.cuh"
+#include "bandwidth.cuh"
 #include "backend/backend.h"
 #include "backend/op_costs.h"
 #include "common.cuh"
@@ -110,6 +112,13 @@ public:
       free_events_.push_back(p.end);
     }
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(done));
+  }
+
+  double measure_read_bandwidth() override {
+    // 2 GiB, far beyond the 50-60 MB L2 of current GPUs; less when a capped pool leaves less room.
+    std::size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return cuda::measure_read_bandwidth(std::min<std::size_t>(std::size_t(2) << 30, free / 4 / 16 * 16), 5);
   }
 
   Tensor upload(const Tensor& host) override {
