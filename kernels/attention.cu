@@ -1,6 +1,11 @@
-// A first attention kernel: one warp per (query, head) with an online softmax over the visible keys, so no score
-// matrix is stored and any length works. Each lane owns D/32 dimensions (D <= 256). Reads every key and value once
-// per query: O(S·T·D) bytes — the tiled flash kernel that reuses K/V across queries replaces it for long prompts.
+// Online-softmax attention (no score matrix is stored, any length works); each lane owns D/32 dimensions (D <= 256).
+// Two shapes of the same algorithm:
+// - many (query, head) pairs (prefill, vision): one warp per pair;
+// - few pairs (decode: one query x heads): a block of kSplitWarps warps per pair, each warp taking every
+//   kSplitWarps-th key, the partial (max, sum, accumulator) triples merged through shared memory (16 KB at D = 256,
+//   inside Pascal's 48 KB). One warp per head would leave all but 16 warps of a GPU idle while reading the cache.
+// Both read every key and value once per query: O(S·T·D) bytes; a tiled flash kernel that reuses K/V across queries
+// is the next step for long prompts.
 #include "attention.cuh"
 #include "common.cuh"
 #include "weights.cuh"
@@ -58,6 +63,76 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
   }
 }
 
+constexpr int kSplitWarps = 16;
+
+__global__ void attention_split_kernel(const float* q, const float* k, const float* v, float* out, int64_t hq,
+                                       int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past,
+                                       const int64_t* bounds, int64_t segments, float scale) {
+  __shared__ float part_max[kSplitWarps], part_sum[kSplitWarps];
+  __shared__ float part_acc[kSplitWarps][32 * kMaxPerLane];
+  const int64_t task = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t i = task / hq, h = task % hq, kvh = h / (hq / hkv);
+  int64_t lo = 0, hi = kv_len;
+  if (causal) {
+    hi = min(kv_len, past + i + 1);
+  } else {
+    int64_t seg = 0;
+    while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
+    lo = bounds[seg];
+    hi = bounds[seg + 1];
+  }
+  const int per_lane = int((d + 31) / 32);
+  float qv[kMaxPerLane], acc[kMaxPerLane];
+  for (int j = 0; j < per_lane; ++j) {
+    const int64_t e = lane + 32 * j;
+    qv[j] = e < d ? q[(i * hq + h) * d + e] * scale : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float best = -INFINITY, total = 0.0f;
+  for (int64_t t = lo + warp; t < hi; t += kSplitWarps) {
+    const float* kt = k + (t * hkv + kvh) * d;
+    float dot = 0.0f;
+    for (int j = 0; j < per_lane; ++j) {
+      const int64_t e = lane + 32 * j;
+      if (e < d) dot += qv[j] * kt[e];
+    }
+    dot = warp_sum(dot);
+    const float next_best = fmaxf(best, dot);
+    const float correction = expf(best - next_best), p = expf(dot - next_best);
+    total = total * correction + p;
+    const float* vt = v + (t * hkv + kvh) * d;
+    for (int j = 0; j < per_lane; ++j) {
+      const int64_t e = lane + 32 * j;
+      acc[j] = acc[j] * correction + (e < d ? p * vt[e] : 0.0f);
+    }
+    best = next_best;
+  }
+  if (lane == 0) {
+    part_max[warp] = best;
+    part_sum[warp] = total;
+  }
+  for (int j = 0; j < per_lane; ++j) part_acc[warp][lane + 32 * j] = acc[j];
+  __syncthreads();
+  if (warp != 0) return;
+  float global_max = -INFINITY;
+  for (int w = 0; w < kSplitWarps; ++w) global_max = fmaxf(global_max, part_max[w]);
+  float sum = 0.0f;
+  float weights[kSplitWarps];
+  for (int w = 0; w < kSplitWarps; ++w) {
+    // A warp that saw no key has max -inf and contributes nothing.
+    weights[w] = part_max[w] == -INFINITY ? 0.0f : expf(part_max[w] - global_max);
+    sum += part_sum[w] * weights[w];
+  }
+  for (int j = 0; j < per_lane; ++j) {
+    const int64_t e = lane + 32 * j;
+    if (e >= d) continue;
+    float value = 0.0f;
+    for (int w = 0; w < kSplitWarps; ++w) value += part_acc[w][e] * weights[w];
+    out[(i * hq + h) * d + e] = value / sum;
+  }
+}
+
 }  // namespace
 
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
@@ -65,6 +140,15 @@ void attention(const float* q, const float* k, const float* v, float* out, int64
                cudaStream_t stream) {
   if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
   if (s * hq == 0) return;
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (s * hq < 4 * int64_t(sms)) {  // too few pairs to fill the GPU with one warp each
+    attention_split_kernel<<<unsigned(s * hq), kSplitWarps * 32, 0, stream>>>(q, k, v, out, hq, hkv, d, kv_len, causal,
+                                                                             past, bounds, segments, scale);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int warps = 4;
   attention_kernel<<<unsigned((s * hq + warps - 1) / warps), warps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, d, kv_len,
                                                                                    causal, past, bounds, segments, scale);
