@@ -10,11 +10,14 @@ namespace qvl::op_cost {
 
 inline KernelEvent make(std::string name, double bytes, double flops) { return {std::move(name), 0, 0, bytes, flops}; }
 
-// "linear 2048x6144 bf16": weights are grouped by shape and type.
+// "linear 2048x6144 bf16 m<=4": weights grouped by shape and type, and by how many rows they multiply: a few rows
+// (decode, memory-bound GEMV) and many (prefill and vision, compute-bound) are different kernels with different
+// rooflines.
 inline KernelEvent linear(const Tensor& x, const Tensor& w, const Tensor& y) {
-  const double m = double(y.numel() / std::max<int64_t>(1, w.dim(0)));
-  return make("linear " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " + std::string(dtype_name(w.dtype())),
-              double(w.nbytes() + x.nbytes() + y.nbytes()), 2.0 * m * double(w.numel()));
+  const int64_t m = y.numel() / std::max<int64_t>(1, w.dim(0));
+  return make("linear " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " +
+                  std::string(dtype_name(w.dtype())) + (m <= 4 ? " m<=4" : " m>4"),
+              double(w.nbytes() + x.nbytes() + y.nbytes()), 2.0 * double(m) * double(w.numel()));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;

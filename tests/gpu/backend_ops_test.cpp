@@ -131,7 +131,7 @@ TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   gpu->set_timing_sink(nullptr);
   const auto table = profiler.summary();
   ASSERT_EQ(table.size(), 1u);
-  EXPECT_EQ(table[0].name, "linear 4096x1024 bf16");
+  EXPECT_EQ(table[0].name, "linear 4096x1024 bf16 m<=4");
   EXPECT_EQ(table[0].calls, 10);
   EXPECT_GT(table[0].total_ms, 0.0);
   EXPECT_GT(table[0].gb_per_s, 1.0);  // 8 MB per call: any real GPU moves it at more than 1 GB/s
