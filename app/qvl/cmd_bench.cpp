@@ -123,6 +123,7 @@ int run_bench(const std::vector<std::string>& argv) {
                             {"p50_us", k.p50_us}, {"p95_us", k.p95_us}, {"gb_per_s", k.gb_per_s},
                             {"tflop_per_s", k.tflop_per_s}, {"share", k.share}});
 
+  const MemoryReport memory = engine->memory_report();
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
   const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
@@ -145,6 +146,10 @@ int run_bench(const std::vector<std::string>& argv) {
                     {"floor_ms_per_token", roofline_ms > 0 ? nlohmann::json(roofline_ms) : nlohmann::json()},
                     {"fraction_of_roofline", roofline_ms > 0 ? nlohmann::json(roofline_ms / decode_ms) : nlohmann::json()}}},
       {"kernels", kernel_table},
+      {"pool", memory.available ? nlohmann::json{{"allocated_peak_bytes", memory.allocated_peak},
+                                                 {"reserved_peak_bytes", memory.reserved_peak},
+                                                 {"by_owner", memory.by_owner}}
+                                : nlohmann::json()},
   };
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -160,6 +165,12 @@ int run_bench(const std::vector<std::string>& argv) {
   std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
               median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs\n", decode_ms, 1e3 / decode_ms, (long long)repeat);
+  if (memory.available) {
+    std::printf("device pool      peak %.1f MiB allocated, %.1f MiB reserved; now:", double(memory.allocated_peak) / (1 << 20),
+                double(memory.reserved_peak) / (1 << 20));
+    for (const auto& [owner, bytes] : memory.by_owner) std::printf(" %s %.1f MiB", owner.c_str(), double(bytes) / (1 << 20));
+    std::printf("\n");
+  }
   std::printf("\nper kernel (one profiled run: prefill + %lld decode steps), by total time:\n", (long long)decode_tokens);
   std::printf("  %-34s %7s %10s %10s %10s %9s %9s %6s\n", "kernel", "calls", "total ms", "mean us", "p95 us", "GB/s", "TFLOP/s", "share");
   for (std::size_t i = 0; i < kernels.size() && i < 15; ++i) {

@@ -27,6 +27,25 @@ struct AttentionMask {
   static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b)}; }
 };
 
+// The device memory pool as callers see it (the GUI's occupancy view and block map, the bench's peak memory).
+struct MemoryReport {
+  bool available = false;  // false for backends without a device pool (the CPU)
+  int64_t capacity = -1;   // -1: no limit
+  int64_t requested = 0, allocated = 0, allocated_peak = 0, reserved = 0, reserved_peak = 0, fragmentation = 0;
+  int64_t active_blocks = 0, segments = 0, alloc_count = 0, free_count = 0, oom_retries = 0;
+  std::vector<std::pair<std::string, int64_t>> by_owner;  // "weights", "kv cache", "activations", "workspace"
+  struct Block {
+    int64_t offset = 0, size = 0;
+    bool allocated = false;
+    std::string owner;
+  };
+  struct Segment {
+    int64_t size = 0;
+    std::vector<Block> blocks;  // in address order
+  };
+  std::vector<Segment> segment_map;  // only when asked for
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -39,6 +58,7 @@ public:
   virtual void collect_timings(bool /*wait*/) {}
   // Measured read bandwidth of the memory the weights live in (bytes/s): the decode roofline's denominator.
   virtual double measure_read_bandwidth() = 0;
+  virtual MemoryReport memory_report(bool /*with_segment_map*/) const { return {}; }
 
   // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
   virtual Tensor upload(const Tensor& host_weight) = 0;

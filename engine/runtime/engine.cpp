@@ -165,6 +165,7 @@ public:
   }
 
   double measure_read_bandwidth() override { return backend_->measure_read_bandwidth(); }
+  MemoryReport memory_report(bool with_segment_map) const override { return backend_->memory_report(with_segment_map); }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   std::string device() const override { return device_; }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "model/rope.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
@@ -73,6 +74,8 @@ public:
 
   // Measured read bandwidth (bytes/s) of the memory the weights live in, for the roofline.
   virtual double measure_read_bandwidth() = 0;
+  // The device pool's occupancy (by owner, peaks, fragmentation) and, on request, its segment/block map.
+  virtual MemoryReport memory_report(bool with_segment_map = false) const = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"

@@ -139,6 +139,31 @@ TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   for (std::size_t i = 1; i < events.size(); ++i) EXPECT_GE(events[i].start_ms, events[i - 1].start_ms);  // stream order
 }
 
+TEST_F(CudaOps, ReportsPoolOccupancyByOwnerAndTheBlockMap) {
+  EXPECT_FALSE(cpu->memory_report(true).available);
+  const Tensor w = gpu->upload(random({256, 1024}, DType::BF16));  // 512 KiB of weights
+  const Tensor a = gpu->alloc({1000});                              // 4000 B of activations
+  const MemoryReport r = gpu->memory_report(true);
+  ASSERT_TRUE(r.available);
+  int64_t weights = 0, activations = 0;
+  for (const auto& [owner, bytes] : r.by_owner) {
+    if (owner == "weights") weights = bytes;
+    if (owner == "activations") activations = bytes;
+  }
+  EXPECT_EQ(weights, 256 * 1024 * 2);
+  EXPECT_EQ(activations, 4096);  // rounded to 512-byte blocks
+  EXPECT_GE(r.reserved, r.allocated);
+  ASSERT_FALSE(r.segment_map.empty());
+  for (const auto& seg : r.segment_map) {
+    int64_t covered = 0;
+    for (const auto& b : seg.blocks) {
+      EXPECT_EQ(b.offset, covered);  // blocks tile their segment
+      covered += b.size;
+    }
+    EXPECT_EQ(covered, seg.size);
+  }
+}
+
 TEST_F(CudaOps, MeasuresDeviceReadBandwidth) {
   const double bandwidth = gpu->measure_read_bandwidth();
   EXPECT_GT(bandwidth, 50e9);    // any CUDA GPU worth running reads faster than 50 GB/s (a GTX 1050: ~110)

@@ -121,6 +121,33 @@ public:
     return cuda::measure_read_bandwidth(std::min<std::size_t>(std::size_t(2) << 30, free / 4 / 16 * 16), 5);
   }
 
+  MemoryReport memory_report(bool with_segment_map) const override {
+    const pool::Stats st = pool_->stats();
+    MemoryReport r;
+    r.available = true;
+    r.capacity = pool_->capacity() == SIZE_MAX ? -1 : int64_t(pool_->capacity());
+    r.requested = st.requested.current;
+    r.allocated = st.allocated.current;
+    r.allocated_peak = st.allocated.peak;
+    r.reserved = st.reserved.current;
+    r.reserved_peak = st.reserved.peak;
+    r.fragmentation = st.inactive_split.current;
+    r.active_blocks = st.active_blocks.current;
+    r.segments = st.segments.current;
+    r.alloc_count = st.alloc_count;
+    r.free_count = st.free_count;
+    r.oom_retries = st.oom_retries;
+    for (const auto& [owner, bytes] : pool_->bytes_by_owner()) r.by_owner.emplace_back(pool::owner_name(owner), bytes);
+    if (with_segment_map)
+      for (const auto& seg : pool_->snapshot()) {
+        MemoryReport::Segment out{int64_t(seg.size), {}};
+        for (const auto& b : seg.blocks)
+          out.blocks.push_back({int64_t(b.offset), int64_t(b.size), b.allocated, b.allocated ? pool::owner_name(b.owner) : ""});
+        r.segment_map.push_back(std::move(out));
+      }
+    return r;
+  }
+
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
     // bf16 -> f16 is exact for every value in f16's normal range; an overflow would turn a weight into inf.
