@@ -1,4 +1,4 @@
-# Warnings and sanitizers shared by every target. Release code never uses -march=native: the users' laptops have
+# Warnings and sanitizers shared by every target. Release code never targets the build machine's own CPU: the users' laptops have
 # AVX2/FMA/F16C at most, so wider kernels are chosen at run time (engine/backend/cpu), not at compile time.
 add_library(qvl_warnings INTERFACE)
 target_compile_options(qvl_warnings INTERFACE

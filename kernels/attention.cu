@@ -15,31 +15,36 @@ namespace {
 
 constexpr int kMaxPerLane = 8;  // D <= 256
 
-__global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
-                                 int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                                 int64_t segments, float scale) {
-  const int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (task >= s * hq) return;
-  const int64_t i = task / hq, h = task % hq, kvh = h / (hq / hkv);
-  int64_t lo = 0, hi = kv_len;
+// Keys [lo, hi) that query i may see.
+__device__ void visible_keys(int64_t i, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
+                             int64_t segments, int64_t& lo, int64_t& hi) {
+  lo = 0;
+  hi = kv_len;
   if (causal) {
     hi = min(kv_len, past + i + 1);
-  } else {
-    int64_t seg = 0;
-    while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
-    lo = bounds[seg];
-    hi = bounds[seg + 1];
+    return;
   }
+  int64_t seg = 0;
+  while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
+  lo = bounds[seg];
+  hi = bounds[seg + 1];
+}
+
+// One warp's online softmax over keys first, first + step, ... < hi: running max, sum and weighted values.
+struct SoftmaxState {
+  float best = -INFINITY, total = 0.0f;
+  float acc[kMaxPerLane] = {};
+};
+__device__ SoftmaxState warp_attend(const float* q_row, const float* k, const float* v, int64_t hkv, int64_t kvh,
+                                    int64_t d, float scale, int64_t first, int64_t hi, int64_t step, int lane) {
   const int per_lane = int((d + 31) / 32);
-  float qv[kMaxPerLane], acc[kMaxPerLane];
+  float qv[kMaxPerLane];
   for (int j = 0; j < per_lane; ++j) {
     const int64_t e = lane + 32 * j;
-    qv[j] = e < d ? q[(i * hq + h) * d + e] * scale : 0.0f;
-    acc[j] = 0.0f;
+    qv[j] = e < d ? q_row[e] * scale : 0.0f;
   }
-  float best = -INFINITY, total = 0.0f;
-  for (int64_t t = lo; t < hi; ++t) {
+  SoftmaxState st;
+  for (int64_t t = first; t < hi; t += step) {
     const float* kt = k + (t * hkv + kvh) * d;
     float dot = 0.0f;
     for (int j = 0; j < per_lane; ++j) {
@@ -47,19 +52,32 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
       if (e < d) dot += qv[j] * kt[e];
     }
     dot = warp_sum(dot);
-    const float next_best = fmaxf(best, dot);
-    const float correction = expf(best - next_best), p = expf(dot - next_best);
-    total = total * correction + p;
+    const float next_best = fmaxf(st.best, dot);
+    const float correction = expf(st.best - next_best), p = expf(dot - next_best);
+    st.total = st.total * correction + p;
     const float* vt = v + (t * hkv + kvh) * d;
     for (int j = 0; j < per_lane; ++j) {
       const int64_t e = lane + 32 * j;
-      acc[j] = acc[j] * correction + (e < d ? p * vt[e] : 0.0f);
+      st.acc[j] = st.acc[j] * correction + (e < d ? p * vt[e] : 0.0f);
     }
-    best = next_best;
+    st.best = next_best;
   }
-  for (int j = 0; j < per_lane; ++j) {
+  return st;
+}
+
+__global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
+                                 int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
+                                 int64_t segments, float scale) {
+  const int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (task >= s * hq) return;
+  const int64_t i = task / hq, h = task % hq;
+  int64_t lo, hi;
+  visible_keys(i, kv_len, causal, past, bounds, segments, lo, hi);
+  const SoftmaxState st = warp_attend(q + (i * hq + h) * d, k, v, hkv, h / (hq / hkv), d, scale, lo, hi, 1, lane);
+  for (int j = 0; j < int((d + 31) / 32); ++j) {
     const int64_t e = lane + 32 * j;
-    if (e < d) out[(i * hq + h) * d + e] = acc[j] / total;
+    if (e < d) out[(i * hq + h) * d + e] = st.acc[j] / st.total;
   }
 }
 
@@ -72,47 +90,17 @@ __global__ void attention_split_kernel(const float* q, const float* k, const flo
   __shared__ float part_acc[kSplitWarps][32 * kMaxPerLane];
   const int64_t task = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t i = task / hq, h = task % hq, kvh = h / (hq / hkv);
-  int64_t lo = 0, hi = kv_len;
-  if (causal) {
-    hi = min(kv_len, past + i + 1);
-  } else {
-    int64_t seg = 0;
-    while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
-    lo = bounds[seg];
-    hi = bounds[seg + 1];
-  }
+  const int64_t i = task / hq, h = task % hq;
+  int64_t lo, hi;
+  visible_keys(i, kv_len, causal, past, bounds, segments, lo, hi);
+  const SoftmaxState st =
+      warp_attend(q + (i * hq + h) * d, k, v, hkv, h / (hq / hkv), d, scale, lo + warp, hi, kSplitWarps, lane);
   const int per_lane = int((d + 31) / 32);
-  float qv[kMaxPerLane], acc[kMaxPerLane];
-  for (int j = 0; j < per_lane; ++j) {
-    const int64_t e = lane + 32 * j;
-    qv[j] = e < d ? q[(i * hq + h) * d + e] * scale : 0.0f;
-    acc[j] = 0.0f;
-  }
-  float best = -INFINITY, total = 0.0f;
-  for (int64_t t = lo + warp; t < hi; t += kSplitWarps) {
-    const float* kt = k + (t * hkv + kvh) * d;
-    float dot = 0.0f;
-    for (int j = 0; j < per_lane; ++j) {
-      const int64_t e = lane + 32 * j;
-      if (e < d) dot += qv[j] * kt[e];
-    }
-    dot = warp_sum(dot);
-    const float next_best = fmaxf(best, dot);
-    const float correction = expf(best - next_best), p = expf(dot - next_best);
-    total = total * correction + p;
-    const float* vt = v + (t * hkv + kvh) * d;
-    for (int j = 0; j < per_lane; ++j) {
-      const int64_t e = lane + 32 * j;
-      acc[j] = acc[j] * correction + (e < d ? p * vt[e] : 0.0f);
-    }
-    best = next_best;
-  }
   if (lane == 0) {
-    part_max[warp] = best;
-    part_sum[warp] = total;
+    part_max[warp] = st.best;
+    part_sum[warp] = st.total;
   }
-  for (int j = 0; j < per_lane; ++j) part_acc[warp][lane + 32 * j] = acc[j];
+  for (int j = 0; j < per_lane; ++j) part_acc[warp][lane + 32 * j] = st.acc[j];
   __syncthreads();
   if (warp != 0) return;
   float global_max = -INFINITY;
