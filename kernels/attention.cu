@@ -125,13 +125,10 @@ __global__ void attention_split_kernel(const float* q, const float* k, const flo
 
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-               cudaStream_t stream) {
+               int multiprocessors, cudaStream_t stream) {
   if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
   if (s * hq == 0) return;
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  if (s * hq < 4 * int64_t(sms)) {  // too few pairs to fill the GPU with one warp each
+  if (s * hq < 4 * int64_t(multiprocessors)) {  // too few pairs to fill the GPU with one warp each
     attention_split_kernel<<<unsigned(s * hq), kSplitWarps * 32, 0, stream>>>(q, k, v, out, hq, hkv, d, kv_len, causal,
                                                                              past, bounds, segments, scale);
     CUDA_CHECK_LAUNCH();

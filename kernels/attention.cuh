@@ -10,6 +10,6 @@ namespace qvl::cuda {
 
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-               cudaStream_t stream);
+               int multiprocessors, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -17,21 +17,19 @@ __global__ void read_kernel(const float4* data, std::size_t n, float* sink) {
 
 }  // namespace
 
-double measure_read_bandwidth(std::size_t bytes, int repeats) {
+double measure_read_bandwidth(std::size_t bytes, int repeats, int multiprocessors) {
   float4* data = nullptr;
   float* sink = nullptr;
   CUDA_CHECK(cudaMalloc(&data, bytes));
   CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
   CUDA_CHECK(cudaMemset(data, 0, bytes));
-  int sms = 0;
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   cudaEvent_t start, stop;
   CUDA_CHECK(cudaEventCreate(&start));
   CUDA_CHECK(cudaEventCreate(&stop));
   double best = 0;
   for (int r = 0; r <= repeats; ++r) {
     CUDA_CHECK(cudaEventRecord(start));
-    read_kernel<<<unsigned(sms * 8), 512>>>(data, bytes / sizeof(float4), sink);
+    read_kernel<<<unsigned(multiprocessors * 8), 512>>>(data, bytes / sizeof(float4), sink);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaEventRecord(stop));
     CUDA_CHECK(cudaEventSynchronize(stop));

@@ -5,6 +5,6 @@
 namespace qvl::cuda {
 
 // Bytes/s for reading a `bytes`-sized buffer once (the best of `repeats` timed passes after a warm-up).
-double measure_read_bandwidth(std::size_t bytes, int repeats);
+double measure_read_bandwidth(std::size_t bytes, int repeats, int multiprocessors);
 
 }  // namespace qvl::cuda

@@ -152,9 +152,10 @@ std::vector<TokenId> Tokenizer::bpe(std::string_view bytes) const {
 }
 
 void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) const {
+  std::string key(bytes);
   {
     std::lock_guard lock(cache_mutex_);
-    if (const auto it = cache_.find(std::string(bytes)); it != cache_.end()) {
+    if (const auto it = cache_.find(key); it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
     }
@@ -163,7 +164,7 @@ void Tokenizer::encode_piece(std::string_view bytes, std::vector<TokenId>& out) 
   out.insert(out.end(), ids.begin(), ids.end());
   std::lock_guard lock(cache_mutex_);
   if (cache_.size() >= kMaxCachedPieces) cache_.clear();  // bounded: a pathological text cannot grow it forever
-  cache_.emplace(std::string(bytes), std::move(ids));
+  cache_.emplace(std::move(key), std::move(ids));
 }
 
 void Tokenizer::encode_ordinary(std::string_view text, std::vector<TokenId>& out) const {

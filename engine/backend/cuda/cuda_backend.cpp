@@ -67,6 +67,7 @@ public:
     // The SM61 profile: Pascal consumer parts have no bf16 and run f16 arithmetic at 1/64 rate, so weights are
     // stored as f16 (converted at load) and all arithmetic is f32. "auto" picks it below compute capability 7.0.
     sm61_ = profile == "sm61" || (profile == "auto" && props.major < 7);
+    multiprocessors_ = props.multiProcessorCount;  // queried once: kernels pick their shape from it
     name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) +
             (sm61_ ? ", profile sm61" : ", profile native") + ")";
     pool_ = std::make_shared<pool::MemoryPool>(
@@ -118,7 +119,7 @@ public:
     // 2 GiB, far beyond the 50-60 MB L2 of current GPUs; less when a capped pool leaves less room.
     std::size_t free = 0, total = 0;
     CUDA_CHECK(cudaMemGetInfo(&free, &total));
-    return cuda::measure_read_bandwidth(std::min<std::size_t>(std::size_t(2) << 30, free / 4 / 16 * 16), 5);
+    return cuda::measure_read_bandwidth(std::min<std::size_t>(std::size_t(2) << 30, free / 4 / 16 * 16), 5, multiprocessors_);
   }
 
   MemoryReport memory_report(bool with_segment_map) const override {
@@ -210,7 +211,8 @@ public:
     const GpuTimer timer(*this, [&] { return op_cost::attention(q, k, kv_len, mask); });
     const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
     cuda::attention(f32(q), f32(k), f32(v), f32(out), q.dim(0), q.dim(1), k.dim(1), q.dim(2), kv_len, causal, mask.past,
-                    causal ? nullptr : bounds.data<int64_t>(), int64_t(mask.bounds.size()) - 1, scale, nullptr);
+                    causal ? nullptr : bounds.data<int64_t>(), int64_t(mask.bounds.size()) - 1, scale, multiprocessors_,
+                    nullptr);
   }
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
@@ -274,6 +276,7 @@ private:
   }
 
   int device_;
+  int multiprocessors_ = 1;
   bool sm61_ = false;
   std::string name_;
   std::shared_ptr<pool::MemoryPool> pool_;
