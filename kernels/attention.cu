@@ -1,11 +1,11 @@
 // Online-softmax attention (no score matrix is stored, any length works); each lane owns D/32 dimensions (D <= 256).
-// Two shapes of the same algorithm:
-// - many (query, head) pairs (prefill, vision): one warp per pair;
-// - few pairs (decode: one query x heads): a block of kSplitWarps warps per pair, each warp taking every
-//   kSplitWarps-th key, the partial (max, sum, accumulator) triples merged through shared memory (16 KB at D = 256,
-//   inside Pascal's 48 KB). One warp per head would leave all but 16 warps of a GPU idle while reading the cache.
-// Both read every key and value once per query: O(S·T·D) bytes; a tiled flash kernel that reuses K/V across queries
-// is the next step for long prompts.
+// Two shapes of the same algorithm, for what the tiled flash kernel (flash_attention.cu) does not take:
+// - few (query, head) pairs (decode: one query x heads): a block of kSplitWarps warps per pair, each warp taking
+//   every kSplitWarps-th key, the partial (max, sum, accumulator) triples merged through shared memory (16 KB at
+//   D = 256, inside Pascal's 48 KB). One warp per head would leave all but 16 warps of a GPU idle while reading the
+//   cache, which is the decode step's only traffic here: 2·T·Hkv·D·4 bytes, read once.
+// - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair, reading every key
+//   and value once per query.
 #include "attention.cuh"
 #include "common.cuh"
 #include "weights.cuh"
@@ -125,10 +125,10 @@ __global__ void attention_split_kernel(const float* q, const float* k, const flo
 
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-               int multiprocessors, cudaStream_t stream) {
+               bool split_keys, cudaStream_t stream) {
   if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
   if (s * hq == 0) return;
-  if (s * hq < 4 * int64_t(multiprocessors)) {  // too few pairs to fill the GPU with one warp each
+  if (split_keys) {
     attention_split_kernel<<<unsigned(s * hq), kSplitWarps * 32, 0, stream>>>(q, k, v, out, hq, hkv, d, kv_len, causal,
                                                                              past, bounds, segments, scale);
     CUDA_CHECK_LAUNCH();

@@ -22,29 +22,7 @@ class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
       : options_(options), model_(ModelFolder::open(dir)), tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
-    if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
-      fail("device must be auto, cpu or cuda (got '", options.device, "')");
-    const CudaPluginStatus& cuda = cuda_plugin();
-    if (options.device == "cuda" && !cuda.usable) fail("--device cuda: CUDA is not available (", cuda.reason, ")");
-    if (options.device != "cpu" && cuda.usable) {
-      try {
-        backend_ = make_cuda_backend(0, options.device_memory_limit, options.cuda_profile);
-        weights_ = bind_weights(model_, *backend_);
-        device_ = "cuda";
-      } catch (const std::exception& e) {
-        weights_ = {};
-        backend_.reset();
-        // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
-        if (options.device == "cuda") fail("the model could not be loaded on the GPU: ", e.what(), " (--device cpu runs it on the CPU)");
-        fallback_reason_ = std::string("the GPU could not take the model: ") + e.what();
-      }
-    } else if (options.device == "auto") {
-      fallback_reason_ = cuda.reason;
-    }
-    if (!backend_) {
-      backend_ = make_cpu_backend();
-      weights_ = bind_weights(model_, *backend_);
-    }
+    place(options.device);
     preprocessor_ = model_.preprocessor;
     const int64_t per_token = preprocessor_.patch_size * preprocessor_.patch_size * preprocessor_.merge_size * preprocessor_.merge_size;
     if (options.image_min_tokens > 0) preprocessor_.min_pixels = options.image_min_tokens * per_token;
@@ -52,7 +30,63 @@ public:
     if (preprocessor_.max_pixels < preprocessor_.min_pixels) fail("image max tokens must not be below image min tokens");
   }
 
+  void set_device(const std::string& device) override {
+    if (device == options_.device && device_error_.empty()) return;
+    place(device);
+    options_.device = device;
+    if (profiler_) backend_->set_timing_sink(profiler_.get());
+  }
+
   GenerateResult generate(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) override {
+    if (device_ == "cuda" && !device_error_.empty())
+      fail("the GPU failed earlier (", device_error_, "); switch the device to cpu to go on");
+    try {
+      return run(request, sink, cancel);
+    } catch (const std::exception& e) {
+      // A kernel fault leaves the CUDA context unusable for the rest of the process: say so, keep the engine.
+      device_error_ = backend_->device_error();
+      if (device_error_.empty()) throw;
+      fail("the GPU failed during generation: ", device_error_, " (", e.what(), "); switch the device to cpu to go on");
+    }
+  }
+
+private:
+  // Loads the weights onto `device`; on failure the engine keeps what it had.
+  void place(const std::string& device) {
+    if (device != "auto" && device != "cpu" && device != "cuda")
+      fail("device must be auto, cpu or cuda (got '", device, "')");
+    const CudaPluginStatus& cuda = cuda_plugin();
+    if (device == "cuda" && !cuda.usable) fail("--device cuda: CUDA is not available (", cuda.reason, ")");
+    std::string fallback;
+    if (device != "cpu" && cuda.usable && device_error_.empty()) {
+      try {
+        auto gpu = make_cuda_backend(0, options_.device_memory_limit, options_.cuda_profile);
+        ModelWeights weights = bind_weights(model_, *gpu);
+        adopt(std::move(gpu), std::move(weights), "cuda", "");
+        return;
+      } catch (const std::exception& e) {
+        // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
+        if (device == "cuda") fail("the model could not be loaded on the GPU: ", e.what(), " (--device cpu runs it on the CPU)");
+        fallback = std::string("the GPU could not take the model: ") + e.what();
+      }
+    } else if (device == "cuda") {
+      fail("the GPU failed earlier (", device_error_, "); it cannot be used again in this process");
+    } else if (device == "auto") {
+      fallback = device_error_.empty() ? cuda.reason : "the GPU failed earlier: " + device_error_;
+    }
+    auto cpu = make_cpu_backend();
+    ModelWeights weights = bind_weights(model_, *cpu);
+    adopt(std::move(cpu), std::move(weights), "cpu", fallback);
+  }
+  void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, const char* device, std::string fallback) {
+    weights_ = {};  // the old weights go before their backend
+    backend_ = std::move(backend);
+    weights_ = std::move(weights);
+    device_ = device;
+    fallback_reason_ = std::move(fallback);
+  }
+
+  GenerateResult run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) {
     const ModelConfig& config = model_.config;
     GenerateResult result;
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
@@ -159,6 +193,7 @@ public:
     return result;
   }
 
+public:
   void set_profiler(std::shared_ptr<Profiler> profiler) override {
     profiler_ = std::move(profiler);
     backend_->set_timing_sink(profiler_.get());
@@ -192,6 +227,7 @@ private:
   ModelWeights weights_;
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;
+  std::string device_error_;  // set once a GPU fault has made the CUDA backend unusable
   std::string device_ = "cpu";
   std::shared_ptr<Profiler> profiler_;
 };

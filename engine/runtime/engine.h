@@ -77,6 +77,10 @@ public:
   // The device pool's occupancy (by owner, peaks, fragmentation) and, on request, its segment/block map.
   virtual MemoryReport memory_report(bool with_segment_map = false) const = 0;
 
+  // Moves the model to another device ("auto", "cpu" or "cuda"), between requests. Throws qvl::Error when the device
+  // cannot take it; the model then stays where it was. After a GPU fault (generate's error says so) "cpu" still works.
+  virtual void set_device(const std::string& device) = 0;
+
   virtual const Tokenizer& tokenizer() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"

@@ -1,6 +1,6 @@
-// Every CUDA op against the CPU backend (the reference implementation) over odd shapes, GQA ratios and lengths,
-// for f32, f16 and bf16 weights; errors are normalised by the reference's largest magnitude. Without a usable GPU
-// each test says it was skipped and why.
+// The CUDA backend's services around the ops: timing, the pool report, bandwidth, the SM61 storage rule, out of
+// memory. The ops themselves are compared with the CPU backend by qvl-test-backend-ops (test_backend_ops.cpp).
+// Without a usable GPU each test says it was skipped and why.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,85 +41,6 @@ protected:
   std::unique_ptr<Backend> gpu, cpu;
   std::mt19937 rng{11};
 };
-
-TEST_F(CudaOps, LinearForEveryWeightTypeAndShape) {
-  for (DType wt : {DType::F32, DType::F16, DType::BF16})
-    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {1, 37, 129}, {3, 64, 64}, {9, 100, 33}, {17, 256, 1024},
-                                                                              {1, 300, 2048}, {2, 48, 512}, {4, 64, 1032}}) {
-      const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
-      Tensor y_cpu = cpu->alloc({m, n}), y_gpu = gpu->alloc({m, n});
-      cpu->linear(x, w, &b, y_cpu);
-      const Tensor wg = gpu->upload(w), bg = gpu->upload(b);
-      gpu->linear(gpu->from_host(x), wg, &bg, y_gpu);
-      EXPECT_LT(error(gpu->to_host(y_gpu), y_cpu), 1e-5) << dtype_name(wt) << " " << m << "x" << n << "x" << k;
-    }
-}
-
-TEST_F(CudaOps, NormsElementwiseAndRows) {
-  for (int64_t width : {1, 16, 100, 2048}) {
-    const Tensor x = random({5, width}), w = random({width}, DType::BF16), b = random({width}, DType::F16);
-    Tensor a = cpu->alloc({5, width}), g = gpu->alloc({5, width});
-    const Tensor xg = gpu->from_host(x), wg = gpu->upload(w), bg = gpu->upload(b);
-    cpu->rms_norm(x, w, 1e-6f, a);
-    gpu->rms_norm(xg, wg, 1e-6f, g);
-    EXPECT_LT(error(gpu->to_host(g), a), 1e-5) << "rms_norm " << width;
-    cpu->layer_norm(x, w, b, 1e-6f, a);
-    gpu->layer_norm(xg, wg, bg, 1e-6f, g);
-    EXPECT_LT(error(gpu->to_host(g), a), 1e-5) << "layer_norm " << width;
-    const Tensor y = random({5, width}), yg = gpu->from_host(y);
-    cpu->add(x, y, a);
-    gpu->add(xg, yg, g);
-    EXPECT_LT(error(gpu->to_host(g), a), 1e-6) << "add";
-    cpu->silu_mul(x, y, a);
-    gpu->silu_mul(xg, yg, g);
-    EXPECT_LT(error(gpu->to_host(g), a), 1e-5) << "silu_mul";
-    for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
-      cpu->gelu(x, kind, a);
-      gpu->gelu(xg, kind, g);
-      EXPECT_LT(error(gpu->to_host(g), a), 1e-5) << "gelu";
-    }
-  }
-  const Tensor table = random({50, 24}, DType::BF16);
-  const std::vector<int32_t> ids{3, 0, 49, 3};
-  Tensor a = cpu->alloc({4, 24}), g = gpu->alloc({4, 24});
-  cpu->embed(table, ids, a);
-  gpu->embed(gpu->upload(table), ids, g);
-  EXPECT_EQ(error(gpu->to_host(g), a), 0.0) << "embed";
-  const Tensor src = random({2, 24});
-  const std::vector<int64_t> rows{1, 3};
-  cpu->add_rows(a, src, rows);
-  gpu->add_rows(g, gpu->from_host(src), rows);
-  EXPECT_LT(error(gpu->to_host(g), a), 1e-6) << "add_rows";
-  cpu->set_rows(a, src, rows);
-  gpu->set_rows(g, gpu->from_host(src), rows);
-  EXPECT_EQ(error(gpu->to_host(g), a), 0.0) << "set_rows";
-}
-
-TEST_F(CudaOps, RopeAndAttentionWithCausalAndSegmentMasks) {
-  for (auto [s, hq, hkv, d] : {std::tuple<int64_t, int64_t, int64_t, int64_t>{1, 2, 1, 8}, {7, 4, 2, 16}, {33, 8, 8, 64},
-                               {64, 16, 8, 128}, {130, 6, 2, 72}}) {
-    const Tensor q = random({s, hq, d}), k = random({s, hkv, d}), v = random({s, hkv, d});
-    const Tensor cos = random({s, d}), sin = random({s, d});
-    Tensor qc = q.to(DType::F32), qg = gpu->from_host(q);
-    cpu->rope(qc, cos, sin);
-    gpu->rope(qg, gpu->from_host(cos), gpu->from_host(sin));
-    EXPECT_LT(error(gpu->to_host(qg), qc), 1e-6) << "rope";
-    const float scale = 1.0f / std::sqrt(float(d));
-    for (const AttentionMask& mask : {AttentionMask::causal(0), AttentionMask::segments({0, s / 3, s})}) {
-      if (mask.kind == AttentionMask::Kind::Segments && s / 3 == 0) continue;
-      Tensor a = cpu->alloc({s, hq, d}), g = gpu->alloc({s, hq, d});
-      cpu->attention(q, k, v, s, mask, scale, a);
-      gpu->attention(gpu->from_host(q), gpu->from_host(k), gpu->from_host(v), s, mask, scale, g);
-      EXPECT_LT(error(gpu->to_host(g), a), 1e-5) << "attention s=" << s << " hq=" << hq << " hkv=" << hkv << " d=" << d;
-    }
-    // Decode: one query after `past` cached keys.
-    Tensor a1 = cpu->alloc({1, hq, d}), g1 = gpu->alloc({1, hq, d});
-    const Tensor q1 = random({1, hq, d});
-    cpu->attention(q1, k, v, s, AttentionMask::causal(s - 1), scale, a1);
-    gpu->attention(gpu->from_host(q1), gpu->from_host(k), gpu->from_host(v), s, AttentionMask::causal(s - 1), scale, g1);
-    EXPECT_LT(error(gpu->to_host(g1), a1), 1e-5) << "decode attention";
-  }
-}
 
 TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   Profiler profiler;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -142,6 +144,61 @@ TEST(Engine, FallsBackOrExplainsWhenTheGpuCannotHoldTheModel) {
     EXPECT_NE(std::string(e.what()).find("4.0 MiB capacity"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--device cpu"), std::string::npos) << e.what();
   }
+}
+
+TEST(Engine, SwitchesDevicesBetweenRequests) {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  const GenerateResult on_cpu = engine->generate(text_request("Switch me.", 6));
+  if (!cuda_plugin().usable) {
+    EXPECT_THROW(engine->set_device("cuda"), Error);
+    EXPECT_EQ(engine->device(), "cpu");  // a failed switch leaves the model where it was
+  } else {
+    engine->set_device("cuda");
+    EXPECT_EQ(engine->device(), "cuda");
+    EXPECT_EQ(engine->generate(text_request("Switch me.", 6)).generated_ids.size(), 6u);
+  }
+  engine->set_device("cpu");
+  EXPECT_EQ(engine->device(), "cpu");
+  EXPECT_EQ(engine->generate(text_request("Switch me.", 6)).generated_ids, on_cpu.generated_ids);
+}
+
+// A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process
+// (a death test re-executes this binary) and reports through its exit code and stderr.
+void fault_during_generation_scenario() {
+  setenv("QVL_CUDA_FAULT_AT_LINEAR", "40", 1);  // past the prefill: the request dies while tokens are streaming
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+  unsetenv("QVL_CUDA_FAULT_AT_LINEAR");
+  const auto expect_error = [&](const char* needle) {
+    try {
+      engine->generate(text_request("Fault, please.", 8));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      if (std::string(e.what()).find(needle) != std::string::npos) return;
+    }
+    std::fprintf(stderr, "expected an error with '%s'\n", needle);
+    std::exit(1);
+  };
+  expect_error("the GPU failed during generation");
+  expect_error("the GPU failed earlier");  // and fails fast afterwards
+  engine->set_device("cpu");               // the user switches to the CPU: the same engine answers again
+  const GenerateResult r = engine->generate(text_request("Fault, please.", 8));
+  const auto cpu = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  if (r.generated_ids != cpu->generate(text_request("Fault, please.", 8)).generated_ids) std::exit(2);
+  try {
+    engine->set_device("cuda");
+    std::exit(3);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "cuda again: %s\n", e.what());
+  }
+  std::fprintf(stderr, "scenario done\n");
+  std::exit(0);
+}
+
+TEST(Engine, AKernelFaultFailsTheRequestAndTheCpuTakesOver) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: CUDA does not survive fork()
+  EXPECT_EXIT(fault_during_generation_scenario(), ::testing::ExitedWithCode(0),
+              "error: the GPU failed during generation: cuda.*error: the GPU failed earlier.*cuda again: .*scenario done");
 }
 
 }  // namespace

@@ -1,25 +1,35 @@
 // The CUDA backend: the Backend interface on one GPU. Lives in the plugin (libqvl-cuda), so the core never links
 // CUDA. Activations are f32; weights keep their stored type on the device (kernels/weights.cuh). Every allocation
-// goes through the memory pool, tagged with its owner, so the GUI can draw who holds the memory.
+// goes through the memory pool, tagged with its owner, so the GUI can draw who holds the memory. All work runs on
+// one stream of its own, and every host <-> device copy is staged through pinned memory, so nothing waits for the
+// GPU until a result is read back. Which kernel runs for which shape comes from the profile's table (profile.h).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
 #include "attention.cuh"
-#include "bandwidth.cuh"
 #include "backend/backend.h"
 #include "backend/op_costs.h"
+#include "bandwidth.cuh"
 #include "common.cuh"
+#include "convert.cuh"
 #include "core/error.h"
 #include "core/half.h"
 #include "elementwise.cuh"
-#include "linear.cuh"
+#include "fault.cuh"
+#include "flash_attention.cuh"
+#include "gemm_cublas.cuh"
+#include "gemm_tiled.cuh"
+#include "gemv.cuh"
 #include "memory_pool.h"
 #include "norm.cuh"
+#include "pinned_staging.h"
 #include "plugin_abi.h"
+#include "profile.h"
 #include "rope.cuh"
 #include "rows.cuh"
 
@@ -64,12 +74,16 @@ public:
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp props{};
     CUDA_CHECK(cudaGetDeviceProperties(&props, device));
-    // The SM61 profile: Pascal consumer parts have no bf16 and run f16 arithmetic at 1/64 rate, so weights are
-    // stored as f16 (converted at load) and all arithmetic is f32. "auto" picks it below compute capability 7.0.
-    sm61_ = profile == "sm61" || (profile == "auto" && props.major < 7);
+    // "auto" picks the SM61 profile below compute capability 7.0 (no tensor cores, no bf16).
+    profile_ = profile == "sm61" || (profile == "auto" && props.major < 7) ? &cuda::kSm61Profile : &cuda::kNativeProfile;
     multiprocessors_ = props.multiProcessorCount;  // queried once: kernels pick their shape from it
     name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) +
-            (sm61_ ? ", profile sm61" : ", profile native") + ")";
+            ", profile " + profile_->name + ")";
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    staging_ = std::make_unique<PinnedStaging>(std::size_t(32) << 20);
+    if (profile_->gemm == cuda::GemmKernel::Cublas) cublas_ = std::make_unique<cuda::CublasGemm>(stream_);
+    // Fault injection for the tests of the "kernel fault during generation" path: the N-th matrix product traps on the GPU.
+    if (const char* n = std::getenv("QVL_CUDA_FAULT_AT_LINEAR")) fault_at_op_ = std::atoll(n);
     pool_ = std::make_shared<pool::MemoryPool>(
         pool::Upstream{[](std::size_t n) -> void* {
                          void* p = nullptr;
@@ -80,9 +94,16 @@ public:
   }
 
   ~CudaBackend() override {
-    collect_timings(true);
+    try {
+      collect_timings(true);
+    } catch (const std::exception&) {  // a faulted device fails every call; the destructor must not throw
+    }
+    for (const Pending& p : pending_) cudaEventDestroy(p.start), cudaEventDestroy(p.end);
     for (cudaEvent_t e : free_events_) cudaEventDestroy(e);
     if (reference_) cudaEventDestroy(reference_);
+    cublas_.reset();
+    staging_.reset();
+    cudaStreamDestroy(stream_);
   }
 
   std::string name() const override { return name_; }
@@ -93,7 +114,7 @@ public:
     timing_ = sink;
     if (!sink) return;
     if (!reference_) CUDA_CHECK(cudaEventCreate(&reference_));
-    CUDA_CHECK(cudaEventRecord(reference_, nullptr));  // GPU time zero = the sink's clock now
+    CUDA_CHECK(cudaEventRecord(reference_, stream_));  // GPU time zero = the sink's clock now
     reference_ms_ = sink->now_ms();
   }
 
@@ -113,6 +134,13 @@ public:
       free_events_.push_back(p.end);
     }
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(done));
+  }
+
+  std::string device_error() override {
+    // Sticky errors (a kernel fault) poison the context: every later call returns them, so this is a reliable test.
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e == cudaSuccess) return {};
+    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
   }
 
   double measure_read_bandwidth() override {
@@ -152,22 +180,22 @@ public:
   Tensor upload(const Tensor& host) override {
     if (host.device() == Device::CUDA) return host;
     // bf16 -> f16 is exact for every value in f16's normal range; an overflow would turn a weight into inf.
-    const Tensor stored = sm61_ && host.dtype() == DType::BF16 ? checked_f16(host) : host;
+    const Tensor stored = profile_->weights_as_f16 && host.dtype() == DType::BF16 ? checked_f16(host) : host;
     Tensor t = device_tensor(stored.dtype(), stored.shape(), pool::Owner::Weights);
-    if (stored.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), stored.raw(), stored.nbytes(), cudaMemcpyHostToDevice));
+    staging_->upload(t.raw(), stored.raw(), stored.nbytes(), stream_);
     return t;
   }
   Tensor alloc(Shape shape) override { return device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
   Tensor from_host(const Tensor& host) override {
     const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
     Tensor t = alloc(src.shape());
-    if (src.nbytes()) CUDA_CHECK(cudaMemcpy(t.raw(), src.raw(), src.nbytes(), cudaMemcpyHostToDevice));
+    staging_->upload(t.raw(), src.raw(), src.nbytes(), stream_);
     return t;
   }
   Tensor to_host(const Tensor& t) override {
     if (t.device() == Device::CPU) return t;
     Tensor h = Tensor::empty(t.dtype(), t.shape());
-    if (t.nbytes()) CUDA_CHECK(cudaMemcpy(h.raw(), t.raw(), t.nbytes(), cudaMemcpyDeviceToHost));
+    staging_->download(h.raw(), t.raw(), t.nbytes(), stream_);
     return h;
   }
 
@@ -176,17 +204,26 @@ public:
     if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)
       fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
     const GpuTimer timer(*this, [&] { return op_cost::linear(x, w, y); });
-    cuda::linear(f32(x), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr,
-                 bias ? weight_type(bias->dtype()) : cuda::WeightType::F32, f32(y), m, n, k, nullptr);
+    maybe_inject_fault();
+    const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
+    const void* b = bias ? bias->raw() : nullptr;
+    if (m <= profile_->gemv_max_rows && cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_)) return;
+    if (profile_->gemm == cuda::GemmKernel::Tiled || m <= profile_->gemv_max_rows) {  // small m: no conversion pass
+      cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_);
+      return;
+    }
+    Tensor narrow = wt == cuda::WeightType::F32 ? Tensor() : device_tensor(w.dtype(), {m, k}, pool::Owner::Workspace);
+    cublas_->run(f32(x), wt == cuda::WeightType::F32 ? nullptr : narrow.raw(), w.raw(), wt, f32(y), m, n, k);
+    if (b) cuda::add_bias(f32(y), b, bt, m, n, stream_);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("rms_norm", x); });
-    cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), nullptr);
+    cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), stream_);
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });
     cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, f32(y), rows_of(x),
-                     last_dim(x), nullptr);
+                     last_dim(x), stream_);
   }
   void add(const Tensor& a, const Tensor& b, Tensor& y) override { elementwise(cuda::Elementwise::Add, a, &b, y); }
   void silu_mul(const Tensor& g, const Tensor& u, Tensor& y) override { elementwise(cuda::Elementwise::SiluMul, g, &u, y); }
@@ -199,27 +236,34 @@ public:
     const GpuTimer timer(*this, [&] { return op_cost::embed(table, ids.size()); });
     const Tensor dev_ids = upload_indices(ids.data(), ids.size() * sizeof(int32_t));
     cuda::gather_rows(table.raw(), weight_type(table.dtype()), dev_ids.data<int32_t>(), f32(y), int64_t(ids.size()),
-                      table.dim(1), nullptr);
+                      table.dim(1), stream_);
   }
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
     const GpuTimer timer(*this, [&] { return op_cost::rope(x, cos); });
-    cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), nullptr);
+    cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), stream_);
   }
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask, float scale,
                  Tensor& out) override {
     const bool causal = mask.kind == AttentionMask::Kind::Causal;
     const GpuTimer timer(*this, [&] { return op_cost::attention(q, k, kv_len, mask); });
     const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
-    cuda::attention(f32(q), f32(k), f32(v), f32(out), q.dim(0), q.dim(1), k.dim(1), q.dim(2), kv_len, causal, mask.past,
-                    causal ? nullptr : bounds.data<int64_t>(), int64_t(mask.bounds.size()) - 1, scale, multiprocessors_,
-                    nullptr);
+    const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
+    if (s >= profile_->flash_min_queries && d <= profile_->flash_max_head_dim && cuda::flash_attention_fits(d)) {
+      cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
+                            segments, scale, stream_);
+      return;
+    }
+    const bool split_keys = s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;
+    cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds, segments,
+                    scale, split_keys, stream_);
   }
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
     if (row + src.dim(0) > dst.dim(0) || src.nbytes() != std::size_t(src.dim(0)) * row_bytes) fail("copy_rows: does not fit");
     const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
     CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
-                               cudaMemcpyDeviceToDevice, nullptr));
+                               cudaMemcpyDeviceToDevice, stream_));
   }
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
@@ -257,14 +301,17 @@ private:
   }
   Tensor upload_indices(const void* data, std::size_t bytes) {
     Tensor t = device_tensor(DType::U8, {int64_t(bytes)}, pool::Owner::Workspace);
-    if (bytes) CUDA_CHECK(cudaMemcpy(t.raw(), data, bytes, cudaMemcpyHostToDevice));
+    staging_->upload(t.raw(), data, bytes, stream_);
     return t;
+  }
+  void maybe_inject_fault() {
+    if (fault_at_op_ > 0 && --fault_at_op_ == 0) cuda::trap(stream_);
   }
   void elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
     if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
     static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
     const GpuTimer timer(*this, [&] { return op_cost::elementwise(names[int(op)], a, b ? 3 : 2); });
-    cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), nullptr);
+    cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), stream_);
   }
   void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {
     if (last_dim(src) != last_dim(x) || rows_of(src) != int64_t(rows.size())) fail("scatter: shapes do not fit");
@@ -272,14 +319,18 @@ private:
       if (r < 0 || r >= rows_of(x)) fail("scatter: row ", r, " out of range");
     const Tensor dev_rows = upload_indices(rows.data(), rows.size() * sizeof(int64_t));
     const GpuTimer timer(*this, [&] { return op_cost::rows(accumulate ? "add_rows" : "set_rows", src, accumulate ? 3 : 2); });
-    cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate, nullptr);
+    cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate, stream_);
   }
 
   int device_;
   int multiprocessors_ = 1;
-  bool sm61_ = false;
+  const cuda::KernelProfile* profile_ = nullptr;
   std::string name_;
+  cudaStream_t stream_ = nullptr;
+  int64_t fault_at_op_ = 0;
   std::shared_ptr<pool::MemoryPool> pool_;
+  std::unique_ptr<PinnedStaging> staging_;
+  std::unique_ptr<cuda::CublasGemm> cublas_;
   std::vector<Pending> pending_;
   std::vector<cudaEvent_t> free_events_;
   cudaEvent_t reference_ = nullptr;
@@ -291,13 +342,13 @@ template <typename Describe> GpuTimer::GpuTimer(CudaBackend& backend, Describe d
   backend_ = &backend;
   event_ = describe();
   start_ = backend.take_event();
-  CUDA_CHECK(cudaEventRecord(start_, nullptr));
+  CUDA_CHECK(cudaEventRecord(start_, backend.stream_));
 }
 
 GpuTimer::~GpuTimer() {
   if (!backend_) return;
   cudaEvent_t end = backend_->take_event();
-  if (cudaEventRecord(end, nullptr) == cudaSuccess) backend_->pending_.push_back({std::move(event_), start_, end});
+  if (cudaEventRecord(end, backend_->stream_) == cudaSuccess) backend_->pending_.push_back({std::move(event_), start_, end});
 }
 
 }  // namespace

@@ -1,41 +1,12 @@
-// Two kernels, chosen by shape:
-// - GEMV (M <= 4 activation rows: decode): memory-bound, N·K·sizeof(w) bytes for 2·M·N·K FLOPs, so it aims at the
-//   DRAM roofline: one warp per weight row, 16-byte loads (8 bf16/f16 or 4 f32 per lane per step), the loop unrolled
-//   so several loads are in flight, f32 accumulation, shuffle reduction. Needs K a multiple of the vector width and
-//   16-byte aligned rows; otherwise the general kernel runs.
-// - General: one warp per output column and a tile of up to 8 activation rows, reading the weight row once per tile
-//   (coalesced). Correct everywhere; the tensor-core GEMM for prefill comes with the fused kernels.
+// GEMV for M <= 4 activation rows (decode): memory-bound, N·K·sizeof(w) bytes for 2·M·N·K FLOPs, so it aims at the
+// DRAM roofline: one warp per weight row, 16-byte loads (8 bf16/f16 or 4 f32 per lane per step), the loop unrolled
+// so several loads are in flight, f32 accumulation, shuffle reduction.
 #include "common.cuh"
+#include "gemv.cuh"
 #include "weights.cuh"
-#include "linear.cuh"
 
 namespace qvl::cuda {
 namespace {
-
-constexpr int kRowsPerWarp = 8;
-constexpr int kWarpsPerBlock = 8;
-
-__global__ void linear_kernel(const float* __restrict__ x, const void* __restrict__ w, WeightType w_type,
-                              const void* __restrict__ bias, WeightType bias_type, float* __restrict__ y, int64_t m,
-                              int64_t n, int64_t k) {
-  const int lane = threadIdx.x % 32;
-  const int64_t col = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
-  const int64_t row0 = int64_t(blockIdx.y) * kRowsPerWarp;
-  if (col >= n) return;
-  float acc[kRowsPerWarp] = {};
-  const int rows = int(m - row0 < kRowsPerWarp ? m - row0 : kRowsPerWarp);
-  const char* wrow = static_cast<const char*>(w);
-  const int64_t element = w_type == WeightType::F32 ? 4 : 2;
-  for (int64_t i = lane; i < k; i += 32) {
-    const float wv = load_weight(wrow + col * k * element, w_type, i);
-    for (int r = 0; r < rows; ++r) acc[r] += x[(row0 + r) * k + i] * wv;
-  }
-  const float b = bias ? load_weight(bias, bias_type, col) : 0.0f;
-  for (int r = 0; r < rows; ++r) {
-    const float s = warp_sum(acc[r]);
-    if (lane == 0) y[(row0 + r) * n + col] = s + b;
-  }
-}
 
 template <typename W> struct Vec16;  // 16 bytes of weights, widened to f32
 template <> struct Vec16<float> {
@@ -115,16 +86,12 @@ bool try_gemv(const float* x, const void* w, const void* bias, WeightType bias_t
 
 }  // namespace
 
-void linear(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y,
-            int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m == 0 || n == 0) return;
-  const bool done = w_type == WeightType::BF16 ? try_gemv<uint16_t>(x, w, bias, bias_type, y, m, n, k, stream)
-                    : w_type == WeightType::F16 ? try_gemv<__half>(x, w, bias, bias_type, y, m, n, k, stream)
-                                                : try_gemv<float>(x, w, bias, bias_type, y, m, n, k, stream);
-  if (done) return;
-  const dim3 grid(unsigned((n + kWarpsPerBlock - 1) / kWarpsPerBlock), unsigned((m + kRowsPerWarp - 1) / kRowsPerWarp));
-  linear_kernel<<<grid, kWarpsPerBlock * 32, 0, stream>>>(x, w, w_type, bias, bias_type, y, m, n, k);
-  CUDA_CHECK_LAUNCH();
+bool gemv(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y, int64_t m,
+          int64_t n, int64_t k, cudaStream_t stream) {
+  if (m == 0 || n == 0) return true;
+  return w_type == WeightType::BF16 ? try_gemv<uint16_t>(x, w, bias, bias_type, y, m, n, k, stream)
+         : w_type == WeightType::F16 ? try_gemv<__half>(x, w, bias, bias_type, y, m, n, k, stream)
+                                     : try_gemv<float>(x, w, bias, bias_type, y, m, n, k, stream);
 }
 
 }  // namespace qvl::cuda

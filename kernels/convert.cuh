@@ -1,0 +1,16 @@
+#pragma once
+// f32 activations narrowed to a 16-bit type (round to nearest even), so cuBLAS can multiply them with 16-bit
+// weights on tensor cores; and a per-column bias added to a row-major result.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "weight_type.h"
+
+namespace qvl::cuda {
+
+void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream);
+// y[r, c] += bias[c] for r < rows, c < cols
+void add_bias(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream);
+
+}  // namespace qvl::cuda

@@ -1,0 +1,261 @@
+// qvl-test-backend-ops: every CUDA op against the CPU backend (the reference), in the style of llama.cpp's
+// test-backend-ops.
+//   eval (default): many shapes (odd sizes, GQA ratios, lengths 1 to 4096), the normalised mean squared error
+//                   NMSE = Σ(gpu − cpu)² / Σ cpu² per case against a threshold for the arithmetic involved;
+//   perf:           the Qwen3-VL-2B shapes of one decode step and one 512-token prefill, timed with CUDA events
+//                   (median of repeats after a warm-up), printed with µs, GB/s and TFLOP/s per op.
+// --profile native|sm61|both (default both). Exit codes: 0 all passed, 1 a case failed, 77 no usable GPU (CTest
+// reports the test as skipped, with the reason printed).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda_plugin.h"
+#include "runtime/profiler.h"
+
+namespace qvl {
+namespace {
+
+std::mt19937 rng{1234};
+
+Tensor random(Shape shape, DType dtype = DType::F32, float scale = 1.0f) {
+  Tensor t = Tensor::empty(DType::F32, std::move(shape));
+  std::normal_distribution<float> normal(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
+  return dtype == DType::F32 ? t : t.to(dtype);
+}
+
+double nmse(const Tensor& gpu_host, const Tensor& cpu_result) {
+  const auto a = gpu_host.to_f32_vector(), b = cpu_result.to_f32_vector();
+  if (a.size() != b.size()) return INFINITY;
+  double err = 0, ref = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    err += d * d;
+    ref += double(b[i]) * double(b[i]);
+  }
+  return ref > 0 ? err / ref : err;
+}
+
+// Thresholds by the arithmetic: f32 all the way (only summation order differs), activations rounded to f16 or bf16
+// for tensor cores (bf16 keeps 8 bits: a relative error of ~2^-9 per product).
+constexpr double kF32 = 1e-10, kF16Inputs = 1e-6, kBf16Inputs = 3e-5;
+
+struct Runner {
+  Backend& gpu;
+  Backend& cpu;
+  bool narrow_for_gemm;  // the native profile's cuBLAS path rounds activations to the weights' type
+  int cases = 0, failures = 0;
+
+  void check(const std::string& what, const Tensor& gpu_result, const Tensor& cpu_result, double limit) {
+    const double e = nmse(gpu.to_host(gpu_result), cpu_result);
+    ++cases;
+    const bool ok = e <= limit;
+    if (!ok) ++failures;
+    std::printf("  %-64s NMSE %9.2e  %s\n", what.c_str(), e, ok ? "OK" : "FAIL");
+  }
+  double linear_limit(DType w, int64_t m) const {
+    if (w == DType::F32 || m <= 4 || !narrow_for_gemm) return w == DType::F32 ? kF32 : 1e-9;
+    return w == DType::F16 ? kF16Inputs : kBf16Inputs;
+  }
+
+  void linear() {
+    for (DType wt : {DType::F32, DType::F16, DType::BF16})
+      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},      {1, 37, 129},   {3, 64, 64},
+                                                              {4, 64, 1032},  {2, 48, 512},   {1, 300, 2048},
+                                                              {5, 100, 33},   {9, 100, 33},   {17, 256, 1024},
+                                                              {64, 128, 256}, {130, 300, 520}, {300, 1024, 2048}}) {
+        const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
+        Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
+        cpu.linear(x, w, &b, y_cpu);
+        const Tensor wg = gpu.upload(w), bg = gpu.upload(b);
+        gpu.linear(gpu.from_host(x), wg, &bg, y_gpu);
+        check("linear " + std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                  " k=" + std::to_string(k),
+              y_gpu, y_cpu, linear_limit(wt, m));
+      }
+  }
+
+  void norms_and_elementwise() {
+    for (int64_t rows : {1, 5, 300})
+      for (int64_t width : {1, 16, 100, 2048}) {
+        const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(width);
+        const Tensor x = random({rows, width}), w = random({width}, DType::BF16), b = random({width}, DType::F16);
+        Tensor a = cpu.alloc({rows, width}), g = gpu.alloc({rows, width});
+        const Tensor xg = gpu.from_host(x), wg = gpu.upload(w), bg = gpu.upload(b);
+        cpu.rms_norm(x, w, 1e-6f, a);
+        gpu.rms_norm(xg, wg, 1e-6f, g);
+        check("rms_norm" + shape, g, a, kF32);
+        cpu.layer_norm(x, w, b, 1e-6f, a);
+        gpu.layer_norm(xg, wg, bg, 1e-6f, g);
+        check("layer_norm" + shape, g, a, kF32);
+        const Tensor y = random({rows, width}), yg = gpu.from_host(y);
+        cpu.add(x, y, a);
+        gpu.add(xg, yg, g);
+        check("add" + shape, g, a, kF32);
+        cpu.silu_mul(x, y, a);
+        gpu.silu_mul(xg, yg, g);
+        check("silu_mul" + shape, g, a, kF32);
+        for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
+          cpu.gelu(x, kind, a);
+          gpu.gelu(xg, kind, g);
+          check(std::string(kind == GeluKind::Tanh ? "gelu_tanh" : "gelu_erf") + shape, g, a, kF32);
+        }
+      }
+  }
+
+  void rows_ops() {
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      const Tensor table = random({500, 72}, dt);
+      const std::vector<int32_t> ids{3, 0, 499, 3, 250, 17, 17};
+      Tensor a = cpu.alloc({7, 72}), g = gpu.alloc({7, 72});
+      cpu.embed(table, ids, a);
+      gpu.embed(gpu.upload(table), ids, g);
+      check("embed " + std::string(dtype_name(dt)), g, a, 0.0);
+      const Tensor src = random({3, 72});
+      const std::vector<int64_t> rows{1, 3, 6};
+      cpu.add_rows(a, src, rows);
+      gpu.add_rows(g, gpu.from_host(src), rows);
+      check("add_rows", g, a, kF32);
+      cpu.set_rows(a, src, rows);
+      gpu.set_rows(g, gpu.from_host(src), rows);
+      check("set_rows", g, a, 0.0);
+      Tensor big_cpu = random({12, 72}), big_gpu = gpu.from_host(big_cpu);
+      cpu.copy_rows(src, big_cpu, 9);
+      gpu.copy_rows(gpu.from_host(src), big_gpu, 9);
+      check("copy_rows", big_gpu, big_cpu, 0.0);
+    }
+  }
+
+  void rope() {
+    for (auto [s, h, d] : std::vector<std::array<int64_t, 3>>{{1, 2, 8}, {7, 4, 16}, {33, 8, 64}, {300, 16, 128}, {5, 3, 72}}) {
+      const Tensor x = random({s, h, d}), cos = random({s, d}), sin = random({s, d});
+      Tensor xc = x.to(DType::F32), xg = gpu.from_host(x);
+      cpu.rope(xc, cos, sin);
+      gpu.rope(xg, gpu.from_host(cos), gpu.from_host(sin));
+      check("rope s=" + std::to_string(s) + " h=" + std::to_string(h) + " d=" + std::to_string(d), xg, xc, kF32);
+    }
+  }
+
+  void attention_case(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, const AttentionMask& mask) {
+    const Tensor q = random({s, hq, d}), k = random({kv_len, hkv, d}), v = random({kv_len, hkv, d});
+    const float scale = 1.0f / std::sqrt(float(d));
+    Tensor a = cpu.alloc({s, hq, d}), g = gpu.alloc({s, hq, d});
+    cpu.attention(q, k, v, kv_len, mask, scale, a);
+    gpu.attention(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, g);
+    std::string what = "attention " + std::string(mask.kind == AttentionMask::Kind::Causal ? "causal" : "segments") +
+                       " s=" + std::to_string(s) + " kv=" + std::to_string(kv_len) + " hq=" + std::to_string(hq) +
+                       " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d);
+    if (mask.kind == AttentionMask::Kind::Segments) what += " (" + std::to_string(mask.bounds.size() - 1) + " blocks)";
+    check(what, g, a, kF32);
+  }
+
+  void attention() {
+    // Prefill (causal from 0), GQA ratios 1, 2, 4, 8, head sizes of both towers and odd ones.
+    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 2, 1, 8},      {7, 4, 2, 16},   {16, 8, 8, 64},
+                                                                  {33, 8, 1, 64},    {64, 16, 8, 128}, {130, 6, 2, 72},
+                                                                  {100, 4, 4, 36},   {37, 2, 2, 160}, {512, 16, 8, 128},
+                                                                  {4096, 4, 1, 128}})
+      attention_case(s, hq, hkv, d, s, AttentionMask::causal(0));
+    // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
+    attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100));
+    for (int64_t t : {1, 2, 31, 257, 1000, 4096}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1));
+    // Vision: block-diagonal, one block per image, bidirectional inside.
+    attention_case(784, 16, 16, 64, 784, AttentionMask::segments({0, 784}));
+    attention_case(300, 4, 4, 64, 300, AttentionMask::segments({0, 64, 100, 300}));
+    attention_case(45, 2, 2, 72, 45, AttentionMask::segments({0, 5, 45}));
+  }
+};
+
+int eval(Backend& gpu, Backend& cpu, bool narrow) {
+  Runner r{gpu, cpu, narrow};
+  r.linear();
+  r.norms_and_elementwise();
+  r.rows_ops();
+  r.rope();
+  r.attention();
+  std::printf("  %d/%d cases passed\n", r.cases - r.failures, r.cases);
+  return r.failures ? 1 : 0;
+}
+
+// The ops of one Qwen3-VL-2B decode step (m = 1) and of a 512-token prefill (m = 512), repeated.
+void perf(Backend& gpu) {
+  const int64_t hidden = 2048, inter = 6144, hq = 16, hkv = 8, d = 128, vocab = 151936;
+  auto profiler = std::make_shared<Profiler>();
+  const Tensor wq = gpu.upload(random({hq * d, hidden}, DType::BF16, 0.02f)),
+               wkv = gpu.upload(random({hkv * d, hidden}, DType::BF16, 0.02f)),
+               wup = gpu.upload(random({inter, hidden}, DType::BF16, 0.02f)),
+               wdown = gpu.upload(random({hidden, inter}, DType::BF16, 0.02f)),
+               head = gpu.upload(random({vocab, hidden}, DType::BF16, 0.02f)), norm = gpu.upload(random({hidden}, DType::BF16));
+  const Tensor kc = gpu.from_host(random({4096, hkv, d})), vc = gpu.from_host(random({4096, hkv, d}));
+  const auto run = [&](int64_t m) {
+    const Tensor x = gpu.from_host(random({m, hidden})), xi = gpu.from_host(random({m, inter}));
+    Tensor yq = gpu.alloc({m, hq * d}), ykv = gpu.alloc({m, hkv * d}), yup = gpu.alloc({m, inter}), yh = gpu.alloc({m, hidden});
+    Tensor q = gpu.alloc({m, hq, d}), out = gpu.alloc({m, hq, d});
+    gpu.linear(x, wq, nullptr, yq);
+    gpu.linear(x, wkv, nullptr, ykv);
+    gpu.linear(x, wup, nullptr, yup);
+    gpu.linear(xi, wdown, nullptr, yh);
+    gpu.rms_norm(x, norm, 1e-6f, yh);
+    gpu.silu_mul(yup, yup, yup);
+    gpu.add(yh, yh, yh);
+    const int64_t past = m == 1 ? 255 : 0;
+    gpu.attention(q, kc, vc, past + m, AttentionMask::causal(past), 0.088f, out);
+    if (m == 1) {
+      Tensor logits = gpu.alloc({1, vocab});
+      gpu.linear(x, head, nullptr, logits);
+    }
+  };
+  for (int i = 0; i < 3; ++i) run(1), run(512);  // warm-up (cuBLAS picks its kernels, the pool fills)
+  gpu.collect_timings(true);
+  gpu.set_timing_sink(profiler.get());
+  for (int i = 0; i < 20; ++i) run(1), run(512);
+  gpu.collect_timings(true);
+  gpu.set_timing_sink(nullptr);
+  std::printf("  %-44s %7s %9s %9s %9s %8s\n", "op (20 calls each)", "calls", "p50 us", "mean us", "GB/s", "TFLOP/s");
+  for (const KernelSummary& k : profiler->summary())
+    std::printf("  %-44s %7lld %9.1f %9.1f %9.1f %8.2f\n", k.name.c_str(), (long long)k.calls, k.p50_us, k.mean_us,
+                k.gb_per_s, k.tflop_per_s);
+}
+
+}  // namespace
+}  // namespace qvl
+
+int main(int argc, char** argv) {
+  std::string mode = "eval", profiles = "both";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "eval" || a == "perf") mode = a;
+    else if (a == "--profile" && i + 1 < argc) profiles = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: qvl-test-backend-ops [eval|perf] [--profile native|sm61|both]\n");
+      return 2;
+    }
+  }
+  const qvl::CudaPluginStatus& cuda = qvl::cuda_plugin();
+  if (!cuda.usable) {
+    std::printf("SKIPPED: no usable CUDA device (%s)\n", cuda.reason.c_str());
+    return 77;
+  }
+  int status = 0;
+  for (const std::string profile : {"native", "sm61"}) {
+    if (profiles != "both" && profiles != profile) continue;
+    auto gpu = qvl::make_cuda_backend(0, 0, profile);
+    auto cpu = qvl::make_cpu_backend();
+    std::printf("%s: %s\n", mode.c_str(), gpu->name().c_str());
+    if (mode == "perf") {
+      qvl::perf(*gpu);
+      if (profile == "sm61")
+        std::printf("  (the SM61 profile forced on this GPU checks the Pascal code path; it does not measure a Pascal card)\n");
+    } else {
+      status |= qvl::eval(*gpu, *cpu, profile == "native");
+    }
+  }
+  return status;
+}
