@@ -18,7 +18,7 @@ struct KernelProfile {
   GemmKernel gemm;
   // Attention: the tiled flash kernel from this many query rows on (it reuses each K/V tile for 16 queries);
   // below it one warp per (query, head), or, when there are fewer pairs than split_below_pairs_per_sm x SMs,
-  // the decode kernel that splits one query's keys over the 16 warps of a block.
+  // the decode kernel that splits each pair's keys over several blocks (split-K) and merges the parts.
   int64_t flash_min_queries;
   int64_t flash_max_head_dim;  // the flash kernel keeps a 16 x D query tile and 32 x D K/V tiles in shared memory
   int64_t split_below_pairs_per_sm;

@@ -59,6 +59,8 @@ public:
   // Measured read bandwidth of the memory the weights live in (bytes/s): the decode roofline's denominator.
   virtual double measure_read_bandwidth() = 0;
   virtual MemoryReport memory_report(bool /*with_segment_map*/) const { return {}; }
+  // Waits for the work queued so far (device backends run asynchronously): for honest wall-clock phase timings.
+  virtual void synchronize() {}
   // Non-empty when the device can no longer run anything (a kernel fault poisons a CUDA context for the rest of the
   // process): the engine then fails the request with this and offers the CPU.
   virtual std::string device_error() { return {}; }

@@ -126,6 +126,7 @@ private:
         at += p.numel();
       }
       VisionOutput v = encode_images(*backend_, config, weights_.vision, pixels, result.image_grids);
+      backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
       vision.embeddings = std::move(v.embeddings);
       vision.deepstack = std::move(v.deepstack);
       for (int64_t i = 0; i < prompt_len; ++i)

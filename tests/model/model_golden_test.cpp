@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -191,13 +192,22 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   const auto prompt = golden["prompt_token_ids"].get<std::vector<int32_t>>();
   std::vector<ImageGrid> grids;
   for (const auto& g : golden["image_grid_thw"]) grids.push_back({g[0].get<int64_t>(), g[1].get<int64_t>(), g[2].get<int64_t>()});
+  // sm61: f32 arithmetic, so f32 rounding only. native: the GEMM inputs are rounded to the weights' type for the
+  // tensor cores (bf16 keeps 8 significant bits, f16 11), which the limits below allow for.
+  const DType weight_type = folder.checkpoint.tensor("model.language_model.embed_tokens.weight").dtype();
+  // Measured on an H100: native bf16 <= 7.4e-3, native f16 <= 7.2e-4, sm61 <= 6e-6.
+  const double limit = profile == "sm61" ? 1e-4 : weight_type == DType::BF16 ? 2e-2 : 3e-3;
+  const auto check = [&](const char* what, double error) {
+    std::printf("[%s] %s %s: max error %.2e of the largest value (limit %.0e)\n", profile.c_str(), name.c_str(), what, error, limit);
+    EXPECT_LT(error, limit) << what;
+  };
   VisionInjection vision;
   if (!grids.empty()) {
     VisionOutput v = encode_images(*gpu, config, weights.vision, reference_pixels(tensors->tensor("pixel_u8")), grids);
-    EXPECT_LT(relative_error(gpu->to_host(v.embeddings).to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector()), 1e-4);
+    check("image embeddings", relative_error(gpu->to_host(v.embeddings).to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector()));
     for (std::size_t i = 0; i < v.deepstack.size(); ++i)
-      EXPECT_LT(relative_error(gpu->to_host(v.deepstack[i]).to_f32_vector(),
-                               tensors->tensor("deepstack_" + std::to_string(i)).to_f32_vector()), 1e-4);
+      check("deepstack", relative_error(gpu->to_host(v.deepstack[i]).to_f32_vector(),
+                                        tensors->tensor("deepstack_" + std::to_string(i)).to_f32_vector()));
     vision.embeddings = v.embeddings;
     vision.deepstack = v.deepstack;
     for (std::size_t i = 0; i < prompt.size(); ++i)
@@ -211,7 +221,7 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   const auto stride = std::size_t(read_json_file(kGoldenDir / "recipes.json")["logit_stride"].get<int64_t>());
   std::vector<float> strided;
   for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
-  EXPECT_LT(relative_error(strided, tensors->tensor("logits_strided").to_f32_vector()), 1e-4) << "logits";
+  check("logits", relative_error(strided, tensors->tensor("logits_strided").to_f32_vector()));
 
   // End to end on the GPU engine: greedy tokens while the reference margin is clear.
   EngineOptions options{"cuda"};

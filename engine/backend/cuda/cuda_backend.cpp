@@ -136,6 +136,8 @@ public:
     pending_.erase(pending_.begin(), pending_.begin() + std::ptrdiff_t(done));
   }
 
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
   std::string device_error() override {
     // Sticky errors (a kernel fault) poison the context: every later call returns them, so this is a reliable test.
     const cudaError_t e = cudaStreamSynchronize(stream_);
@@ -255,8 +257,10 @@ public:
       return;
     }
     const bool split_keys = s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;
+    const int64_t floats = split_keys ? cuda::attention_split_workspace(s, hq, d, kv_len, multiprocessors_) : 0;
+    Tensor workspace = floats ? device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
     cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds, segments,
-                    scale, split_keys, stream_);
+                    scale, split_keys, floats ? workspace.data<float>() : nullptr, multiprocessors_, stream_);
   }
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
