@@ -60,6 +60,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
+      {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"device", "NAME", "cpu (default) or cuda"},
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
@@ -81,6 +82,7 @@ int run_bench(const std::vector<std::string>& argv) {
 
   EngineOptions options;
   options.cuda_profile = args.get("profile", "auto");
+  options.cuda_graphs = !args.has("no-graphs");
   options.device = args.get("device", "cpu");
   const auto engine = Engine::load(dir, options);
   const ModelFolder folder = ModelFolder::open(dir);
@@ -131,6 +133,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"model", dir.string()},
       {"backend", engine->backend_name()},
       {"device", engine->device()},
+      {"cuda_graphs", engine->device() == "cuda" && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},
       {"image_tokens", last.image_grids.empty() ? 0 : last.image_grids[0].h * last.image_grids[0].w / 4},
       {"decode_tokens", last.timing.generated_tokens},
@@ -164,14 +167,16 @@ int run_bench(const std::vector<std::string>& argv) {
               (long long)out["image_tokens"].get<int64_t>());
   std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
               median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
-  std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs\n", decode_ms, 1e3 / decode_ms, (long long)repeat);
+  std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs%s\n", decode_ms, 1e3 / decode_ms,
+              (long long)repeat, out["cuda_graphs"].get<bool>() ? ", steps replayed as a CUDA graph" : "");
   if (memory.available) {
     std::printf("device pool      peak %.1f MiB allocated, %.1f MiB reserved; now:", double(memory.allocated_peak) / (1 << 20),
                 double(memory.reserved_peak) / (1 << 20));
     for (const auto& [owner, bytes] : memory.by_owner) std::printf(" %s %.1f MiB", owner.c_str(), double(bytes) / (1 << 20));
     std::printf("\n");
   }
-  std::printf("\nper kernel (one profiled run: prefill + %lld decode steps), by total time:\n", (long long)decode_tokens);
+  std::printf("\nper kernel (one profiled run: prefill + %lld decode steps, each kernel launched and timed with events),"
+              " by total time:\n", (long long)decode_tokens);
   std::printf("  %-34s %7s %10s %10s %10s %9s %9s %6s\n", "kernel", "calls", "total ms", "mean us", "p95 us", "GB/s", "TFLOP/s", "share");
   for (std::size_t i = 0; i < kernels.size() && i < 15; ++i) {
     const auto& k = kernels[i];

@@ -19,12 +19,23 @@ enum class GeluKind { Tanh, Erf };
 
 // Which keys each query may see. Causal: query i (absolute position past + i) sees keys [0, past + i].
 // Segments: bidirectional inside each [bounds[j], bounds[j+1]) block, nothing across (one block per image).
+// Causal on device: `past` is read from a one-element index tensor when the op runs (a recorded decode step
+// replays with the current position); `past` and kv_len given on the host are then upper bounds.
 struct AttentionMask {
   enum class Kind { Causal, Segments } kind = Kind::Causal;
   int64_t past = 0;
   std::vector<int64_t> bounds;  // Segments only: 0 = b0 < b1 < ... = S
-  static AttentionMask causal(int64_t past) { return {Kind::Causal, past, {}}; }
-  static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b)}; }
+  const Tensor* past_on_device = nullptr;
+  static AttentionMask causal(int64_t past) { return {Kind::Causal, past, {}, nullptr}; }
+  static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b), nullptr}; }
+  static AttentionMask causal_on_device(const Tensor& past, int64_t max_past) { return {Kind::Causal, max_past, {}, &past}; }
+};
+
+// Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
+// in device tensors written before each replay (token id, position, rotary rows).
+class RecordedWork {
+public:
+  virtual ~RecordedWork() = default;
 };
 
 // The device memory pool as callers see it (the GUI's occupancy view and block map, the bench's peak memory).
@@ -80,20 +91,34 @@ public:
   virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;  // y may alias a
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
   virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
-  // y[i] = table[ids[i]]
+  // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.
+  virtual Tensor alloc_indices(int64_t count) = 0;
+  virtual void write_indices(Tensor& dst, std::span<const int64_t> values) = 0;
+  virtual void write(Tensor& dst, const Tensor& host_f32) = 0;
+
+  // y[i] = table[ids[i]]; embed_at takes the ids from an index tensor.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) = 0;
+  virtual void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) = 0;
   // In place on x [S, H, D] with cos, sin [S, D]: x' = x·cos + rotate_half(x)·sin, rotate_half = [−x₂, x₁].
   virtual void rope(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
   // out [S, Hq, D] = softmax(q·kᵀ·scale + mask) · v with q [S, Hq, D], k/v [T, Hkv, D] (the first T rows used);
   // query head h reads kv head h / (Hq / Hkv).
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                          float scale, Tensor& out) = 0;
-  // dst rows [row, row + src rows) = src
+  // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
+  virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;
   // x[rows[i]] += src[i]
   virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[rows[i]] = src[i]
   virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
+
+  // Recording: between begin_recording (false: this backend runs ops directly; then nothing is recorded) and
+  // end_recording, ops are recorded instead of run; replay runs them. Work that uploads from the host cannot be
+  // recorded (write its inputs before replaying). Backends record only while per-kernel timing is off.
+  virtual bool begin_recording() { return false; }
+  virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
+  virtual void replay(const RecordedWork& /*work*/) {}
 
 protected:
   KernelTimingSink* timing_ = nullptr;

@@ -37,7 +37,9 @@ inline KernelEvent attention(const Tensor& q, const Tensor& k, int64_t kv_len, c
   const bool causal = mask.kind == AttentionMask::Kind::Causal;
   const double keys = causal ? double(mask.past) + (s + 1) / 2
                              : double(kv_len) / double(std::max<std::size_t>(1, mask.bounds.size() - 1));
-  return make(std::string(causal ? "attention causal" : "attention segments") + " d=" + std::to_string(q.dim(2)),
+  // Decode (one query against the cache) and prefill are different kernels with different rooflines.
+  const char* kind = !causal ? "attention segments" : q.dim(0) == 1 ? "attention decode" : "attention causal";
+  return make(std::string(kind) + " d=" + std::to_string(q.dim(2)),
               2.0 * double(q.nbytes()) + 2.0 * double(kv_len) * hkv * d * 4, 4.0 * s * hq * d * keys);
 }
 inline KernelEvent rows(const char* op, const Tensor& src, int tensors) {

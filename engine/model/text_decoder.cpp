@@ -6,15 +6,45 @@
 
 namespace qvl {
 
+// The activations of one forward pass over `rows` tokens.
+struct DecoderActivations {
+  Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits;
+};
+
+// Where this pass's tokens go: known on the host (run directly), or read from device tensors (a recorded step,
+// replayed at every position; `max_past` bounds the position).
+struct TextDecoder::Position {
+  int64_t past = 0;
+  const Tensor* past_on_device = nullptr;
+  int64_t max_past = 0;
+  Tensor cos, sin;
+};
+
+// The inputs and activations of a recorded decode step, alive as long as its cache.
+struct RecordedDecodeStep {
+  Tensor ids, past, cos, sin;
+  std::unique_ptr<DecoderActivations> buffers;
+  std::shared_ptr<RecordedWork> work;
+};
+
 KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity) : capacity_(capacity) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     k_.push_back(backend.alloc({capacity, c.num_key_value_heads, c.head_dim}));
     v_.push_back(backend.alloc({capacity, c.num_key_value_heads, c.head_dim}));
   }
 }
+KvCache::~KvCache() = default;
 
-TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights)
-    : be_(backend), c_(config.text), w_(weights) {}
+TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps)
+    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps) {}
+
+DecoderActivations TextDecoder::allocate(int64_t s) {
+  const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
+  return {be_.alloc({s, hidden}),     be_.alloc({s, hidden}),    be_.alloc({s, hq, d}),
+          be_.alloc({s, hkv, d}),     be_.alloc({s, hkv, d}),    be_.alloc({s, hq, d}),
+          be_.alloc({s, hidden}),     be_.alloc({s, c_.intermediate_size}), be_.alloc({s, c_.intermediate_size}),
+          be_.alloc({1, hidden}),     be_.alloc({1, w_.lm_head.dim(0)})};
+}
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
                             const VisionInjection* vision, KvCache& cache) {
@@ -23,49 +53,90 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
   if (s == 0) fail("decoder: no tokens to run");
   if (past + s > cache.capacity_)
     fail("the conversation needs ", past + s, " tokens but the context holds ", cache.capacity_);
-  const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
+  for (int32_t id : ids)
+    if (id < 0 || id >= w_.embed_tokens.dim(0)) fail("decoder: token id ", id, " is outside the embedding table");
+  // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
+  // CPU, or a GPU while per-kernel timing is on) run the step directly below.
+  if (s == 1 && !vision && record_decode_steps_ &&
+      ((cache.decode_step_ && cache.decode_step_->work) || be_.begin_recording()))
+    return forward_recorded(ids[0], cos_host, sin_host, cache);
+
+  DecoderActivations b = allocate(s);
+  be_.embed(w_.embed_tokens, ids, b.x);
+  if (vision) be_.set_rows(b.x, vision->embeddings, vision->positions);
+  run(b, {past, nullptr, past, be_.from_host(cos_host), be_.from_host(sin_host)}, vision, cache);
+  cache.length_ = past + s;
+  return be_.to_host(b.logits);
+}
+
+// Called with recording begun, or with the step already recorded.
+Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache) {
+  const int64_t past = cache.length_;
+  if (!cache.decode_step_) cache.decode_step_ = std::make_unique<RecordedDecodeStep>();
+  RecordedDecodeStep& step = *cache.decode_step_;
+  if (!step.work) {
+    try {
+      // Inputs and activations outlive the recording: its kernels use these addresses at every replay.
+      step.ids = be_.alloc_indices(1);
+      step.past = be_.alloc_indices(1);
+      step.cos = be_.alloc({1, c_.head_dim});
+      step.sin = be_.alloc({1, c_.head_dim});
+      step.buffers = std::make_unique<DecoderActivations>(allocate(1));
+      be_.embed_at(w_.embed_tokens, step.ids, step.buffers->x);
+      run(*step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
+    } catch (...) {
+      be_.end_recording();  // leave the backend able to run ops again
+      throw;
+    }
+    step.work = be_.end_recording();
+  }
+  const int64_t id64 = id;
+  be_.write_indices(step.ids, {&id64, 1});
+  be_.write_indices(step.past, {&past, 1});
+  be_.write(step.cos, cos_host);
+  be_.write(step.sin, sin_host);
+  be_.replay(*step.work);
+  cache.length_ = past + 1;
+  return be_.to_host(step.buffers->logits);
+}
+
+void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache) {
+  const int64_t s = b.x.dim(0), hq = c_.num_attention_heads, d = c_.head_dim;
   const float eps = float(c_.rms_norm_eps);
-
-  Tensor x = be_.alloc({s, hidden});
-  be_.embed(w_.embed_tokens, ids, x);
-  if (vision) be_.set_rows(x, vision->embeddings, vision->positions);
-  const Tensor cos = be_.from_host(cos_host), sin = be_.from_host(sin_host);
-
-  Tensor a = be_.alloc({s, hidden}), q = be_.alloc({s, hq, d}), k = be_.alloc({s, hkv, d}), v = be_.alloc({s, hkv, d}),
-         attn = be_.alloc({s, hq, d}), proj = be_.alloc({s, hidden}), gate = be_.alloc({s, c_.intermediate_size}),
-         up = be_.alloc({s, c_.intermediate_size});
+  const AttentionMask mask =
+      at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
+  const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
     const DecoderLayerWeights& L = w_.layers[l];
-    be_.rms_norm(x, L.input_norm.weight, eps, a);
-    be_.linear(a, L.q.weight, L.q.bias_or_null(), q);
-    be_.linear(a, L.k.weight, L.k.bias_or_null(), k);
-    be_.linear(a, L.v.weight, L.v.bias_or_null(), v);
-    be_.rms_norm(q, L.q_norm.weight, eps, q);  // per head, before RoPE
-    be_.rms_norm(k, L.k_norm.weight, eps, k);
-    be_.rope(q, cos, sin);
-    be_.rope(k, cos, sin);
-    be_.copy_rows(k, cache.k_[l], past);
-    be_.copy_rows(v, cache.v_[l], past);
-    be_.attention(q, cache.k_[l], cache.v_[l], past + s, AttentionMask::causal(past), 1.0f / std::sqrt(float(d)), attn);
-    be_.linear(attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), proj);
-    be_.add(x, proj, x);
-    be_.rms_norm(x, L.post_attention_norm.weight, eps, a);
-    be_.linear(a, L.gate.weight, nullptr, gate);
-    be_.linear(a, L.up.weight, nullptr, up);
-    be_.silu_mul(gate, up, gate);
-    be_.linear(gate, L.down.weight, nullptr, proj);
-    be_.add(x, proj, x);
-    if (vision && l < vision->deepstack.size()) be_.add_rows(x, vision->deepstack[l], vision->positions);
+    be_.rms_norm(b.x, L.input_norm.weight, eps, b.a);
+    be_.linear(b.a, L.q.weight, L.q.bias_or_null(), b.q);
+    be_.linear(b.a, L.k.weight, L.k.bias_or_null(), b.k);
+    be_.linear(b.a, L.v.weight, L.v.bias_or_null(), b.v);
+    be_.rms_norm(b.q, L.q_norm.weight, eps, b.q);  // per head, before RoPE
+    be_.rms_norm(b.k, L.k_norm.weight, eps, b.k);
+    be_.rope(b.q, at.cos, at.sin);
+    be_.rope(b.k, at.cos, at.sin);
+    if (at.past_on_device) {
+      be_.copy_rows_at(b.k, cache.k_[l], *at.past_on_device);
+      be_.copy_rows_at(b.v, cache.v_[l], *at.past_on_device);
+    } else {
+      be_.copy_rows(b.k, cache.k_[l], at.past);
+      be_.copy_rows(b.v, cache.v_[l], at.past);
+    }
+    be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+    be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
+    be_.add(b.x, b.proj, b.x);
+    be_.rms_norm(b.x, L.post_attention_norm.weight, eps, b.a);
+    be_.linear(b.a, L.gate.weight, nullptr, b.gate);
+    be_.linear(b.a, L.up.weight, nullptr, b.up);
+    be_.silu_mul(b.gate, b.up, b.gate);
+    be_.linear(b.gate, L.down.weight, nullptr, b.proj);
+    be_.add(b.x, b.proj, b.x);
+    if (vision && l < vision->deepstack.size()) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
   }
-  cache.length_ = past + s;
-
   // Only the last position's logits are needed (generation reads nothing else).
-  const Tensor last = x.slice_rows(s - 1, s);
-  Tensor normed = be_.alloc({1, hidden});
-  be_.rms_norm(last, w_.final_norm.weight, eps, normed);
-  Tensor logits = be_.alloc({1, w_.lm_head.dim(0)});
-  be_.linear(normed, w_.lm_head, nullptr, logits);
-  return be_.to_host(logits);
+  be_.rms_norm(b.x.slice_rows(s - 1, s), w_.final_norm.weight, eps, b.normed);
+  be_.linear(b.normed, w_.lm_head, nullptr, b.logits);
 }
 
 }  // namespace qvl

@@ -1,6 +1,7 @@
 #pragma once
 // The Qwen3-VL text decoder (reference spec section 5): GQA attention with per-head q/k RMSNorm before the
 // interleaved multimodal RoPE, SwiGLU MLP, DeepStack injection after the first layers, tied or untied head.
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -8,16 +9,22 @@
 
 namespace qvl {
 
-// Keys and values of every layer for the tokens seen so far ([capacity, kv heads, head_dim] each).
+struct RecordedDecodeStep;
+struct DecoderActivations;
+
+// Keys and values of every layer for the tokens seen so far ([capacity, kv heads, head_dim] each), and the decode
+// step recorded against them (its graph writes into these very tensors).
 class KvCache {
 public:
   KvCache(Backend& backend, const TextConfig& config, int64_t capacity);
+  ~KvCache();
   int64_t length() const { return length_; }
 
 private:
   friend class TextDecoder;
   std::vector<Tensor> k_, v_;
   int64_t length_ = 0, capacity_ = 0;
+  std::unique_ptr<RecordedDecodeStep> decode_step_;
 };
 
 // Image features to place into the prompt: rows `positions` (indices into this call's tokens) get the image
@@ -30,16 +37,24 @@ struct VisionInjection {
 
 class TextDecoder {
 public:
-  TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights);
+  // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
+  // can record; the replay reads token id, position and rotary rows from device tensors written before it.
+  TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true);
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
                  KvCache& cache);
 
 private:
+  struct Position;
+  DecoderActivations allocate(int64_t rows);
+  void run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache);
+  Tensor forward_recorded(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache);
+
   Backend& be_;
   const TextConfig& c_;
   const TextWeights& w_;
+  bool record_decode_steps_;
 };
 
 }  // namespace qvl

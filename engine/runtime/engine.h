@@ -24,6 +24,7 @@ struct EngineOptions {
   int64_t image_max_tokens = 0;
   std::size_t device_memory_limit = 0;  // bytes the GPU pool may take (0: no limit): "pretend this is a 2 GB card"
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
+  bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
 };
 
 struct GenerateRequest {

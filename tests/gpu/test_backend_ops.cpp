@@ -171,6 +171,48 @@ struct Runner {
     attention_case(300, 4, 4, 64, 300, AttentionMask::segments({0, 64, 100, 300}));
     attention_case(45, 2, 2, 72, 45, AttentionMask::segments({0, 5, 45}));
   }
+  // A decode step's device-side inputs: ids, the cache position and the attention's position read on the device,
+  // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
+  void recorded_step() {
+    const int64_t capacity = 300, hq = 16, hkv = 8, d = 128, vocab = 1000;
+    const Tensor table = random({vocab, hq * d}, DType::BF16), table_g = gpu.upload(table);
+    Tensor cache_cpu = random({capacity, hkv, d}), cache_gpu = gpu.from_host(cache_cpu);
+    Tensor ids = gpu.alloc_indices(1), past = gpu.alloc_indices(1);
+    Tensor x = gpu.alloc({1, hq, d}), kv_row = gpu.alloc({1, hkv, d}), out = gpu.alloc({1, hq, d});
+    const Tensor kv_src = random({1, hkv, d}), kv_src_g = gpu.from_host(kv_src);
+    const auto step = [&] {
+      gpu.embed_at(table_g, ids, x);
+      gpu.copy_rows_at(kv_src_g, cache_gpu, past);
+      gpu.attention(x, cache_gpu, cache_gpu, capacity, AttentionMask::causal_on_device(past, capacity - 1), 0.088f, out);
+    };
+    for (const bool record : {false, true}) {
+      std::shared_ptr<RecordedWork> work;
+      if (record) {
+        if (!gpu.begin_recording()) {
+          ++cases, ++failures;
+          std::printf("  recording refused  FAIL\n");
+          return;
+        }
+        step();
+        work = gpu.end_recording();
+      }
+      for (int64_t position : {0, 7, 64, 299}) {
+        const int64_t id = (position * 37 + 11) % vocab;
+        gpu.write_indices(ids, {&id, 1});
+        gpu.write_indices(past, {&position, 1});
+        if (record) gpu.replay(*work);
+        else step();
+        Tensor x_cpu = cpu.alloc({1, hq, d}), out_cpu = cpu.alloc({1, hq, d});
+        cpu.embed(table, std::vector<int32_t>{int32_t(id)}, x_cpu);
+        cpu.copy_rows(kv_src, cache_cpu, position);
+        cpu.attention(x_cpu, cache_cpu, cache_cpu, position + 1, AttentionMask::causal(position), 0.088f, out_cpu);
+        const std::string how = std::string(record ? "replayed" : "direct") + " at position " + std::to_string(position);
+        check("embed_at, " + how, x, x_cpu, 0.0);
+        check("copy_rows_at, " + how, cache_gpu, cache_cpu, 0.0);
+        check("attention with the position on the device, " + how, out, out_cpu, kF32);
+      }
+    }
+  }
 };
 
 int eval(Backend& gpu, Backend& cpu, bool narrow) {
@@ -180,6 +222,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.rows_ops();
   r.rope();
   r.attention();
+  r.recorded_step();
   std::printf("  %d/%d cases passed\n", r.cases - r.failures, r.cases);
   return r.failures ? 1 : 0;
 }
@@ -218,10 +261,26 @@ void perf(Backend& gpu) {
   for (int i = 0; i < 20; ++i) run(1), run(512);
   gpu.collect_timings(true);
   gpu.set_timing_sink(nullptr);
-  std::printf("  %-44s %7s %9s %9s %9s %8s\n", "op (20 calls each)", "calls", "p50 us", "mean us", "GB/s", "TFLOP/s");
-  for (const KernelSummary& k : profiler->summary())
-    std::printf("  %-44s %7lld %9.1f %9.1f %9.1f %8.2f\n", k.name.c_str(), (long long)k.calls, k.p50_us, k.mean_us,
-                k.gb_per_s, k.tflop_per_s);
+  const auto print = [](const char* title, const Profiler& p) {
+    std::printf("  %-44s %7s %9s %9s %9s %8s\n", title, "calls", "p50 us", "mean us", "GB/s", "TFLOP/s");
+    for (const KernelSummary& k : p.summary())
+      std::printf("  %-44s %7lld %9.1f %9.1f %9.1f %8.2f\n", k.name.c_str(), (long long)k.calls, k.p50_us, k.mean_us,
+                  k.gb_per_s, k.tflop_per_s);
+  };
+  print("op (decode m=1, prefill m=512)", *profiler);
+  // Decode attention against the context length: the cache is its only traffic (GB/s is the figure of merit).
+  const Tensor q1 = gpu.from_host(random({1, hq, d}));
+  Tensor out1 = gpu.alloc({1, hq, d});
+  for (int64_t t : {256, 1024, 4096}) {
+    Profiler by_length;
+    for (int i = 0; i < 3; ++i) gpu.attention(q1, kc, vc, t, AttentionMask::causal(t - 1), 0.088f, out1);
+    gpu.collect_timings(true);
+    gpu.set_timing_sink(&by_length);
+    for (int i = 0; i < 20; ++i) gpu.attention(q1, kc, vc, t, AttentionMask::causal(t - 1), 0.088f, out1);
+    gpu.collect_timings(true);
+    gpu.set_timing_sink(nullptr);
+    print(("decode attention, " + std::to_string(t) + " keys").c_str(), by_length);
+  }
 }
 
 }  // namespace

@@ -162,6 +162,17 @@ TEST(Engine, SwitchesDevicesBetweenRequests) {
   EXPECT_EQ(engine->generate(text_request("Switch me.", 6)).generated_ids, on_cpu.generated_ids);
 }
 
+TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  EngineOptions graphs{"cuda"}, launched{"cuda"};
+  launched.cuda_graphs = false;
+  const auto a = Engine::load(test::resource_dir() / "models" / "demo-tiny", graphs);
+  const auto b = Engine::load(test::resource_dir() / "models" / "demo-tiny", launched);
+  const GenerateResult ra = a->generate(text_request("Replay, please.", 16));
+  EXPECT_EQ(ra.generated_ids, b->generate(text_request("Replay, please.", 16)).generated_ids);
+  EXPECT_EQ(ra.generated_ids, a->generate(text_request("Replay, please.", 16)).generated_ids);  // a new cache, recorded anew
+}
+
 // A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process
 // (a death test re-executes this binary) and reports through its exit code and stderr.
 void fault_during_generation_scenario() {

@@ -1,6 +1,7 @@
 // The CPU backend: f32 activations, weights used in their stored type (f32/f16/bf16) straight from the mapped
 // checkpoint, all cores through the thread pool, SIMD dot products chosen at run time (dot_kernels.h).
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -131,6 +132,28 @@ public:
       elementwise2(x, x, y, "gelu", [](float v, float) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
   }
 
+  Tensor alloc_indices(int64_t count) override { return Tensor::empty(DType::I64, {count}); }
+  void write_indices(Tensor& dst, std::span<const int64_t> values) override {
+    if (dst.dtype() != DType::I64 || dst.numel() != int64_t(values.size())) fail("write_indices: sizes differ");
+    std::copy(values.begin(), values.end(), dst.data<int64_t>());
+  }
+  void write(Tensor& dst, const Tensor& host) override {
+    if (dst.numel() != host.numel()) fail("write: sizes differ");
+    const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
+    std::copy_n(src.data<float>(), src.numel(), dst.data<float>());
+  }
+  void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override {
+    std::vector<int32_t> narrow(std::size_t(ids.numel()));
+    for (std::size_t i = 0; i < narrow.size(); ++i) {
+      const int64_t id = ids.data<int64_t>()[i];
+      narrow[i] = id < 0 || id > INT32_MAX ? -1 : int32_t(id);
+    }
+    embed(table, narrow, y);
+  }
+  void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override {
+    copy_rows(src, dst, row.data<int64_t>()[0]);
+  }
+
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::embed(table, ids.size()); });
     const int64_t d = table.dim(1);
@@ -163,9 +186,16 @@ public:
       }
   }
 
-  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask_in,
                  float scale, Tensor& out) override {
     const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);
+    AttentionMask mask = mask_in;
+    if (mask.past_on_device) {  // the current position, within the bounds given
+      const int64_t past = mask.past_on_device->data<int64_t>()[0];
+      if (past < 0 || past > mask.past) fail("attention: position ", past, " outside [0, ", mask.past, "]");
+      mask = AttentionMask::causal(past);
+      kv_len = past + s;
+    }
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::attention(q, k, kv_len, mask); });
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     const int64_t group = hq / hkv;

@@ -184,19 +184,20 @@ public:
     // bf16 -> f16 is exact for every value in f16's normal range; an overflow would turn a weight into inf.
     const Tensor stored = profile_->weights_as_f16 && host.dtype() == DType::BF16 ? checked_f16(host) : host;
     Tensor t = device_tensor(stored.dtype(), stored.shape(), pool::Owner::Weights);
-    staging_->upload(t.raw(), stored.raw(), stored.nbytes(), stream_);
+    stage(t.raw(), stored.raw(), stored.nbytes());
     return t;
   }
   Tensor alloc(Shape shape) override { return device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
   Tensor from_host(const Tensor& host) override {
     const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
     Tensor t = alloc(src.shape());
-    staging_->upload(t.raw(), src.raw(), src.nbytes(), stream_);
+    stage(t.raw(), src.raw(), src.nbytes());
     return t;
   }
   Tensor to_host(const Tensor& t) override {
     if (t.device() == Device::CPU) return t;
     Tensor h = Tensor::empty(t.dtype(), t.shape());
+    if (recording_) fail("CUDA backend: a result cannot be read back while recording");
     staging_->download(h.raw(), t.raw(), t.nbytes(), stream_);
     return h;
   }
@@ -232,13 +233,30 @@ public:
   void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
     elementwise(kind == GeluKind::Tanh ? cuda::Elementwise::GeluTanh : cuda::Elementwise::GeluErf, x, nullptr, y);
   }
+  Tensor alloc_indices(int64_t count) override { return device_tensor(DType::I64, {count}, pool::Owner::Activations); }
+  void write_indices(Tensor& dst, std::span<const int64_t> values) override {
+    if (dst.dtype() != DType::I64 || dst.numel() != int64_t(values.size())) fail("write_indices: sizes differ");
+    stage(dst.raw(), values.data(), values.size_bytes());
+  }
+  void write(Tensor& dst, const Tensor& host) override {
+    if (dst.numel() != host.numel()) fail("write: sizes differ");
+    const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
+    stage(f32(dst), src.raw(), src.nbytes());
+  }
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
-    for (int32_t id : ids)
+    std::vector<int64_t> wide(ids.begin(), ids.end());
+    for (int64_t id : wide)
       if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
-    const GpuTimer timer(*this, [&] { return op_cost::embed(table, ids.size()); });
-    const Tensor dev_ids = upload_indices(ids.data(), ids.size() * sizeof(int32_t));
-    cuda::gather_rows(table.raw(), weight_type(table.dtype()), dev_ids.data<int32_t>(), f32(y), int64_t(ids.size()),
-                      table.dim(1), stream_);
+    Tensor dev_ids = alloc_indices(int64_t(wide.size()));
+    write_indices(dev_ids, wide);
+    embed_at(table, dev_ids, y);
+  }
+  // The ids are not checked here (they are on the device); embed checks them, and recorded decode steps get them
+  // from the sampler, which picks inside the vocabulary.
+  void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override {
+    const GpuTimer timer(*this, [&] { return op_cost::embed(table, std::size_t(ids.numel())); });
+    cuda::gather_rows(table.raw(), weight_type(table.dtype()), ids.data<int64_t>(), f32(y), ids.numel(), table.dim(1),
+                      stream_);
   }
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override {
     const GpuTimer timer(*this, [&] { return op_cost::rope(x, cos); });
@@ -251,16 +269,18 @@ public:
     const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
     const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
     const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
-    if (s >= profile_->flash_min_queries && d <= profile_->flash_max_head_dim && cuda::flash_attention_fits(d)) {
+    const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
+    if (!past_on_device && s >= profile_->flash_min_queries && d <= profile_->flash_max_head_dim && cuda::flash_attention_fits(d)) {
       cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
                             segments, scale, stream_);
       return;
     }
-    const bool split_keys = s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;
+    const bool split_keys = past_on_device || s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;
     const int64_t floats = split_keys ? cuda::attention_split_workspace(s, hq, d, kv_len, multiprocessors_) : 0;
     Tensor workspace = floats ? device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
-    cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds, segments,
-                    scale, split_keys, floats ? workspace.data<float>() : nullptr, multiprocessors_, stream_);
+    cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
+                    dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr, multiprocessors_,
+                    stream_);
   }
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
@@ -269,11 +289,56 @@ public:
     CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
                                cudaMemcpyDeviceToDevice, stream_));
   }
+  // The position is on the device: the caller keeps it below dst rows - src rows (the KV cache's capacity).
+  void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override {
+    if (last_dim(src) != last_dim(dst)) fail("copy_rows_at: widths differ");
+    const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
+    cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows_of(src), last_dim(src), stream_);
+  }
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
 
+  // Recording is stream capture into a CUDA graph; every tensor allocated meanwhile stays with the graph (its
+  // kernels keep using those addresses on every replay).
+  bool begin_recording() override {
+    if (timing_ || recording_) return false;  // per-kernel timing needs events around each op: run directly
+    CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+    recording_ = true;
+    recorded_tensors_.clear();
+    return true;
+  }
+  std::shared_ptr<RecordedWork> end_recording() override {
+    if (!recording_) return nullptr;
+    recording_ = false;
+    cudaGraph_t graph = nullptr;
+    CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    auto work = std::make_shared<Graph>();
+    work->tensors = std::move(recorded_tensors_);
+    const cudaError_t e = cudaGraphInstantiate(&work->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    CUDA_CHECK(e);
+    return work;
+  }
+  void replay(const RecordedWork& work) override {
+    const auto* graph = dynamic_cast<const Graph*>(&work);
+    if (!graph) fail("CUDA backend: replay of work recorded by another backend");
+    CUDA_CHECK(cudaGraphLaunch(graph->exec, stream_));
+  }
+
 private:
   friend class GpuTimer;
+  struct Graph final : RecordedWork {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<Tensor> tensors;
+    ~Graph() override {
+      if (exec) cudaGraphExecDestroy(exec);
+    }
+  };
+  void stage(void* dst, const void* src, std::size_t bytes) {
+    // A recorded copy would read the staging ring at replay time, long after the ring moved on.
+    if (recording_) fail("CUDA backend: host data cannot be uploaded while recording (write it before replaying)");
+    staging_->upload(dst, src, bytes, stream_);
+  }
   static Tensor checked_f16(const Tensor& bf16) {
     Tensor f16 = bf16.to(DType::F16);
     const auto* h = f16.data<uint16_t>();
@@ -301,11 +366,13 @@ private:
     const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
     void* p = pool_->allocate(std::max<std::size_t>(bytes, 1), owner);
     std::shared_ptr<const void> keep(p, [pool = pool_](const void* q) { pool->release(const_cast<void*>(q)); });
-    return Tensor::borrow(dtype, std::move(shape), p, std::move(keep), Device::CUDA);
+    Tensor t = Tensor::borrow(dtype, std::move(shape), p, std::move(keep), Device::CUDA);
+    if (recording_) recorded_tensors_.push_back(t);
+    return t;
   }
   Tensor upload_indices(const void* data, std::size_t bytes) {
     Tensor t = device_tensor(DType::U8, {int64_t(bytes)}, pool::Owner::Workspace);
-    staging_->upload(t.raw(), data, bytes, stream_);
+    stage(t.raw(), data, bytes);
     return t;
   }
   void maybe_inject_fault() {
@@ -332,6 +399,8 @@ private:
   std::string name_;
   cudaStream_t stream_ = nullptr;
   int64_t fault_at_op_ = 0;
+  bool recording_ = false;
+  std::vector<Tensor> recorded_tensors_;
   std::shared_ptr<pool::MemoryPool> pool_;
   std::unique_ptr<PinnedStaging> staging_;
   std::unique_ptr<cuda::CublasGemm> cublas_;
