@@ -31,6 +31,13 @@ struct AttentionMask {
   static AttentionMask causal_on_device(const Tensor& past, int64_t max_past) { return {Kind::Causal, max_past, {}, &past}; }
 };
 
+// How an image becomes vision patches: v = (u − mean[c]) / std[c] per channel, the frame repeated over `temporal`
+// frames, cut into patch x patch squares listed in merge x merge window order; each row is (c, t, y, x).
+struct PatchLayout {
+  int64_t patch = 16, temporal = 2, merge = 2;
+  float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
+};
+
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
 class RecordedWork {
@@ -95,6 +102,9 @@ public:
   virtual Tensor alloc_indices(int64_t count) = 0;
   virtual void write_indices(Tensor& dst, std::span<const int64_t> values) = 0;
   virtual void write(Tensor& dst, const Tensor& host_f32) = 0;
+
+  // image: [H, W, 3] u8 on the host (resized so that patch·merge divides both sides); out: [H/P·W/P, 3·T·P·P].
+  virtual void patchify(const Tensor& image, const PatchLayout& layout, Tensor& out) = 0;
 
   // y[i] = table[ids[i]]; embed_at takes the ids from an index tensor.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) = 0;

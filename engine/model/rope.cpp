@@ -124,7 +124,8 @@ std::vector<float> torch_linspace(float start, float end, int64_t n) {
 Tensor interpolated_position_embedding(const VisionConfig& c, const Tensor& table, const std::vector<ImageGrid>& grids) {
   const int64_t side = int64_t(std::llround(std::sqrt(double(c.num_position_embeddings))));
   const int64_t hidden = c.hidden_size;
-  const std::vector<float> e = table.to_f32_vector();
+  const std::vector<float> widened = table.dtype() == DType::F32 ? std::vector<float>() : table.to_f32_vector();
+  const float* e = widened.empty() ? table.data<float>() : widened.data();
   Tensor out = Tensor::empty(DType::F32, {patch_count(grids), hidden});
   float* dst = out.data<float>();
   struct Axis {
@@ -151,10 +152,10 @@ Tensor interpolated_position_embedding(const VisionConfig& c, const Tensor& tabl
     }
     const float dh = rows.frac[std::size_t(r)], dw = cols.frac[std::size_t(col)];
     const float w00 = (1 - dh) * (1 - dw), w01 = (1 - dh) * dw, w10 = dh * (1 - dw), w11 = dh * dw;
-    const float* e00 = &e[std::size_t((rows.lo[std::size_t(r)] * side + cols.lo[std::size_t(col)]) * hidden)];
-    const float* e01 = &e[std::size_t((rows.lo[std::size_t(r)] * side + cols.hi[std::size_t(col)]) * hidden)];
-    const float* e10 = &e[std::size_t((rows.hi[std::size_t(r)] * side + cols.lo[std::size_t(col)]) * hidden)];
-    const float* e11 = &e[std::size_t((rows.hi[std::size_t(r)] * side + cols.hi[std::size_t(col)]) * hidden)];
+    const float* e00 = e + std::size_t((rows.lo[std::size_t(r)] * side + cols.lo[std::size_t(col)]) * hidden);
+    const float* e01 = e + std::size_t((rows.lo[std::size_t(r)] * side + cols.hi[std::size_t(col)]) * hidden);
+    const float* e10 = e + std::size_t((rows.hi[std::size_t(r)] * side + cols.lo[std::size_t(col)]) * hidden);
+    const float* e11 = e + std::size_t((rows.hi[std::size_t(r)] * side + cols.hi[std::size_t(col)]) * hidden);
     for (int64_t d = 0; d < hidden; ++d) *dst++ = ((e00[d] * w00 + e01[d] * w01) + e10[d] * w10) + e11[d] * w11;
   });
   return out;

@@ -45,7 +45,7 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   const int64_t hidden = c.hidden_size, heads = c.num_heads, head_dim = c.head_dim();
 
   Tensor x = be.alloc({n, hidden});
-  be.linear(be.from_host(pixel_values), w.patch_embed.weight, w.patch_embed.bias_or_null(), x);
+  be.linear(pixel_values, w.patch_embed.weight, w.patch_embed.bias_or_null(), x);
   be.add(x, be.from_host(interpolated_position_embedding(c, w.position_table, grids)), x);
   const auto [cos_host, sin_host] = vision_rope_tables(c, grids);
   const Tensor cos = be.from_host(cos_host), sin = be.from_host(sin_host);

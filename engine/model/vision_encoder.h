@@ -13,7 +13,7 @@ struct VisionOutput {
   std::vector<Tensor> deepstack;  // one per deepstack block, in block order; same shape
 };
 
-// pixel_values: [Σ t·h·w, C·T·P·P] f32 in merge-window row order (ImagePreprocessor's output).
+// pixel_values: [Σ t·h·w, C·T·P·P] f32 on the backend, in merge-window row order (vision/preprocess.h).
 VisionOutput encode_images(Backend& backend, const ModelConfig& config, const VisionWeights& weights,
                            const Tensor& pixel_values, const std::vector<ImageGrid>& grids);
 

@@ -33,7 +33,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend) {
   const Tensor conv = b.host(vis + "patch_embed.proj.weight");
   w.vision.patch_embed = {backend.upload(conv.reshaped({c.vision.hidden_size, c.vision.patch_dim()})),
                           b.get(vis + "patch_embed.proj.bias")};
-  w.vision.position_table = b.host(vis + "pos_embed.weight");
+  w.vision.position_table = b.host(vis + "pos_embed.weight").to(DType::F32);  // widened once, not per image
   const int64_t h = c.vision.hidden_size;
   for (int64_t i = 0; i < c.vision.depth; ++i) {
     const std::string p = vis + "blocks." + std::to_string(i) + ".";

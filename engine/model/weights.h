@@ -26,7 +26,7 @@ struct MergerWeights {
 };
 struct VisionWeights {
   LinearWeights patch_embed;   // Conv3d viewed as [hidden, C·T·P·P]
-  Tensor position_table;       // host copy: interpolated on the host each image
+  Tensor position_table;       // host f32 copy: interpolated on the host each image
   std::vector<VisionBlockWeights> blocks;
   MergerWeights merger;
   std::vector<MergerWeights> deepstack;

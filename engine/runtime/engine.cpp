@@ -97,12 +97,12 @@ private:
     // Images -> pixel values and grids.
     auto t0 = Clock::now();
     std::vector<int64_t> tokens_per_image;
-    std::vector<Tensor> pixel_parts;
+    std::vector<PreprocessedImage> images;
     for (const auto& image : request.images) {
       PreprocessedImage p = preprocess_image(image, preprocessor_);
       tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor_.merge_size * preprocessor_.merge_size));
       result.image_grids.push_back(p.grid);
-      pixel_parts.push_back(std::move(p.pixel_values));
+      images.push_back(std::move(p));
     }
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image, TokenId(config.image_token_id),
                                      request.template_options);
@@ -116,15 +116,8 @@ private:
     // Vision tower.
     t0 = Clock::now();
     VisionInjection vision;
-    if (!pixel_parts.empty()) {
-      int64_t rows = 0;
-      for (const auto& p : pixel_parts) rows += p.dim(0);
-      Tensor pixels = Tensor::empty(DType::F32, {rows, pixel_parts[0].dim(1)});
-      int64_t at = 0;
-      for (const auto& p : pixel_parts) {
-        std::copy_n(p.data<float>(), p.numel(), pixels.data<float>() + at);
-        at += p.numel();
-      }
+    if (!images.empty()) {
+      const Tensor pixels = pixel_values(*backend_, images);  // patches made where the tower runs
       VisionOutput v = encode_images(*backend_, config, weights_.vision, pixels, result.image_grids);
       backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
       vision.embeddings = std::move(v.embeddings);
@@ -140,7 +133,7 @@ private:
     KvCache cache(*backend_, config.text, needed);
     TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs);
     auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
-    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, pixel_parts.empty() ? nullptr : &vision, cache);
+    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, images.empty() ? nullptr : &vision, cache);
     result.timing.prefill_ms = ms_since(t0);
     result.timing.prompt_tokens = prompt_len;
 

@@ -120,28 +120,34 @@ PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConf
   if (gh * ps != resized.height || gw * ps != resized.width || gh % m || gw % m)
     fail("image of ", resized.width, "x", resized.height, " does not tile into ", ps, "-pixel patches and ", m, "x", m, " windows");
   // transformers fuses rescale into normalise: v = (u - mean / rescale) / (std / rescale), in f32.
-  float mean[3], stdv[3];
+  PreprocessedImage out{resized, {1, gh, gw}, {}};
+  out.layout.patch = ps;
+  out.layout.temporal = tp;
+  out.layout.merge = m;
   for (int c = 0; c < 3; ++c) {
     const double unscale = p.do_rescale ? 1.0 / p.rescale_factor : 1.0;
-    mean[c] = float(p.do_normalize ? p.image_mean[std::size_t(c)] * unscale : 0.0);
-    stdv[c] = float(p.do_normalize ? p.image_std[std::size_t(c)] * unscale : unscale);
+    out.layout.mean[c] = float(p.do_normalize ? p.image_mean[std::size_t(c)] * unscale : 0.0);
+    out.layout.std[c] = float(p.do_normalize ? p.image_std[std::size_t(c)] * unscale : unscale);
   }
-  PreprocessedImage out;
-  out.grid = {1, gh, gw};
-  const int64_t cols = 3 * tp * ps * ps;
-  out.pixel_values = Tensor::empty(DType::F32, {gh * gw, cols});
-  float* dst = out.pixel_values.data<float>();
-  for (int64_t bh = 0; bh < gh / m; ++bh)
-    for (int64_t bw = 0; bw < gw / m; ++bw)
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < m; ++j) {
-          const int64_t py = bh * m + i, px = bw * m + j;
-          for (int c = 0; c < 3; ++c)
-            for (int64_t t = 0; t < tp; ++t)  // the frame is repeated to fill the temporal patch
-              for (int64_t y = 0; y < ps; ++y)
-                for (int64_t x = 0; x < ps; ++x)
-                  *dst++ = (float(resized.at(py * ps + y, px * ps + x, c)) - mean[c]) / stdv[c];
-        }
+  return out;
+}
+
+Tensor pixel_values(Backend& backend, const std::vector<PreprocessedImage>& images) {
+  int64_t rows = 0, cols = 0;
+  for (const auto& im : images) {
+    rows += im.grid.h * im.grid.w;
+    cols = 3 * im.layout.temporal * im.layout.patch * im.layout.patch;
+  }
+  Tensor out = backend.alloc({rows, cols});
+  int64_t at = 0;
+  for (const auto& im : images) {
+    Tensor image = Tensor::empty(DType::U8, {im.resized.height, im.resized.width, 3});
+    std::copy(im.resized.pixels.begin(), im.resized.pixels.end(), image.data<uint8_t>());
+    const int64_t n = im.grid.h * im.grid.w;
+    Tensor part = out.slice_rows(at, at + n);
+    backend.patchify(image, im.layout, part);
+    at += n;
+  }
   return out;
 }
 

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <utility>
 
+#include <vector>
+
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "model/rope.h"
@@ -18,12 +21,19 @@ std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t 
 // Separable antialiased bicubic resize (Keys a = -0.5, support scaled by the downscale factor), uint8 in and out.
 RgbImage resize_bicubic_antialiased(const RgbImage& image, int64_t height, int64_t width);
 
+// The resized image and how to cut it: the backend makes the patches (Backend::patchify), so only the u8 image
+// travels to a GPU.
 struct PreprocessedImage {
-  Tensor pixel_values;  // [grid.h * grid.w, C·T·P·P] f32, merge-window row order
+  RgbImage resized;
   ImageGrid grid;
+  PatchLayout layout;
 };
 
 PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConfig& config);
+
+// pixel_values for the vision tower on `backend`: [Σ grid.h·grid.w, C·T·P·P] f32, the images' rows one after
+// another in merge-window order.
+Tensor pixel_values(Backend& backend, const std::vector<PreprocessedImage>& images);
 
 // Merged tokens an image of this size costs in the prompt.
 int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& config);

@@ -133,6 +133,20 @@ struct Runner {
     }
   }
 
+  void patchify() {
+    PatchLayout layout;
+    for (int c = 0; c < 3; ++c) layout.mean[c] = 120.0f + 3.5f * float(c), layout.std[c] = 60.0f - 2.25f * float(c);
+    for (auto [h, w] : std::vector<std::array<int64_t, 2>>{{32, 32}, {64, 96}, {448, 448}, {32, 1600}}) {
+      Tensor image = Tensor::empty(DType::U8, {h, w, 3});
+      for (int64_t i = 0; i < image.numel(); ++i) image.data<uint8_t>()[i] = uint8_t(rng() >> 24);
+      const int64_t rows = (h / 16) * (w / 16);
+      Tensor a = cpu.alloc({rows, 1536}), g = gpu.alloc({rows, 1536});
+      cpu.patchify(image, layout, a);
+      gpu.patchify(image, layout, g);
+      check("patchify " + std::to_string(w) + "x" + std::to_string(h), g, a, 0.0);
+    }
+  }
+
   void rope() {
     for (auto [s, h, d] : std::vector<std::array<int64_t, 3>>{{1, 2, 8}, {7, 4, 16}, {33, 8, 64}, {300, 16, 128}, {5, 3, 72}}) {
       const Tensor x = random({s, h, d}), cos = random({s, d}), sin = random({s, d});
@@ -178,12 +192,13 @@ struct Runner {
     const Tensor table = random({vocab, hq * d}, DType::BF16), table_g = gpu.upload(table);
     Tensor cache_cpu = random({capacity, hkv, d}), cache_gpu = gpu.from_host(cache_cpu);
     Tensor ids = gpu.alloc_indices(1), past = gpu.alloc_indices(1);
-    Tensor x = gpu.alloc({1, hq, d}), kv_row = gpu.alloc({1, hkv, d}), out = gpu.alloc({1, hq, d});
+    Tensor x = gpu.alloc({1, hq * d}), out = gpu.alloc({1, hq, d});
     const Tensor kv_src = random({1, hkv, d}), kv_src_g = gpu.from_host(kv_src);
     const auto step = [&] {
       gpu.embed_at(table_g, ids, x);
       gpu.copy_rows_at(kv_src_g, cache_gpu, past);
-      gpu.attention(x, cache_gpu, cache_gpu, capacity, AttentionMask::causal_on_device(past, capacity - 1), 0.088f, out);
+      gpu.attention(x.reshaped({1, hq, d}), cache_gpu, cache_gpu, capacity,
+                    AttentionMask::causal_on_device(past, capacity - 1), 0.088f, out);
     };
     for (const bool record : {false, true}) {
       std::shared_ptr<RecordedWork> work;
@@ -202,10 +217,11 @@ struct Runner {
         gpu.write_indices(past, {&position, 1});
         if (record) gpu.replay(*work);
         else step();
-        Tensor x_cpu = cpu.alloc({1, hq, d}), out_cpu = cpu.alloc({1, hq, d});
+        Tensor x_cpu = cpu.alloc({1, hq * d}), out_cpu = cpu.alloc({1, hq, d});
         cpu.embed(table, std::vector<int32_t>{int32_t(id)}, x_cpu);
         cpu.copy_rows(kv_src, cache_cpu, position);
-        cpu.attention(x_cpu, cache_cpu, cache_cpu, position + 1, AttentionMask::causal(position), 0.088f, out_cpu);
+        cpu.attention(x_cpu.reshaped({1, hq, d}), cache_cpu, cache_cpu, position + 1, AttentionMask::causal(position), 0.088f,
+                      out_cpu);
         const std::string how = std::string(record ? "replayed" : "direct") + " at position " + std::to_string(position);
         check("embed_at, " + how, x, x_cpu, 0.0);
         check("copy_rows_at, " + how, cache_gpu, cache_cpu, 0.0);
@@ -220,6 +236,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.linear();
   r.norms_and_elementwise();
   r.rows_ops();
+  r.patchify();
   r.rope();
   r.attention();
   r.recorded_step();
@@ -313,7 +330,12 @@ int main(int argc, char** argv) {
       if (profile == "sm61")
         std::printf("  (the SM61 profile forced on this GPU checks the Pascal code path; it does not measure a Pascal card)\n");
     } else {
-      status |= qvl::eval(*gpu, *cpu, profile == "native");
+      try {
+        status |= qvl::eval(*gpu, *cpu, profile == "native");
+      } catch (const std::exception& e) {
+        std::printf("\n  FAIL: %s\n", e.what());
+        status = 1;
+      }
     }
   }
   return status;

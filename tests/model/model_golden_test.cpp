@@ -88,12 +88,12 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
   const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
   std::vector<int64_t> tokens_per_image;
   std::vector<ImageGrid> grids;
-  std::vector<Tensor> our_pixels;
+  std::vector<PreprocessedImage> images;
   for (const auto& path : conv.image_paths) {
     PreprocessedImage p = preprocess_image(load_image(path), m.folder.preprocessor);
     tokens_per_image.push_back(p.grid.h * p.grid.w / 4);
     grids.push_back(p.grid);
-    our_pixels.push_back(p.pixel_values);
+    images.push_back(std::move(p));
   }
   const auto prompt = build_prompt(m.engine->tokenizer(), conv.messages, tokens_per_image, TokenId(config.image_token_id));
   ASSERT_EQ(prompt, golden["prompt_token_ids"].get<std::vector<int32_t>>());
@@ -111,11 +111,7 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
   if (!grids.empty()) {
     // Our resize and patchify against the processor's: every value within one 8-bit step.
     const Tensor ref = reference_pixels(tensors->tensor("pixel_u8"));
-    std::vector<float> ours;
-    for (const auto& p : our_pixels) {
-      const auto v = p.to_f32_vector();
-      ours.insert(ours.end(), v.begin(), v.end());
-    }
+    const std::vector<float> ours = pixel_values(*m.backend, images).to_f32_vector();
     const auto ref_values = ref.to_f32_vector();
     ASSERT_EQ(ours.size(), ref_values.size());
     std::size_t off = 0;
@@ -129,7 +125,7 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
     RecordProperty("pixels_off_by_one_step", std::to_string(off) + "/" + std::to_string(ours.size()));
 
     // Vision tower on the reference pixels.
-    VisionOutput v = encode_images(*m.backend, config, m.weights.vision, ref, grids);
+    VisionOutput v = encode_images(*m.backend, config, m.weights.vision, m.backend->from_host(ref), grids);
     const double embed_err = relative_error(v.embeddings.to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector());
     EXPECT_LT(embed_err, 2e-5) << "image embeddings";
     ASSERT_EQ(v.deepstack.size(), config.vision.deepstack_visual_indexes.size());
@@ -203,7 +199,8 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   };
   VisionInjection vision;
   if (!grids.empty()) {
-    VisionOutput v = encode_images(*gpu, config, weights.vision, reference_pixels(tensors->tensor("pixel_u8")), grids);
+    VisionOutput v =
+        encode_images(*gpu, config, weights.vision, gpu->from_host(reference_pixels(tensors->tensor("pixel_u8"))), grids);
     check("image embeddings", relative_error(gpu->to_host(v.embeddings).to_f32_vector(), tensors->tensor("image_embeds").to_f32_vector()));
     for (std::size_t i = 0; i < v.deepstack.size(); ++i)
       check("deepstack", relative_error(gpu->to_host(v.deepstack[i]).to_f32_vector(),

@@ -142,6 +142,28 @@ public:
     const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
     std::copy_n(src.data<float>(), src.numel(), dst.data<float>());
   }
+  void patchify(const Tensor& image, const PatchLayout& p, Tensor& out) override {
+    const int64_t h = image.dim(0), w = image.dim(1), ps = p.patch, m = p.merge, tp = p.temporal;
+    const int64_t gh = h / ps, gw = w / ps;
+    if (image.dtype() != DType::U8 || image.dim(2) != 3 || gh * ps != h || gw * ps != w || gh % m || gw % m ||
+        out.numel() != gh * gw * 3 * tp * ps * ps)
+      fail("patchify: a ", w, "x", h, " image does not fit ", shape_to_string(out.shape()));
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::make("patchify", double(image.nbytes() + out.nbytes()), 0); });
+    const uint8_t* px = image.data<uint8_t>();
+    float* dst = out.data<float>();
+    for (int64_t bh = 0; bh < gh / m; ++bh)
+      for (int64_t bw = 0; bw < gw / m; ++bw)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < m; ++j) {
+            const int64_t py = bh * m + i, pxl = bw * m + j;
+            for (int c = 0; c < 3; ++c)
+              for (int64_t t = 0; t < tp; ++t)  // the frame is repeated to fill the temporal patch
+                for (int64_t y = 0; y < ps; ++y)
+                  for (int64_t x = 0; x < ps; ++x)
+                    *dst++ = (float(px[((py * ps + y) * w + pxl * ps + x) * 3 + c]) - p.mean[c]) / p.std[c];
+          }
+  }
+
   void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override {
     std::vector<int32_t> narrow(std::size_t(ids.numel()));
     for (std::size_t i = 0; i < narrow.size(); ++i) {

@@ -27,6 +27,7 @@
 #include "gemv.cuh"
 #include "memory_pool.h"
 #include "norm.cuh"
+#include "patchify.cuh"
 #include "pinned_staging.h"
 #include "plugin_abi.h"
 #include "profile.h"
@@ -251,6 +252,18 @@ public:
     write_indices(dev_ids, wide);
     embed_at(table, dev_ids, y);
   }
+  void patchify(const Tensor& image, const PatchLayout& p, Tensor& out) override {
+    const int64_t h = image.dim(0), w = image.dim(1), ps = p.patch, m = p.merge, tp = p.temporal;
+    const int64_t gh = h / ps, gw = w / ps;
+    if (image.dtype() != DType::U8 || image.dim(2) != 3 || gh * ps != h || gw * ps != w || gh % m || gw % m ||
+        out.numel() != gh * gw * 3 * tp * ps * ps)
+      fail("patchify: a ", w, "x", h, " image does not fit ", shape_to_string(out.shape()));
+    Tensor pixels = device_tensor(DType::U8, image.shape(), pool::Owner::Workspace);
+    stage(pixels.raw(), image.raw(), image.nbytes());
+    const GpuTimer timer(*this, [&] { return op_cost::make("patchify", double(image.nbytes() + out.nbytes()), 0); });
+    cuda::PatchParams params{h, w, ps, tp, m, {p.mean[0], p.mean[1], p.mean[2]}, {p.std[0], p.std[1], p.std[2]}};
+    cuda::patchify(pixels.data<uint8_t>(), params, f32(out), stream_);
+  }
   // The ids are not checked here (they are on the device); embed checks them, and recorded decode steps get them
   // from the sampler, which picks inside the vocabulary.
   void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override {
@@ -291,9 +304,11 @@ public:
   }
   // The position is on the device: the caller keeps it below dst rows - src rows (the KV cache's capacity).
   void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override {
-    if (last_dim(src) != last_dim(dst)) fail("copy_rows_at: widths differ");
+    // Rows along the first dimension, as copy_rows: a cache row is [kv heads, head_dim].
+    const int64_t rows = src.dim(0), width = src.numel() / std::max<int64_t>(1, rows);
+    if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
     const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
-    cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows_of(src), last_dim(src), stream_);
+    cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, stream_);
   }
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
