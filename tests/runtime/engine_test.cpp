@@ -162,6 +162,22 @@ TEST(Engine, SwitchesDevicesBetweenRequests) {
   EXPECT_EQ(engine->generate(text_request("Switch me.", 6)).generated_ids, on_cpu.generated_ids);
 }
 
+TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  setenv("QVL_CUDA_FAIL_INIT", "1", 1);
+  const auto automatic = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"auto"});
+  EXPECT_EQ(automatic->device(), "cpu");
+  EXPECT_NE(automatic->fallback_reason().find("initialisation failed"), std::string::npos) << automatic->fallback_reason();
+  EXPECT_EQ(automatic->generate(text_request("Still works?", 2)).generated_ids.size(), 2u);
+  try {
+    Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+    ADD_FAILURE() << "--device cuda started with a failing GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("initialisation failed"), std::string::npos) << e.what();
+  }
+  unsetenv("QVL_CUDA_FAIL_INIT");
+}
+
 TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   EngineOptions graphs{"cuda"}, launched{"cuda"};

@@ -72,6 +72,9 @@ private:
 class CudaBackend final : public Backend {
 public:
   CudaBackend(int device, std::size_t capacity, const std::string& profile) : device_(device) {
+    // For the tests of the fallback path: an initialisation failure on demand.
+    if (const char* forced = std::getenv("QVL_CUDA_FAIL_INIT"); forced && *forced)
+      fail("CUDA initialisation failed (forced by QVL_CUDA_FAIL_INIT=", forced, ")");
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp props{};
     CUDA_CHECK(cudaGetDeviceProperties(&props, device));
