@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "attention.cuh"
+#include "attention_mask.cuh"
 #include "common.cuh"
 #include "weights.cuh"
 
@@ -18,21 +19,6 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kMaxPerLane = 8;  // D <= 256
-
-// Keys [lo, hi) that query i may see.
-__device__ void visible_keys(int64_t i, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                             int64_t segments, int64_t& lo, int64_t& hi) {
-  lo = 0;
-  hi = kv_len;
-  if (causal) {
-    hi = min(kv_len, past + i + 1);
-    return;
-  }
-  int64_t seg = 0;
-  while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
-  lo = bounds[seg];
-  hi = bounds[seg + 1];
-}
 
 // One warp's running max, sum and weighted values.
 struct SoftmaxState {

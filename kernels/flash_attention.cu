@@ -9,6 +9,7 @@
 // 41 KB at D = 128, inside Pascal's 48 KB per block.
 #include <cfloat>
 
+#include "attention_mask.cuh"
 #include "common.cuh"
 #include "flash_attention.cuh"
 #include "weights.cuh"
@@ -17,21 +18,6 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kWarps = 4, kQueriesPerWarp = 4, kQueries = kWarps * kQueriesPerWarp, kKeys = 32;
-
-// Keys [lo, hi) query i may see (empty for rows past the end).
-__device__ void key_range(int64_t i, int64_t s, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                          int64_t segments, int64_t& lo, int64_t& hi) {
-  lo = hi = 0;
-  if (i >= s) return;
-  if (causal) {
-    hi = min(kv_len, past + i + 1);
-    return;
-  }
-  int64_t seg = 0;
-  while (seg + 1 < segments && bounds[seg + 1] <= i) ++seg;
-  lo = bounds[seg];
-  hi = bounds[seg + 1];
-}
 
 template <int kChunks>  // D <= 32 · kChunks
 __global__ void __launch_bounds__(kWarps * 32)
@@ -61,7 +47,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   int64_t lo[kQueriesPerWarp], hi[kQueriesPerWarp];
   int64_t my_lo = INT64_MAX, my_hi = 0;
   for (int r = 0; r < kQueriesPerWarp; ++r) {
-    key_range(q0 + warp * kQueriesPerWarp + r, s, kv_len, causal, past, bounds, segments, lo[r], hi[r]);
+    const int64_t i = q0 + warp * kQueriesPerWarp + r;
+    lo[r] = hi[r] = 0;  // rows past the end see nothing
+    if (i < s) visible_keys(i, kv_len, causal, past, bounds, segments, lo[r], hi[r]);
     if (lo[r] < hi[r]) my_lo = min(my_lo, lo[r]), my_hi = max(my_hi, hi[r]);
   }
   if (lane == 0) warp_lo[warp] = my_lo, warp_hi[warp] = my_hi;

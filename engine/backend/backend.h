@@ -38,6 +38,9 @@ struct PatchLayout {
   float mean[3] = {0, 0, 0}, std[3] = {1, 1, 1};
 };
 
+// Throws unless `image` is [H, W, 3] u8 that tiles into the layout's windows and `out` holds its patches.
+void check_patchify(const Tensor& image, const PatchLayout& layout, const Tensor& out);
+
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
 class RecordedWork {

@@ -143,11 +143,9 @@ public:
     std::copy_n(src.data<float>(), src.numel(), dst.data<float>());
   }
   void patchify(const Tensor& image, const PatchLayout& p, Tensor& out) override {
+    check_patchify(image, p, out);
     const int64_t h = image.dim(0), w = image.dim(1), ps = p.patch, m = p.merge, tp = p.temporal;
     const int64_t gh = h / ps, gw = w / ps;
-    if (image.dtype() != DType::U8 || image.dim(2) != 3 || gh * ps != h || gw * ps != w || gh % m || gw % m ||
-        out.numel() != gh * gw * 3 * tp * ps * ps)
-      fail("patchify: a ", w, "x", h, " image does not fit ", shape_to_string(out.shape()));
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::make("patchify", double(image.nbytes() + out.nbytes()), 0); });
     const uint8_t* px = image.data<uint8_t>();
     float* dst = out.data<float>();

@@ -256,11 +256,8 @@ public:
     embed_at(table, dev_ids, y);
   }
   void patchify(const Tensor& image, const PatchLayout& p, Tensor& out) override {
+    check_patchify(image, p, out);
     const int64_t h = image.dim(0), w = image.dim(1), ps = p.patch, m = p.merge, tp = p.temporal;
-    const int64_t gh = h / ps, gw = w / ps;
-    if (image.dtype() != DType::U8 || image.dim(2) != 3 || gh * ps != h || gw * ps != w || gh % m || gw % m ||
-        out.numel() != gh * gw * 3 * tp * ps * ps)
-      fail("patchify: a ", w, "x", h, " image does not fit ", shape_to_string(out.shape()));
     Tensor pixels = device_tensor(DType::U8, image.shape(), pool::Owner::Workspace);
     stage(pixels.raw(), image.raw(), image.nbytes());
     const GpuTimer timer(*this, [&] { return op_cost::make("patchify", double(image.nbytes() + out.nbytes()), 0); });
@@ -332,7 +329,8 @@ public:
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     auto work = std::make_shared<Graph>();
     work->tensors = std::move(recorded_tensors_);
-    const cudaError_t e = cudaGraphInstantiate(&work->exec, graph, 0);
+    // WithFlags: the one spelling CUDA 11 (the Pascal build) and CUDA 12+ share.
+    const cudaError_t e = cudaGraphInstantiateWithFlags(&work->exec, graph, 0);
     cudaGraphDestroy(graph);
     CUDA_CHECK(e);
     return work;
