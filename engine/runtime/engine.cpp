@@ -97,12 +97,12 @@ private:
     // Images -> pixel values and grids.
     auto t0 = Clock::now();
     std::vector<int64_t> tokens_per_image;
-    std::vector<PreprocessedImage> images;
+    std::vector<Tensor> image_patches;  // on the backend; a GPU cuts image i while the host resizes image i + 1
     for (const auto& image : request.images) {
-      PreprocessedImage p = preprocess_image(image, preprocessor_);
+      const PreprocessedImage p = preprocess_image(image, preprocessor_);
       tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor_.merge_size * preprocessor_.merge_size));
       result.image_grids.push_back(p.grid);
-      images.push_back(std::move(p));
+      image_patches.push_back(patches(*backend_, p));
     }
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image, TokenId(config.image_token_id),
                                      request.template_options);
@@ -116,9 +116,9 @@ private:
     // Vision tower.
     t0 = Clock::now();
     VisionInjection vision;
-    if (!images.empty()) {
-      const Tensor pixels = pixel_values(*backend_, images);  // patches made where the tower runs
-      VisionOutput v = encode_images(*backend_, config, weights_.vision, pixels, result.image_grids);
+    if (!image_patches.empty()) {
+      VisionOutput v =
+          encode_images(*backend_, config, weights_.vision, stack_rows(*backend_, image_patches), result.image_grids);
       backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
       vision.embeddings = std::move(v.embeddings);
       vision.deepstack = std::move(v.deepstack);
@@ -133,7 +133,7 @@ private:
     KvCache cache(*backend_, config.text, needed);
     TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs);
     auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
-    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, images.empty() ? nullptr : &vision, cache);
+    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
     result.timing.prefill_ms = ms_since(t0);
     result.timing.prompt_tokens = prompt_len;
 

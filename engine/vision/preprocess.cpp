@@ -132,21 +132,23 @@ PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConf
   return out;
 }
 
-Tensor pixel_values(Backend& backend, const std::vector<PreprocessedImage>& images) {
-  int64_t rows = 0, cols = 0;
-  for (const auto& im : images) {
-    rows += im.grid.h * im.grid.w;
-    cols = 3 * im.layout.temporal * im.layout.patch * im.layout.patch;
-  }
-  Tensor out = backend.alloc({rows, cols});
+Tensor patches(Backend& backend, const PreprocessedImage& im) {
+  Tensor image = Tensor::empty(DType::U8, {im.resized.height, im.resized.width, 3});
+  std::copy(im.resized.pixels.begin(), im.resized.pixels.end(), image.data<uint8_t>());
+  Tensor out = backend.alloc({im.grid.h * im.grid.w, 3 * im.layout.temporal * im.layout.patch * im.layout.patch});
+  backend.patchify(image, im.layout, out);
+  return out;
+}
+
+Tensor stack_rows(Backend& backend, const std::vector<Tensor>& parts) {
+  if (parts.size() == 1) return parts[0];
+  int64_t rows = 0;
+  for (const auto& p : parts) rows += p.dim(0);
+  Tensor out = backend.alloc({rows, parts.empty() ? 0 : parts[0].dim(1)});
   int64_t at = 0;
-  for (const auto& im : images) {
-    Tensor image = Tensor::empty(DType::U8, {im.resized.height, im.resized.width, 3});
-    std::copy(im.resized.pixels.begin(), im.resized.pixels.end(), image.data<uint8_t>());
-    const int64_t n = im.grid.h * im.grid.w;
-    Tensor part = out.slice_rows(at, at + n);
-    backend.patchify(image, im.layout, part);
-    at += n;
+  for (const auto& p : parts) {
+    backend.copy_rows(p, out, at);
+    at += p.dim(0);
   }
   return out;
 }

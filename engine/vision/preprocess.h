@@ -31,9 +31,11 @@ struct PreprocessedImage {
 
 PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConfig& config);
 
-// pixel_values for the vision tower on `backend`: [Σ grid.h·grid.w, C·T·P·P] f32, the images' rows one after
-// another in merge-window order.
-Tensor pixel_values(Backend& backend, const std::vector<PreprocessedImage>& images);
+// One image's patches on `backend`: [grid.h·grid.w, C·T·P·P] f32 in merge-window order. A GPU backend queues the
+// upload and the kernel and returns, so the host resizes the next image while the GPU cuts this one.
+Tensor patches(Backend& backend, const PreprocessedImage& image);
+// The vision tower's input: the images' patches, rows one after another (one image: its tensor as is).
+Tensor stack_rows(Backend& backend, const std::vector<Tensor>& parts);
 
 // Merged tokens an image of this size costs in the prompt.
 int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& config);

@@ -53,7 +53,7 @@ TEST(Preprocess, PatchifiesInMergeWindowOrder) {
   const PreprocessedImage out = preprocess_image(img, p);
   EXPECT_EQ(out.grid.h, 4);
   EXPECT_EQ(out.grid.w, 4);
-  const Tensor pixels = pixel_values(*make_cpu_backend(), {out});
+  const Tensor pixels = patches(*make_cpu_backend(), out);
   ASSERT_EQ(pixels.shape(), (Shape{16, 1536}));
   // Rows run over (window row, window col, i, j): row r is patch (2*bh + i, 2*bw + j).
   const int expected_patch[16] = {0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15};
