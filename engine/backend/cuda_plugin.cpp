@@ -21,10 +21,9 @@ std::vector<fs::path> candidate_paths() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     paths.push_back(exe.parent_path().parent_path() / "lib" / "qvl" / "libqvl-cuda.so");  // installed
-    paths.push_back(exe.parent_path().parent_path() / "lib" / "libqvl-cuda.so");          // build tree
+    paths.push_back(exe.parent_path().parent_path() / "lib" / "libqvl-cuda.so");          // build tree (app/, tests/)
     paths.push_back(exe.parent_path() / "libqvl-cuda.so");
   }
-  paths.push_back(fs::path(QVL_BUILD_PLUGIN_DIR) / "libqvl-cuda.so");
   return paths;
 }
 
