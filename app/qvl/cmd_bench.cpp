@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/model_folder.h"
@@ -66,6 +68,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"decode-tokens", "N", "tokens to generate (default 32)"},
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
+      {"trace", "FILE", "write the profiled run as a Chrome trace (opens in Perfetto or chrome://tracing)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
@@ -119,6 +122,7 @@ int run_bench(const std::vector<std::string>& argv) {
   engine->generate(request);
   engine->set_profiler(nullptr);
   const auto kernels = profiler->summary();
+  if (args.has("trace")) write_file_atomically(args.get("trace"), profiler->chrome_trace());
   nlohmann::json kernel_table = nlohmann::json::array();
   for (const auto& k : kernels)
     kernel_table.push_back({{"name", k.name}, {"calls", k.calls}, {"total_ms", k.total_ms}, {"mean_us", k.mean_us},
@@ -158,6 +162,9 @@ int run_bench(const std::vector<std::string>& argv) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
+  if (args.has("trace"))
+    std::printf("chrome trace     %s (%zu kernel events of the profiled run)\n", args.get("trace").c_str(),
+                profiler->events().size());
   std::printf("model            %s\nbackend          %s\n", dir.c_str(), engine->backend_name().c_str());
   const std::string& backend = engine->backend_name();
   if (backend.find("profile sm61") != std::string::npos && backend.find("sm_6") == std::string::npos)
