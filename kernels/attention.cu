@@ -5,9 +5,10 @@
 //   (max, sum, accumulator) triples in shared memory (4 KB at D = 256) and writes them as a partial; a second small
 //   kernel merges the partials. The step's only traffic here is the cache, 2·T·Hkv·D·4 bytes, read once.
 // - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair.
-// Both walk the keys in tiles of 32 with one key per lane: every lane's K row and the tile's V rows are independent
-// loads, and the loops over them are unrolled so that a warp has dozens of requests in flight. (Walking key by key,
-// or in rolled loops, a warp waits for one DRAM round trip per load: 28-33 us for 256 keys in Nsight Compute.)
+// Both walk the keys in tiles of 8, four lanes per key: the K quarter-rows and the tile's V rows are independent
+// loads in unrolled loops, so a warp has them all in flight, and small tiles make enough warps to fill the GPU at
+// short contexts. (Key by key, or 32-key tiles with rolled loops, a warp waited one DRAM round trip per load:
+// 28-41 us for 256 keys in Nsight Compute.)
 #include <algorithm>
 
 #include "attention.cuh"
@@ -26,39 +27,43 @@ struct SoftmaxState {
   float acc[kMaxPerLane] = {};
 };
 
-// The warp's online softmax over the tiles of 32 keys starting at first, first + tile_step, ... (< hi). q_scaled:
-// the query times the scale, in shared memory (read as broadcasts).
+// The warp's online softmax over tiles of kTileKeys keys starting at first, first + tile_step, ... (< hi). Four
+// lanes share a key (each a quarter of its dimensions, then two shuffles), so a tile needs d/16 loads per lane for
+// the scores and d/32 per key for the values, all independent and unrolled: about two DRAM round trips per tile.
+// q_scaled: the query times the scale, in shared memory (read as broadcasts).
+constexpr int kTileKeys = 8, kLanesPerKey = 32 / kTileKeys;
 __device__ void warp_attend(SoftmaxState& st, const float* q_scaled, const float* k, const float* v, int64_t hkv,
                             int64_t kvh, int64_t d, int64_t first, int64_t hi, int64_t tile_step, int lane) {
+  const int part = lane % kLanesPerKey;
   for (int64_t tile = first; tile < hi; tile += tile_step) {
-    const int64_t t = tile + lane;
-    float score = -INFINITY;
+    const int64_t t = tile + lane / kLanesPerKey;
+    float dot = 0.0f;
     if (t < hi) {
       const float* key = k + (t * hkv + kvh) * d;
-      float dot = 0.0f;
       if (d % 4 == 0) {
-        // Unrolled so that eight 16-byte loads are in flight: the GPU issues in order, and a rolled loop would wait
-        // for each load before the next (d/4 round trips to DRAM per tile instead of d/32).
 #pragma unroll 8
-        for (int64_t c = 0; c < d; c += 4) {
+        for (int64_t c = 4 * part; c < d; c += 4 * kLanesPerKey) {
           const float4 kk = *reinterpret_cast<const float4*>(key + c);
           dot += q_scaled[c] * kk.x + q_scaled[c + 1] * kk.y + q_scaled[c + 2] * kk.z + q_scaled[c + 3] * kk.w;
         }
       } else {
-        for (int64_t c = 0; c < d; ++c) dot += q_scaled[c] * key[c];
+        for (int64_t c = part; c < d; c += kLanesPerKey) dot += q_scaled[c] * key[c];
       }
-      score = dot;
     }
-    const float next_best = fmaxf(st.best, warp_max(score));  // finite: lane 0's key is always visible
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    const float score = t < hi ? dot : -INFINITY;
+    const float next_best = fmaxf(st.best, warp_max(score));  // finite: the tile's first key is always visible
     const float p = t < hi ? expf(score - next_best) : 0.0f, correction = expf(st.best - next_best);
-    st.total = st.total * correction + warp_sum(p);
+    st.total = st.total * correction + warp_sum(part == 0 ? p : 0.0f);
 #pragma unroll
     for (int j = 0; j < kMaxPerLane; ++j) st.acc[j] *= correction;
     st.best = next_best;
-    const int keys = hi - tile < 32 ? int(hi - tile) : 32;
-#pragma unroll 8  // likewise: eight keys' V rows in flight
-    for (int jj = 0; jj < keys; ++jj) {
-      const float pj = __shfl_sync(0xffffffffu, p, jj);
+    const int keys = hi - tile < kTileKeys ? int(hi - tile) : kTileKeys;
+#pragma unroll
+    for (int jj = 0; jj < kTileKeys; ++jj) {
+      if (jj >= keys) break;
+      const float pj = __shfl_sync(0xffffffffu, p, jj * kLanesPerKey);
       const float* value = v + ((tile + jj) * hkv + kvh) * d;
 #pragma unroll
       for (int j = 0; j < kMaxPerLane; ++j) {
@@ -86,7 +91,7 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
   int64_t lo, hi;
   visible_keys(i, kv_len, causal, past, bounds, segments, lo, hi);
   SoftmaxState st;
-  warp_attend(st, q_scaled[warp], k, v, hkv, h / (hq / hkv), d, lo, hi, 32, lane);
+  warp_attend(st, q_scaled[warp], k, v, hkv, h / (hq / hkv), d, lo, hi, kTileKeys, lane);
   for (int j = 0; j < int((d + 31) / 32); ++j) {
     const int64_t e = lane + 32 * j;
     if (e < d) out[(i * hq + h) * d + e] = st.acc[j] / st.total;
@@ -95,14 +100,14 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
 
 constexpr int kSplitWarps = 4;
 
-// One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of 32 keys of the chunk;
+// One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of keys of the chunk;
 // the warps' (max, sum, accumulator) triples are merged in shared memory and written as the chunk's partial result,
 // or, when there is a single chunk, as the output itself.
-// The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles of 32 keys per warp.
+// The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles per warp.
 __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64_t& chunks, int64_t& chunk_keys) {
-  constexpr int64_t kBlockTile = 32 * kSplitWarps;
+  constexpr int64_t kBlockTile = kTileKeys * kSplitWarps;
   chunks = max(int64_t(1), min(max_chunks, (keys + kBlockTile - 1) / kBlockTile));
-  chunk_keys = ((keys + chunks - 1) / chunks + 31) / 32 * 32;
+  chunk_keys = ((keys + chunks - 1) / chunks + kTileKeys - 1) / kTileKeys * kTileKeys;
 }
 
 __global__ void attention_chunk_kernel(const float* q, const float* k, const float* v, float* out, float* partials,
@@ -123,7 +128,8 @@ __global__ void attention_chunk_kernel(const float* q, const float* k, const flo
   chunking(hi - lo, chunks, used_chunks, chunk_keys);
   const int64_t first = chunk < used_chunks ? lo + chunk * chunk_keys : hi, last = min(hi, first + chunk_keys);
   SoftmaxState st;
-  warp_attend(st, q_scaled, k, v, hkv, h / (hq / hkv), d, first + 32 * warp, last, 32 * kSplitWarps, lane);
+  warp_attend(st, q_scaled, k, v, hkv, h / (hq / hkv), d, first + kTileKeys * warp, last, kTileKeys * kSplitWarps,
+              lane);
   const int per_lane = int((d + 31) / 32);
   if (lane == 0) {
     part_max[warp] = st.best;
@@ -169,11 +175,11 @@ __global__ void attention_combine_kernel(const float* partials, float* out, int6
   }
 }
 
-// Blocks per pair: enough to fill the GPU twice over, but at least one tile of 32 keys per warp each (for the
+// Blocks per pair: enough to fill the GPU twice over, but at least one tile of keys per warp each (for the
 // longest key range; each pair uses as many as its own range needs, the rest contribute nothing).
 int64_t chunk_count(int64_t pairs, int64_t kv_len, int multiprocessors) {
   const int64_t wanted = (2 * int64_t(multiprocessors) + pairs - 1) / pairs;
-  return std::max<int64_t>(1, std::min(wanted, (kv_len + 32 * kSplitWarps - 1) / (32 * kSplitWarps)));
+  return std::max<int64_t>(1, std::min(wanted, (kv_len + kTileKeys * kSplitWarps - 1) / (kTileKeys * kSplitWarps)));
 }
 
 }  // namespace
