@@ -100,9 +100,6 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
 
 constexpr int kSplitWarps = 4;
 
-// One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of keys of the chunk;
-// the warps' (max, sum, accumulator) triples are merged in shared memory and written as the chunk's partial result,
-// or, when there is a single chunk, as the output itself.
 // The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles per warp.
 __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64_t& chunks, int64_t& chunk_keys) {
   constexpr int64_t kBlockTile = kTileKeys * kSplitWarps;
@@ -110,6 +107,9 @@ __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64
   chunk_keys = ((keys + chunks - 1) / chunks + kTileKeys - 1) / kTileKeys * kTileKeys;
 }
 
+// One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of keys of the chunk;
+// the warps' (max, sum, accumulator) triples are merged in shared memory and written as the chunk's partial result,
+// or, when there is a single chunk, as the output itself.
 __global__ void attention_chunk_kernel(const float* q, const float* k, const float* v, float* out, float* partials,
                                        int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, bool causal,
                                        int64_t past, const int64_t* past_on_device, const int64_t* bounds,

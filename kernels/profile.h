@@ -19,15 +19,15 @@ struct KernelProfile {
   // Attention: the tiled flash kernel from this many query rows on (it reuses each K/V tile for 16 queries);
   // below it one warp per (query, head), or, when there are fewer pairs than split_below_pairs_per_sm x SMs,
   // the decode kernel that splits each pair's keys over several blocks (split-K) and merges the parts.
+  // (Head sizes the flash kernel takes: flash_attention_fits, its 16 x D query and 32 x D K/V tiles in shared memory.)
   int64_t flash_min_queries;
-  int64_t flash_max_head_dim;  // the flash kernel keeps a 16 x D query tile and 32 x D K/V tiles in shared memory
   int64_t split_below_pairs_per_sm;
 };
 
 // Pascal consumer parts (GTX 10xx, MX 3xx): no tensor cores, f16 math at 1/64 rate, no bf16, 48 KB of shared
 // memory per block (the flash tiles at D = 128 take 41 KB).
-inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 128, 4};
+inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 4};
 // Volta and later: tensor cores through cuBLAS, bf16 kept as stored.
-inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 128, 4};
+inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 4};
 
 }  // namespace qvl::cuda

@@ -23,7 +23,7 @@ struct TextDecoder::Position {
 // The inputs and activations of a recorded decode step, alive as long as its cache.
 struct RecordedDecodeStep {
   Tensor ids, past, cos, sin;
-  std::unique_ptr<DecoderActivations> buffers;
+  DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
 };
 
@@ -81,9 +81,9 @@ Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const T
       step.past = be_.alloc_indices(1);
       step.cos = be_.alloc({1, c_.head_dim});
       step.sin = be_.alloc({1, c_.head_dim});
-      step.buffers = std::make_unique<DecoderActivations>(allocate(1));
-      be_.embed_at(w_.embed_tokens, step.ids, step.buffers->x);
-      run(*step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
+      step.buffers = allocate(1);
+      be_.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
+      run(step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
     } catch (...) {
       be_.end_recording();  // leave the backend able to run ops again
       throw;
@@ -97,7 +97,7 @@ Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const T
   be_.write(step.sin, sin_host);
   be_.replay(*step.work);
   cache.length_ = past + 1;
-  return be_.to_host(step.buffers->logits);
+  return be_.to_host(step.buffers.logits);
 }
 
 void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache) {

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 
 #include "attention.cuh"
 #include "backend/backend.h"
@@ -248,12 +249,10 @@ public:
     stage(f32(dst), src.raw(), src.nbytes());
   }
   void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
-    std::vector<int64_t> wide(ids.begin(), ids.end());
+    const std::vector<int64_t> wide(ids.begin(), ids.end());
     for (int64_t id : wide)
       if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
-    Tensor dev_ids = alloc_indices(int64_t(wide.size()));
-    write_indices(dev_ids, wide);
-    embed_at(table, dev_ids, y);
+    embed_at(table, indices(wide), y);
   }
   void patchify(const Tensor& image, const PatchLayout& p, Tensor& out) override {
     check_patchify(image, p, out);
@@ -279,11 +278,11 @@ public:
                  Tensor& out) override {
     const bool causal = mask.kind == AttentionMask::Kind::Causal;
     const GpuTimer timer(*this, [&] { return op_cost::attention(q, k, kv_len, mask); });
-    const Tensor bounds = causal ? Tensor() : upload_indices(mask.bounds.data(), mask.bounds.size() * sizeof(int64_t));
+    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
     const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
     const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
     const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
-    if (!past_on_device && s >= profile_->flash_min_queries && d <= profile_->flash_max_head_dim && cuda::flash_attention_fits(d)) {
+    if (!past_on_device && s >= profile_->flash_min_queries && cuda::flash_attention_fits(d)) {
       cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
                             segments, scale, stream_);
       return;
@@ -386,9 +385,9 @@ private:
     if (recording_) recorded_tensors_.push_back(t);
     return t;
   }
-  Tensor upload_indices(const void* data, std::size_t bytes) {
-    Tensor t = device_tensor(DType::U8, {int64_t(bytes)}, pool::Owner::Workspace);
-    stage(t.raw(), data, bytes);
+  Tensor indices(std::span<const int64_t> values) {
+    Tensor t = alloc_indices(int64_t(values.size()));
+    write_indices(t, values);
     return t;
   }
   void maybe_inject_fault() {
@@ -404,7 +403,7 @@ private:
     if (last_dim(src) != last_dim(x) || rows_of(src) != int64_t(rows.size())) fail("scatter: shapes do not fit");
     for (int64_t r : rows)
       if (r < 0 || r >= rows_of(x)) fail("scatter: row ", r, " out of range");
-    const Tensor dev_rows = upload_indices(rows.data(), rows.size() * sizeof(int64_t));
+    const Tensor dev_rows = indices(rows);
     const GpuTimer timer(*this, [&] { return op_cost::rows(accumulate ? "add_rows" : "set_rows", src, accumulate ? 3 : 2); });
     cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate, stream_);
   }
