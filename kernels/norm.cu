@@ -8,23 +8,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__device__ float block_sum(float v) {
-  __shared__ float partial[kThreads / 32];
-  v = warp_sum(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0;
-  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
-  __syncthreads();  // partial is reused by the next call
-  return total;
-}
-
 __global__ void rms_norm_kernel(const float* x, const void* w, WeightType wt, float eps, float* y, int64_t width) {
   const float* in = x + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
   float sq = 0;
   for (int64_t i = threadIdx.x; i < width; i += kThreads) sq += in[i] * in[i];
-  const float inv = rsqrtf(block_sum(sq) / float(width) + eps);
+  const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
   for (int64_t i = threadIdx.x; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (in[i] * inv);
 }
 
@@ -34,10 +23,10 @@ __global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, 
   float* out = y + int64_t(blockIdx.x) * width;
   float sum = 0;
   for (int64_t i = threadIdx.x; i < width; i += kThreads) sum += in[i];
-  const float mean = block_sum(sum) / float(width);
+  const float mean = block_sum<kThreads>(sum) / float(width);
   float var = 0;
   for (int64_t i = threadIdx.x; i < width; i += kThreads) var += (in[i] - mean) * (in[i] - mean);
-  const float inv = rsqrtf(block_sum(var) / float(width) + eps);
+  const float inv = rsqrtf(block_sum<kThreads>(var) / float(width) + eps);
   for (int64_t i = threadIdx.x; i < width; i += kThreads)
     out[i] = (in[i] - mean) * inv * load_weight(w, wt, i) + load_weight(b, bt, i);
 }

@@ -27,4 +27,16 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Sum over a block of kThreads threads (a multiple of 32); every thread gets the total. Safe to call repeatedly.
+template <int kThreads> __device__ float block_sum(float v) {
+  __shared__ float partial[kThreads / 32];
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0;
+  for (int i = 0; i < kThreads / 32; ++i) total += partial[i];
+  __syncthreads();  // partial is reused by the next call
+  return total;
+}
+
 }  // namespace qvl::cuda

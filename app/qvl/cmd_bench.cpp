@@ -1,6 +1,7 @@
 // qvl bench: vision encode, prefill and decode speed of a model, with the memory-bandwidth roofline beside it.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "qvl/args.h"
 #include "qvl/commands.h"
 #include "runtime/engine.h"
+#include "runtime/fusion_comparison.h"
 
 namespace qvl::cli {
 
@@ -52,6 +54,37 @@ uint64_t decode_weight_bytes(const ModelFolder& m) {
   return bytes;
 }
 
+nlohmann::json run_json(const FusionRun& run) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& k : run.kernels) kernels.push_back({{"name", k.name}, {"calls", k.calls}, {"total_ms", k.total_ms}});
+  return {{"prefill_ms", run.timing.prefill_ms},
+          {"decode_ms_per_token", run.timing.decode_ms / double(std::max<int64_t>(1, run.timing.decode_steps))},
+          {"kernel_ms", run.kernel_ms}, {"kernels", kernels}};
+}
+
+nlohmann::json comparison_json(const FusionComparison& c) {
+  return {{"fusions", c.fusions}, {"unfused", run_json(c.unfused)}, {"fused", run_json(c.fused)},
+          {"first_step_logits", {{"max_abs", c.difference.max_abs}, {"relative_l2", c.difference.relative_l2},
+                                 {"cosine", c.difference.cosine}}},
+          {"same_tokens", c.difference.same_tokens}};
+}
+
+void print_comparison(const FusionComparison& c) {
+  auto per_token = [](const FusionRun& r) { return r.timing.decode_ms / double(std::max<int64_t>(1, r.timing.decode_steps)); };
+  std::string names;
+  for (const auto& n : c.fusions) names += (names.empty() ? "" : ", ") + n;
+  std::printf("\nfused vs unfused (%s; one run each way, greedy):\n", names.c_str());
+  std::printf("  %-28s %12s %12s %9s\n", "", "unfused", "fused", "speed-up");
+  std::printf("  %-28s %12.2f %12.2f %8.2fx\n", "prefill ms", c.unfused.timing.prefill_ms, c.fused.timing.prefill_ms,
+              c.unfused.timing.prefill_ms / c.fused.timing.prefill_ms);
+  std::printf("  %-28s %12.3f %12.3f %8.2fx\n", "decode ms/token", per_token(c.unfused), per_token(c.fused),
+              per_token(c.unfused) / per_token(c.fused));
+  std::printf("  %-28s %12.2f %12.2f %8.2fx\n", "kernel time ms (profiled)", c.unfused.kernel_ms, c.fused.kernel_ms,
+              c.unfused.kernel_ms / c.fused.kernel_ms);
+  std::printf("  first-step logits: max abs %.3g, relative L2 %.3g, cosine %.7f; greedy answers %s\n", c.difference.max_abs,
+              c.difference.relative_l2, c.difference.cosine, c.difference.same_tokens ? "identical" : "DIFFER");
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -63,6 +96,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
+      {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
+      {"compare-fusion", "", "also run fused and unfused side by side: times, kernels, output difference"},
       {"device", "NAME", "cpu (default) or cuda"},
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
@@ -86,6 +121,8 @@ int run_bench(const std::vector<std::string>& argv) {
   EngineOptions options;
   options.cuda_profile = args.get("profile", "auto");
   options.cuda_graphs = !args.has("no-graphs");
+  if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
+  if (args.has("no-fusion")) options.fusions = Fusions::none();
   options.device = args.get("device", "cpu");
   const auto engine = Engine::load(dir, options);
   const ModelFolder folder = ModelFolder::open(dir);
@@ -129,12 +166,16 @@ int run_bench(const std::vector<std::string>& argv) {
                             {"p50_us", k.p50_us}, {"p95_us", k.p95_us}, {"gb_per_s", k.gb_per_s},
                             {"tflop_per_s", k.tflop_per_s}, {"share", k.share}});
 
+  const std::optional<FusionComparison> comparison =
+      args.has("compare-fusion") ? std::optional(compare_fusions(*engine, request)) : std::nullopt;
+
   const MemoryReport memory = engine->memory_report();
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
   const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
-  const nlohmann::json out = {
+  nlohmann::json out = {
       {"model", dir.string()},
+      {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"device", engine->device()},
       {"cuda_graphs", engine->device() == "cuda" && options.cuda_graphs},
@@ -158,6 +199,7 @@ int run_bench(const std::vector<std::string>& argv) {
                                                  {"by_owner", memory.by_owner}}
                                 : nlohmann::json()},
   };
+  if (comparison) out["fusion_comparison"] = comparison_json(*comparison);
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -196,6 +238,7 @@ int run_bench(const std::vector<std::string>& argv) {
   else
     std::printf("roofline         %.3f GB of weights per token; device bandwidth is not measured for %s yet\n",
                 double(bytes_per_token) / 1e9, engine->device().c_str());
+  if (comparison) print_comparison(*comparison);
   return 0;
 }
 

@@ -43,7 +43,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
       {"gpu-memory-mb", "N", "cap the GPU memory pool at N MiB, e.g. 2048 to behave like a 2 GB card"},
-      {"no-fusion", "", "run unfused kernels (CUDA backend; the CPU backend has no fused kernels)"},
+      {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
   };
@@ -57,6 +57,7 @@ int run_generate(const std::vector<std::string>& argv) {
   options.image_min_tokens = args.get_int("image-min-tokens", 0);
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
   options.device_memory_limit = std::size_t(std::max<int64_t>(0, args.get_int("gpu-memory-mb", 0))) << 20;
+  if (args.has("no-fusion")) options.fusions = Fusions::none();
   const std::filesystem::path model_dir = args.get("model", default_model_dir().string());
   const auto engine = Engine::load(model_dir, options);
 
@@ -113,7 +114,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"first_step_top", top},
       {"stop_reason", r.stop_reason},
       {"device", engine->device()},
-      {"fusion", !args.has("no-fusion")},
+      {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"fallback_reason", engine->fallback_reason().empty() ? nlohmann::json() : nlohmann::json(engine->fallback_reason())},
       {"timing", {{"preprocess_ms", r.timing.preprocess_ms}, {"vision_ms", r.timing.vision_ms},

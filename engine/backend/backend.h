@@ -99,6 +99,12 @@ public:
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
   virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
   virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;  // y may alias a
+  // Fused residual add + RMSNorm: x += residual, then y = w ⊙ (x / rms(x)). This default is the unfused sequence
+  // (the reference every fused kernel is compared with); backends override it with one pass over the rows.
+  virtual void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) {
+    add(x, residual, x);
+    rms_norm(x, w, eps, y);
+  }
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
   virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
   // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.

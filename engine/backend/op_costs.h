@@ -23,6 +23,11 @@ inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
   return make(std::string(op) + " " + std::to_string(width), 2.0 * double(x.nbytes()), 5.0 * double(x.numel()));
 }
+// x and the residual read, x and y written.
+inline KernelEvent add_row_norm(const char* op, const Tensor& x) {
+  const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
+  return make(std::string(op) + " " + std::to_string(width), 4.0 * double(x.nbytes()), 6.0 * double(x.numel()));
+}
 inline KernelEvent elementwise(const char* op, const Tensor& x, int tensors) {
   return make(op, double(tensors) * double(x.nbytes()), 4.0 * double(x.numel()));
 }

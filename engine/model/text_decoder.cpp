@@ -35,8 +35,9 @@ KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity) : capa
 }
 KvCache::~KvCache() = default;
 
-TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps)
-    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps) {}
+TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps,
+                         Fusions fusions)
+    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), fusions_(fusions) {}
 
 DecoderActivations TextDecoder::allocate(int64_t s) {
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
@@ -106,9 +107,20 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   const AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
+  const bool fuse = fusions_.add_rms_norm;
+  // Residual add, then the RMSNorm that reads the sum: one fused pass when asked for, the two ops otherwise.
+  auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
+    if (fuse) {
+      be_.add_rms_norm(b.x, residual, norm.weight, eps, b.a);
+    } else {
+      be_.add(b.x, residual, b.x);
+      be_.rms_norm(b.x, norm.weight, eps, b.a);
+    }
+  };
+  be_.rms_norm(b.x, w_.layers.front().input_norm.weight, eps, b.a);
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
     const DecoderLayerWeights& L = w_.layers[l];
-    be_.rms_norm(b.x, L.input_norm.weight, eps, b.a);
+    // b.a holds this layer's normed input (made by the previous layer's closing add + norm).
     be_.linear(b.a, L.q.weight, L.q.bias_or_null(), b.q);
     be_.linear(b.a, L.k.weight, L.k.bias_or_null(), b.k);
     be_.linear(b.a, L.v.weight, L.v.bias_or_null(), b.v);
@@ -125,14 +137,19 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
     }
     be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
-    be_.add(b.x, b.proj, b.x);
-    be_.rms_norm(b.x, L.post_attention_norm.weight, eps, b.a);
+    add_then_norm(b.proj, L.post_attention_norm);
     be_.linear(b.a, L.gate.weight, nullptr, b.gate);
     be_.linear(b.a, L.up.weight, nullptr, b.up);
     be_.silu_mul(b.gate, b.up, b.gate);
     be_.linear(b.gate, L.down.weight, nullptr, b.proj);
+    const bool deepstack = vision && l < vision->deepstack.size();
+    if (l + 1 < w_.layers.size() && !deepstack) {
+      add_then_norm(b.proj, w_.layers[l + 1].input_norm);
+      continue;
+    }
     be_.add(b.x, b.proj, b.x);
-    if (vision && l < vision->deepstack.size()) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
+    if (deepstack) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
+    if (l + 1 < w_.layers.size()) be_.rms_norm(b.x, w_.layers[l + 1].input_norm.weight, eps, b.a);
   }
   // Only the last position's logits are needed (generation reads nothing else).
   be_.rms_norm(b.x.slice_rows(s - 1, s), w_.final_norm.weight, eps, b.normed);

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "model/fusions.h"
 #include "model/weights.h"
 
 namespace qvl {
@@ -39,7 +40,9 @@ class TextDecoder {
 public:
   // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
   // can record; the replay reads token id, position and rotary rows from device tensors written before it.
-  TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true);
+  // fusions: which fused ops to ask the backend for (each has its unfused sequence as the reference).
+  TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
+              Fusions fusions = {});
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
@@ -55,6 +58,7 @@ private:
   const TextConfig& c_;
   const TextWeights& w_;
   bool record_decode_steps_;
+  Fusions fusions_;
 };
 
 }  // namespace qvl

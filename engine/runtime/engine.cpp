@@ -131,7 +131,7 @@ private:
     t0 = Clock::now();
     const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
     KvCache cache(*backend_, config.text, needed);
-    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs);
+    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.fusions);
     auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
     Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
     result.timing.prefill_ms = ms_since(t0);
@@ -146,7 +146,10 @@ private:
     result.stop_reason = "max_new_tokens";
     for (int64_t step = 0; step < request.max_new_tokens; ++step) {
       std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
-      if (step == 0) result.first_step_top = top_logits(scores, 20);
+      if (step == 0) {
+        result.first_step_top = top_logits(scores, 20);
+        if (request.keep_first_step_logits) result.first_step_logits = scores;
+      }
       const int32_t next = sampler.next(scores, history);
       history.push_back(next);
       result.generated_ids.push_back(next);
@@ -193,8 +196,13 @@ public:
     backend_->set_timing_sink(profiler_.get());
   }
 
+  std::shared_ptr<Profiler> profiler() const override { return profiler_; }
+
   double measure_read_bandwidth() override { return backend_->measure_read_bandwidth(); }
   MemoryReport memory_report(bool with_segment_map) const override { return backend_->memory_report(with_segment_map); }
+
+  void set_fusions(const Fusions& fusions) override { options_.fusions = fusions; }
+  Fusions fusions() const override { return options_.fusions; }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   std::string device() const override { return device_; }

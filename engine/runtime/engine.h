@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "model/fusions.h"
 #include "model/rope.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
@@ -25,6 +26,7 @@ struct EngineOptions {
   std::size_t device_memory_limit = 0;  // bytes the GPU pool may take (0: no limit): "pretend this is a 2 GB card"
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
+  Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)
 };
 
 struct GenerateRequest {
@@ -34,6 +36,7 @@ struct GenerateRequest {
   SamplingOptions sampling;
   ChatTemplateOptions template_options;
   bool ignore_eos = false;  // benchmarks: always generate max_new_tokens
+  bool keep_first_step_logits = false;  // fill GenerateResult::first_step_logits (fused-vs-unfused comparisons)
 };
 
 struct GenerateTiming {
@@ -48,6 +51,7 @@ struct GenerateResult {
   std::vector<int32_t> generated_ids;
   std::string text;
   std::vector<std::pair<int32_t, float>> first_step_top;  // 20 largest logits of the first step, before sampling
+  std::vector<float> first_step_logits;                    // all of them, when the request asked
   std::string stop_reason;                                 // "eos", "max_new_tokens" or "cancelled"
   GenerateTiming timing;
 };
@@ -72,6 +76,7 @@ public:
   // Per-kernel timing of every op the backend runs (nullptr: off). During generation the profiler's listeners get
   // the updated table after every token; GPU timings arrive a token late, and all of them by the end.
   virtual void set_profiler(std::shared_ptr<Profiler> profiler) = 0;
+  virtual std::shared_ptr<Profiler> profiler() const = 0;
 
   // Measured read bandwidth (bytes/s) of the memory the weights live in, for the roofline.
   virtual double measure_read_bandwidth() = 0;
@@ -81,6 +86,10 @@ public:
   // Moves the model to another device ("auto", "cpu" or "cuda"), between requests. Throws qvl::Error when the device
   // cannot take it; the model then stays where it was. After a GPU fault (generate's error says so) "cpu" still works.
   virtual void set_device(const std::string& device) = 0;
+
+  // Which fused ops the model uses from the next request on (between requests).
+  virtual void set_fusions(const Fusions& fusions) = 0;
+  virtual Fusions fusions() const = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"

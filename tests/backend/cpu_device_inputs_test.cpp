@@ -48,5 +48,21 @@ TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   EXPECT_THROW(be->write_indices(past, std::vector<int64_t>{1, 2}), Error);
 }
 
+// The fused residual add + RMSNorm is the unfused sequence in one pass: same float operations, same results.
+TEST(CpuBackend, FusedAddRmsNormEqualsAddThenRmsNorm) {
+  const auto be = make_cpu_backend();
+  for (int64_t width : {1, 7, 2048}) {
+    const Tensor residual = random({3, width}, 5), w = random({width}, 6);
+    Tensor fused_x = random({3, width}, 7), unfused_x = fused_x.to(DType::F32);
+    Tensor fused_y = be->alloc({3, width}), unfused_y = be->alloc({3, width});
+    be->add_rms_norm(fused_x, residual, w, 1e-6f, fused_y);
+    be->Backend::add_rms_norm(unfused_x, residual, w, 1e-6f, unfused_y);
+    EXPECT_EQ(fused_x.to_f32_vector(), unfused_x.to_f32_vector()) << width;
+    EXPECT_EQ(fused_y.to_f32_vector(), unfused_y.to_f32_vector()) << width;
+  }
+  Tensor x = random({2, 8}, 8), y = be->alloc({2, 8});
+  EXPECT_THROW(be->add_rms_norm(x, random({2, 4}, 9), random({8}, 10), 1e-6f, y), Error);
+}
+
 }  // namespace
 }  // namespace qvl

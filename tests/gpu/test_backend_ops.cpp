@@ -102,6 +102,12 @@ struct Runner {
         cpu.silu_mul(x, y, a);
         gpu.silu_mul(xg, yg, g);
         check("silu_mul" + shape, g, a, kF32);
+        // Fused residual add + RMSNorm against the CPU's unfused sequence (the Backend default): both outputs.
+        Tensor sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x);
+        cpu.Backend::add_rms_norm(sum_cpu, y, w, 1e-6f, a);
+        gpu.add_rms_norm(sum_gpu, yg, wg, 1e-6f, g);
+        check("add+rms_norm (normed)" + shape, g, a, kF32);
+        check("add+rms_norm (sum)" + shape, sum_gpu, sum_cpu, kF32);
         for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
           cpu.gelu(x, kind, a);
           gpu.gelu(xg, kind, g);

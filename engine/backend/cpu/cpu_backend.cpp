@@ -97,6 +97,33 @@ public:
     }, y);
   }
 
+  void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::add_row_norm("add+rms_norm", x); });
+    expect_f32(x, "add_rms_norm", "x");
+    expect_f32(residual, "add_rms_norm", "residual");
+    const int64_t d = last_dim(x);
+    if (w.numel() != d || residual.numel() != x.numel())
+      fail("add_rms_norm: shapes x ", shape_to_string(x.shape()), " residual ", shape_to_string(residual.shape()),
+           " weight ", w.numel());
+    const std::vector<float> wv = weight_vector(w);
+    float* xp = x.data<float>();
+    const float* rp = residual.data<float>();
+    float* yp = y.data<float>();
+    ThreadPool::global().parallel_for(std::size_t(rows_of(x)), 1, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t r = begin; r < end; ++r) {
+        float* row = xp + int64_t(r) * d;
+        const float* res = rp + int64_t(r) * d;
+        double sq = 0;
+        for (int64_t i = 0; i < d; ++i) {  // the sum is read while the row is still in registers/L1
+          row[i] += res[i];
+          sq += double(row[i]) * row[i];
+        }
+        const float inv = 1.0f / std::sqrt(float(sq / double(d)) + eps);
+        for (int64_t i = 0; i < d; ++i) yp[int64_t(r) * d + i] = wv[std::size_t(i)] * (row[i] * inv);
+      }
+    });
+  }
+
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::row_norm("layer_norm", x); });
     expect_f32(x, "layer_norm", "x");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 
+#include "add_rms_norm.cuh"
 #include "attention.cuh"
 #include "backend/backend.h"
 #include "backend/op_costs.h"
@@ -227,6 +228,12 @@ public:
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("rms_norm", x); });
     cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), stream_);
+  }
+  void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
+    if (residual.numel() != x.numel() || w.numel() != last_dim(x)) fail("add_rms_norm: shapes differ");
+    const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+rms_norm", x); });
+    cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x),
+                       stream_);
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });

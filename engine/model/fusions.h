@@ -1,0 +1,22 @@
+#pragma once
+// Which fused ops the model asks the backend for. Each fusion has its unfused sequence as the reference (the
+// Backend's default implementation), so every switch here can be flipped at run time and compared.
+#include <string>
+#include <vector>
+
+namespace qvl {
+
+struct Fusions {
+  bool add_rms_norm = true;  // the residual add and the RMSNorm after it, one pass over the row
+
+  static Fusions none() { return {false}; }
+  bool operator==(const Fusions&) const = default;
+  // Names of the fusions that are on ("add+rms_norm"), for reports.
+  std::vector<std::string> enabled() const {
+    std::vector<std::string> names;
+    if (add_rms_norm) names.push_back("add+rms_norm");
+    return names;
+  }
+};
+
+}  // namespace qvl

@@ -1,0 +1,37 @@
+#pragma once
+// Fused versus unfused: the same request run both ways (greedy, same token budget), with wall-clock phase times,
+// the per-kernel tables, and how far the fused path's output is from the unfused reference.
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace qvl {
+
+struct FusionRun {
+  GenerateTiming timing;                // from a run without per-kernel timing (honest wall-clock numbers)
+  std::vector<KernelSummary> kernels;   // from a second run with per-kernel timing on
+  double kernel_ms = 0;                 // sum over the kernels
+  std::vector<int32_t> generated_ids;
+  std::string text;
+};
+
+// First-step logits of the fused run against the unfused run's.
+struct OutputDifference {
+  double max_abs = 0, relative_l2 = 0, cosine = 1;
+  bool same_tokens = true;  // the greedy answers are identical
+};
+OutputDifference compare_logits(const std::vector<float>& reference, const std::vector<float>& candidate);
+
+struct FusionComparison {
+  std::vector<std::string> fusions;  // the fusions the fused run used
+  FusionRun unfused, fused;
+  OutputDifference difference;
+};
+
+// Runs `request` four times (each way plain, then profiled) and restores the engine's fusions and profiler. The
+// request is made greedy. Throws qvl::Error when the engine has no fusion switched on to compare.
+FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace qvl

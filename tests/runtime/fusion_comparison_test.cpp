@@ -1,0 +1,94 @@
+// Fused versus unfused: the fused path answers like the unfused reference (first-step logits and greedy tokens),
+// the per-kernel tables show which ops ran, and the comparison leaves the engine as it found it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backend/cuda_plugin.h"
+#include "core/error.h"
+#include "runtime/fusion_comparison.h"
+#include "test_support.h"
+
+namespace qvl {
+namespace {
+
+TEST(CompareLogits, MeasuresDistanceFromTheReference) {
+  const std::vector<float> ref{1, -2, 3, 4};
+  OutputDifference same = compare_logits(ref, ref);
+  EXPECT_EQ(same.max_abs, 0);
+  EXPECT_EQ(same.relative_l2, 0);
+  EXPECT_NEAR(same.cosine, 1.0, 1e-12);
+  const OutputDifference off = compare_logits(ref, {1, -2, 3, 5});
+  EXPECT_DOUBLE_EQ(off.max_abs, 1.0);
+  EXPECT_NEAR(off.relative_l2, 1.0 / std::sqrt(30.0), 1e-12);
+  EXPECT_LT(off.cosine, 0.999);
+  EXPECT_NEAR(compare_logits(ref, {-1, 2, -3, -4}).cosine, -1.0, 1e-12);
+  EXPECT_THROW(compare_logits(ref, {1, 2}), Error);
+}
+
+GenerateRequest image_request() {
+  GenerateRequest r;
+  r.messages = {{"user", {ContentItem::image(), ContentItem::make_text("What shapes do you see?")}}};
+  RgbImage image{56, 84, std::vector<uint8_t>(56 * 84 * 3)};
+  for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t((i * 2654435761u) >> 24);
+  r.images.push_back(std::move(image));
+  r.max_new_tokens = 8;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.7;  // compare_fusions makes it greedy
+  return r;
+}
+
+bool ran(const FusionRun& run, const std::string& kernel) {
+  return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelSummary& k) { return k.name.rfind(kernel, 0) == 0; });
+}
+
+void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
+  auto profiler = std::make_shared<Profiler>();
+  engine.set_profiler(profiler);
+  const FusionComparison c = compare_fusions(engine, image_request());
+  EXPECT_EQ(c.fusions, std::vector<std::string>{"add+rms_norm"});
+  EXPECT_TRUE(c.difference.same_tokens);
+  EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
+  EXPECT_GE(c.difference.cosine, 0.999);
+  EXPECT_LE(c.difference.relative_l2, max_relative_l2);
+  EXPECT_TRUE(ran(c.fused, "add+rms_norm"));
+  EXPECT_FALSE(ran(c.unfused, "add+rms_norm"));
+  EXPECT_TRUE(ran(c.unfused, "add"));
+  // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops.
+  auto calls = [](const FusionRun& r) {
+    int64_t n = 0;
+    for (const auto& k : r.kernels) n += k.calls;
+    return n;
+  };
+  EXPECT_LT(calls(c.fused), calls(c.unfused));
+  EXPECT_GT(c.fused.kernel_ms, 0);
+  // The engine is left as it was: fusions on, the caller's profiler attached and untouched by the comparison.
+  EXPECT_EQ(engine.fusions(), Fusions{});
+  EXPECT_EQ(engine.profiler(), profiler);
+  EXPECT_TRUE(profiler->events().empty());
+  engine.set_profiler(nullptr);
+}
+
+TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  expect_fused_matches_unfused(*engine, 0.0);  // same float operations in the same order on the CPU
+}
+
+TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+  expect_fused_matches_unfused(*engine, 1e-5);
+}
+
+TEST(FusionComparison, TheFusionSwitchChangesTheOpsButNotTheAnswer) {
+  EngineOptions unfused{"cpu"};
+  unfused.fusions = Fusions::none();
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", unfused);
+  EXPECT_TRUE(engine->fusions().enabled().empty());
+  const GenerateResult reference = engine->generate(image_request());
+  engine->set_fusions({});
+  EXPECT_EQ(engine->generate(image_request()).generated_ids, reference.generated_ids);
+}
+
+}  // namespace
+}  // namespace qvl
