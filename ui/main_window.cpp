@@ -1,57 +1,475 @@
 #include "ui/main_window.h"
 
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
 #include <QFileDialog>
+#include <QHBoxLayout>
 #include <QLabel>
+#include <QListWidget>
 #include <QMenuBar>
-#include <QPlainTextEdit>
+#include <QProgressBar>
 #include <QSettings>
 #include <QStatusBar>
+#include <QToolBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 
-#include "backend/availability.h"
-#include "ui/model_loader.h"
+#include "ui/chat_model.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/engine_controller.h"
+#include "ui/fusion_view.h"
+#include "ui/generation_settings.h"
+#include "ui/kernel_view.h"
+#include "ui/pool_view.h"
+#include "ui/throughput_view.h"
 
 namespace qvl::ui {
 
-MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), loader_(new ModelLoader(this)), model_label_(new QLabel), details_(new QPlainTextEdit) {
+namespace {
+constexpr int kRecentModels = 8;
+
+QString answer_stats(const Answer& a) {
+  const double seconds = (a.timing.preprocess_ms + a.timing.vision_ms + a.timing.prefill_ms + a.timing.decode_ms) / 1e3;
+  const double decode_rate = a.timing.decode_ms > 0 ? double(a.timing.decode_steps) / (a.timing.decode_ms / 1e3) : 0;
+  QString s = QString("%1 tokens · %2 s · %3 tokens/s · %4").arg(a.timing.generated_tokens).arg(seconds, 0, 'f', 2)
+                  .arg(decode_rate, 0, 'f', 1).arg(a.device);
+  if (a.stop_reason == "cancelled") s += " · stopped";
+  else if (a.stop_reason == "max_new_tokens") s += " · hit the length limit";
+  return s;
+}
+}  // namespace
+
+MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
+    : QMainWindow(parent), engine_(new EngineController(this)), store_(store_dir), chat_(new ChatModel(this)),
+      view_(new ChatView), composer_(new Composer), settings_(new GenerationSettings), throughput_(new ThroughputView),
+      kernels_(new KernelView), pool_(new PoolView), fusion_(new FusionView), chat_list_(new QListWidget),
+      notice_(new QLabel), notice_close_(new QToolButton), model_label_(new QLabel("No model")),
+      progress_(new QProgressBar), device_(new QComboBox), fusions_(new QCheckBox("Fused kernels")),
+      sm61_(new QCheckBox("SM61 profile")) {
   setWindowTitle("qvl studio");
+  setObjectName("main_window");
+  view_->setModel(chat_);
+  view_->setObjectName("chat_view");
+
+  // The notice: errors and notes inside the window (never a modal box that blocks the app).
+  auto* notice_row = new QWidget;
+  notice_row->setObjectName("notice_row");
+  auto* notice_layout = new QHBoxLayout(notice_row);
+  notice_layout->setContentsMargins(8, 4, 8, 4);
+  notice_->setWordWrap(true);
+  notice_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  notice_->setObjectName("notice");
+  notice_close_->setText("✕");
+  notice_close_->setAutoRaise(true);
+  notice_layout->addWidget(notice_, 1);
+  notice_layout->addWidget(notice_close_, 0, Qt::AlignTop);
+  notice_row->hide();
+  connect(notice_close_, &QToolButton::clicked, notice_row, &QWidget::hide);
+
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
-  model_label_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  details_->setReadOnly(true);
-  layout->addWidget(model_label_);
-  layout->addWidget(details_);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(notice_row);
+  layout->addWidget(view_, 1);
+  layout->addWidget(composer_);
   setCentralWidget(central);
 
+  progress_->setRange(0, 1000);
+  progress_->setMaximumWidth(200);
+  progress_->hide();
+  statusBar()->addWidget(model_label_, 1);
+  statusBar()->addPermanentWidget(progress_);
+
+  device_->addItem("CPU", "cpu");
+  device_->addItem("GPU", "cuda");
+  device_->setObjectName("device");
+  fusions_->setObjectName("fusions");
+  sm61_->setObjectName("sm61");
+  sm61_->setToolTip("Run the Pascal (SM61) code path on this GPU: f32 weights on CUDA cores, our tiled GEMM");
+  fusions_->setToolTip("Use fused kernels (off: the unfused reference ops)");
+  QSettings s;
+  fusions_->setChecked(s.value("engine/fusions", true).toBool());
+  sm61_->setChecked(s.value("engine/cuda_profile").toString() == "sm61");
+  capacity_mib_ = s.value("engine/memory_limit_mib", 0).toLongLong();
+
+  build_actions();
+  build_docks();
+  connect_engine();
+
+  connect(composer_, &Composer::sendRequested, this, &MainWindow::sendPrompt);
+  connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
+  connect(composer_, &Composer::attachmentRejected, this, [this](const QString& e) { show_notice(e, true); });
+  connect(settings_, &GenerationSettings::changed, this, [this] {
+    if (engine_->hasModel()) composer_->set_preprocessor(settings_->image_budget(engine_->model().preprocessor));
+  });
+  connect(chat_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
+    openChat(item->data(Qt::UserRole).toString());
+  });
+  connect(device_, &QComboBox::activated, this, [this] {
+    const QString device = device_->currentData().toString();
+    QSettings().setValue("engine/device", device == "cuda" ? "auto" : "cpu");  // next start: the GPU if it is there
+    engine_->setDevice(device);
+  });
+  connect(fusions_, &QCheckBox::toggled, this, [this](bool on) {
+    QSettings().setValue("engine/fusions", on);
+    engine_->setFusions(on);
+  });
+  connect(sm61_, &QCheckBox::toggled, this, [this](bool on) {
+    QSettings().setValue("engine/cuda_profile", on ? "sm61" : "auto");
+    engine_->configureGpu(on ? "sm61" : "auto", capacity_mib_);
+  });
+  connect(pool_, &PoolView::capacityChosen, this, [this](qint64 mib) {
+    capacity_mib_ = mib;
+    QSettings().setValue("engine/memory_limit_mib", mib);
+    engine_->configureGpu(sm61_->isChecked() ? "sm61" : "auto", mib);
+  });
+  connect(fusion_, &FusionView::compareRequested, this, [this] {
+    const ChatTurn typed{"user", composer_->text(), composer_->image_paths(), {}};
+    QList<ChatTurn> turns = chat_->conversation().turns;
+    while (!turns.isEmpty() && turns.last().role == "assistant") turns.removeLast();  // compare the next answer
+    const bool have_typed = !typed.text.isEmpty() || !typed.images.isEmpty();
+    if (!have_typed && turns.isEmpty()) {
+      fusion_->show_error("Write a prompt (or open a chat) first: the comparison answers it both ways.");
+      return;
+    }
+    fusion_->set_running(true);
+    engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
+  });
+
+  newChat();
+  refresh_chat_list();
+  restoreGeometry(s.value("window/geometry").toByteArray());
+  restoreState(s.value("window/state").toByteArray());
+  if (s.value("window/geometry").isNull()) resize(1280, 820);
+  update_controls();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::build_actions() {
+  open_model_ = new QAction("&Open model folder…", this);
+  open_model_->setShortcut(QKeySequence::Open);
+  connect(open_model_, &QAction::triggered, this, [this] {
+    const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder");
+    if (!folder.isEmpty()) openModel(folder);
+  });
+  new_chat_ = new QAction("&New chat", this);
+  new_chat_->setShortcut(QKeySequence::New);
+  connect(new_chat_, &QAction::triggered, this, &MainWindow::newChat);
+  regenerate_ = new QAction("&Regenerate", this);
+  regenerate_->setShortcut(Qt::CTRL | Qt::Key_R);
+  connect(regenerate_, &QAction::triggered, this, &MainWindow::regenerate);
+  stop_ = new QAction("&Stop", this);
+  stop_->setShortcut(Qt::Key_Escape);
+  stop_->setShortcutContext(Qt::WindowShortcut);
+  connect(stop_, &QAction::triggered, this, &MainWindow::stop);
+  addAction(stop_);
+  time_kernels_ = new QAction("&Time kernels", this);
+  time_kernels_->setCheckable(true);
+  time_kernels_->setChecked(QSettings().value("view/time_kernels", true).toBool());
+  connect(time_kernels_, &QAction::toggled, this, [this](bool on) {
+    QSettings().setValue("view/time_kernels", on);
+    engine_->setProfiling(on);
+    kernels_->set_timing_enabled(on);
+  });
+  engine_->setProfiling(time_kernels_->isChecked());
+  kernels_->set_timing_enabled(time_kernels_->isChecked());
+
   auto* file = menuBar()->addMenu("&File");
-  file->addAction("&Open model folder…", QKeySequence::Open, this, &MainWindow::chooseModel);
+  file->addAction(open_model_);
+  recent_menu_ = file->addMenu("Recent &models");
+  file->addAction(new_chat_);
+  file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
-
-  QString backends;
-  for (const auto& line : describe_backends()) backends += QString::fromStdString(line) + "\n";
-  statusBar()->showMessage(QString::fromStdString(describe_backends().back()));
-
-  connect(loader_, &ModelLoader::loaded, this, [this, backends](const QString& folder, const QString& summary) {
-    model_label_->setText("Model: " + folder);
-    details_->setPlainText(summary + "\n\n" + backends);
-    QSettings().setValue("model/last", folder);
+  auto* chat = menuBar()->addMenu("&Chat");
+  chat->addAction(regenerate_);
+  chat->addAction(stop_);
+  chat->addAction("Copy last &answer", this, [this] {
+    const auto& turns = chat_->conversation().turns;
+    if (!turns.isEmpty() && turns.last().role == "assistant") QApplication::clipboard()->setText(turns.last().text);
   });
-  connect(loader_, &ModelLoader::failed, this, [this](const QString& folder, const QString& error) {
-    model_label_->setText("Could not open " + folder);
-    details_->setPlainText(error);
+  view_menu_ = menuBar()->addMenu("&View");
+  view_menu_->addAction(time_kernels_);
+  view_menu_->addSeparator();
+  auto* help = menuBar()->addMenu("&Help");
+  help->addAction("About the &demo model", this, [this] {
+    show_notice("The embedded demo model is a tiny Qwen3-VL with random weights, made by qvl: it shows the engine, the "
+                "kernels and the pool at work, but its answers are noise. For real answers download "
+                "Qwen/Qwen3-VL-2B-Instruct on a machine with internet access and open its folder with File ▸ Open model "
+                "folder.", false);
   });
-  resize(900, 600);
+  rebuild_recent_menu();
+
+  auto* bar = addToolBar("Main");
+  bar->setObjectName("main_toolbar");
+  bar->addAction(open_model_);
+  bar->addAction(new_chat_);
+  bar->addAction(regenerate_);
+  bar->addAction(stop_);
+  bar->addSeparator();
+  bar->addWidget(new QLabel(" Device "));
+  bar->addWidget(device_);
+  bar->addWidget(fusions_);
+  bar->addWidget(sm61_);
+}
+
+void MainWindow::build_docks() {
+  auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    addDockWidget(area, d);
+    view_menu_->addAction(d->toggleViewAction());
+    return d;
+  };
+  chat_list_->setObjectName("chat_list");
+  dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
+  dock("Generation", "generation_dock", settings_, Qt::LeftDockWidgetArea);
+  auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
+  auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
+  auto* p = dock("Memory pool", "pool_dock", pool_, Qt::RightDockWidgetArea);
+  auto* f = dock("Fused vs unfused", "fusion_dock", fusion_, Qt::RightDockWidgetArea);
+  tabifyDockWidget(p, f);
+  p->raise();
+  resizeDocks({t, k, p}, {150, 420, 260}, Qt::Vertical);
+  resizeDocks({k}, {460}, Qt::Horizontal);
+}
+
+void MainWindow::connect_engine() {
+  connect(engine_, &EngineController::loadStarted, this, [this](const QString& folder) {
+    model_label_->setText("Loading " + folder + " …");
+    progress_->setValue(0);
+    progress_->show();
+  });
+  connect(engine_, &EngineController::loadProgress, this, [this](double f) { progress_->setValue(int(f * 1000)); });
+  connect(engine_, &EngineController::modelLoaded, this, [this](const ModelInfo& info) {
+    progress_->hide();
+    add_recent_model(info.folder);
+    QSettings().setValue("model/last", info.folder);
+    settings_->set_model_defaults(info.generation);
+    apply_model(info);
+    if (info.demo)
+      show_notice("This is the embedded demo model: random weights, so the answers are noise — it is here to show the "
+                  "engine at work. File ▸ Open model folder… opens a real Qwen3-VL-2B-Instruct download.", false);
+    else
+      notice_->parentWidget()->hide();
+  });
+  connect(engine_, &EngineController::modelFailed, this, [this](const QString& folder, const QString& error) {
+    progress_->hide();
+    model_label_->setText("No model open");
+    show_notice("Could not open the model folder " + folder + ":\n" + error, true);
+    update_controls();
+  });
+  connect(engine_, &EngineController::deviceChanged, this, [this](const ModelInfo& info) {
+    progress_->hide();
+    apply_model(info);
+  });
+  connect(engine_, &EngineController::settingFailed, this, [this](const QString& e) { show_notice(e, true); });
+  connect(engine_, &EngineController::busyChanged, this, [this] { update_controls(); });
+  connect(engine_, &EngineController::textArrived, this, [this](quint64, const QString& text) { chat_->append_text(text); });
+  connect(engine_, &EngineController::perfUpdated, this, [this](const PerfSnapshot& s) {
+    throughput_->update_from(s);
+    kernels_->update_from(s);
+    pool_->update_from(s.memory, engine_->model().device);
+  });
+  connect(engine_, &EngineController::answerFinished, this, [this](const Answer& a) {
+    chat_->finish_last(answer_stats(a));
+    save_chat();
+  });
+  connect(engine_, &EngineController::answerFailed, this, [this](quint64, const QString& error) {
+    chat_->finish_last({}, true, "The answer failed: " + error);
+    show_notice(error, true);
+    save_chat();
+  });
+  connect(engine_, &EngineController::fusionCompared, this, [this](const FusionComparison& c) {
+    fusion_->set_running(false);
+    fusion_->show_comparison(c);
+  });
+  connect(engine_, &EngineController::fusionCompareFailed, this, [this](const QString& e) {
+    fusion_->set_running(false);
+    fusion_->show_error(e);
+  });
+}
+
+void MainWindow::apply_model(const ModelInfo& info) {
+  model_label_->setText(QString("%1 — %2 · %3").arg(info.folder, info.summary, info.backend));
+  composer_->set_preprocessor(settings_->image_budget(info.preprocessor));
+  QSignalBlocker block(device_);
+  device_->setCurrentIndex(info.device == "cuda" ? 1 : 0);
+  pool_->update_from({}, info.device);
+  update_controls();
+}
+
+void MainWindow::update_controls() {
+  const bool busy = engine_->busy(), model = engine_->hasModel();
+  const ModelInfo& info = engine_->model();
+  composer_->set_busy(busy && !engine_->loading());
+  composer_->set_can_send(model && !busy);
+  stop_->setEnabled(busy);
+  new_chat_->setEnabled(!busy);
+  open_model_->setEnabled(!busy);
+  recent_menu_->setEnabled(!busy);
+  chat_list_->setEnabled(!busy);
+  const auto& turns = chat_->conversation().turns;
+  regenerate_->setEnabled(model && !busy && !turns.isEmpty() && turns.last().role == "assistant");
+  fusion_->set_available(model && !busy, model ? "" : "Open a model first");
+
+  // The GPU toggle says why it is off: no usable GPU (the engine's reason) or a GPU that failed in this session.
+  QString why_not;
+  if (!info.cuda_usable) why_not = "No usable GPU: " + info.cuda_reason;
+  else if (!info.device_error.isEmpty()) why_not = "The GPU failed in this session: " + info.device_error;
+  device_->setEnabled(model && !busy && why_not.isEmpty());
+  device_->setToolTip(why_not.isEmpty() ? (info.fallback_reason.isEmpty() ? "Where the model runs" : "Started on the CPU: " + info.fallback_reason)
+                                        : why_not);
+  const bool gpu_controls = model && !busy && why_not.isEmpty();
+  sm61_->setEnabled(gpu_controls);
+  sm61_->setToolTip(why_not.isEmpty() ? sm61_->toolTip() : why_not);
+  fusions_->setEnabled(model && !busy);
+}
+
+void MainWindow::show_notice(const QString& text, bool error) {
+  notice_->setText(text);
+  notice_->parentWidget()->setStyleSheet(error ? "#notice_row { background: #fde7e7; }" : "#notice_row { background: #e8f0fe; }");
+  notice_->parentWidget()->show();
+  emit noticeShown(text);
+}
+
+QString MainWindow::notice() const { return notice_->parentWidget()->isVisible() ? notice_->text() : QString(); }
+
+EngineSettings MainWindow::settings_from_toggles() const {
+  EngineSettings s;
+  s.device = QSettings().value("engine/device", "auto").toString();
+  s.cuda_profile = sm61_->isChecked() ? "sm61" : "auto";
+  s.memory_limit_mib = capacity_mib_;
+  s.fusions = fusions_->isChecked();
+  return s;
 }
 
 void MainWindow::openModel(const QString& folder) {
-  model_label_->setText("Checking " + folder + " …");
-  loader_->open(folder);
+  if (engine_->busy()) return;
+  engine_->openModel(folder, settings_from_toggles());
+  update_controls();
 }
 
-void MainWindow::chooseModel() {
-  const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder");
-  if (!folder.isEmpty()) openModel(folder);
+void MainWindow::add_recent_model(const QString& folder) {
+  QSettings s;
+  QStringList recent = s.value("model/recent").toStringList();
+  recent.removeAll(folder);
+  recent.prepend(folder);
+  while (recent.size() > kRecentModels) recent.removeLast();
+  s.setValue("model/recent", recent);
+  rebuild_recent_menu();
+}
+
+void MainWindow::rebuild_recent_menu() {
+  recent_menu_->clear();
+  for (const QString& folder : QSettings().value("model/recent").toStringList())
+    recent_menu_->addAction(folder, this, [this, folder] { openModel(folder); });
+  recent_menu_->setEnabled(!recent_menu_->isEmpty());
+}
+
+void MainWindow::newChat() {
+  if (engine_->busy()) return;
+  Conversation c;
+  c.system_prompt = settings_->system_prompt();
+  chat_->set_conversation(c);
+  composer_->clear();
+  update_controls();
+}
+
+bool MainWindow::openChat(const QString& id) {
+  if (engine_->busy()) return false;
+  QString error;
+  auto chat = store_.load(id, &error);
+  if (!chat) {
+    show_notice("Could not open the chat: " + error, true);
+    return false;
+  }
+  settings_->set_system_prompt(chat->system_prompt);
+  chat_->set_conversation(*chat);
+  update_controls();
+  return true;
+}
+
+ChatRequest MainWindow::request_for(const QList<ChatTurn>& turns, const ChatTurn* extra_user) const {
+  ChatRequest r;
+  const QString system = settings_->system_prompt();
+  if (!system.isEmpty()) r.request.messages.push_back(ChatMessage::text("system", system.toStdString()));
+  auto add = [&](const ChatTurn& t) {
+    if (t.failed) return;
+    ChatMessage m{t.role.toStdString(), {}};
+    for (const QString& path : t.images) {
+      m.content.push_back(ContentItem::image());
+      r.image_paths << path;
+    }
+    if (!t.text.isEmpty()) m.content.push_back(ContentItem::make_text(t.text.toStdString()));
+    r.request.messages.push_back(std::move(m));
+  };
+  for (const ChatTurn& t : turns) add(t);
+  if (extra_user) add(*extra_user);
+  settings_->apply(r.request);
+  return r;
+}
+
+void MainWindow::start_answer(const QList<ChatTurn>& context) {
+  const ChatRequest request = request_for(context, nullptr);
+  chat_->append({"assistant", {}, {}, {}, false});
+  chat_->set_streaming(true);
+  if (engine_->send(request) == 0) {
+    chat_->finish_last({}, true, "The engine is busy or has no model.");
+    return;
+  }
+  update_controls();
+}
+
+void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
+  if (engine_->busy() || !engine_->hasModel()) return;
+  if (text.isEmpty() && images.isEmpty()) return;
+  Conversation& c = chat_->conversation_for_saving();
+  c.system_prompt = settings_->system_prompt();
+  c.model_folder = engine_->model().folder;
+  chat_->append({"user", text, images, {}, false});
+  composer_->clear();
+  start_answer(chat_->conversation().turns);
+}
+
+void MainWindow::regenerate() {
+  const auto& turns = chat_->conversation().turns;
+  if (engine_->busy() || turns.isEmpty() || turns.last().role != "assistant") return;
+  chat_->remove_last();
+  start_answer(chat_->conversation().turns);
+}
+
+void MainWindow::stop() { engine_->stop(); }
+
+void MainWindow::save_chat() {
+  QString error;
+  if (!store_.save(chat_->conversation_for_saving(), &error)) show_notice("The chat was not saved: " + error, true);
+  refresh_chat_list();
+}
+
+void MainWindow::refresh_chat_list() {
+  chat_list_->clear();
+  for (const ChatListing& l : store_.list()) {
+    auto* item = new QListWidgetItem(l.title, chat_list_);
+    item->setData(Qt::UserRole, l.id);
+    item->setToolTip(l.updated.toLocalTime().toString());
+  }
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings s;
+  s.setValue("window/geometry", saveGeometry());
+  s.setValue("window/state", saveState());
+  engine_->stop();
+  QMainWindow::closeEvent(event);
 }
 
 }  // namespace qvl::ui

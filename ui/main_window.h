@@ -1,25 +1,98 @@
 #pragma once
+// qvl studio's window: the chat (transcript + composer) in the middle; docks for saved chats, generation settings,
+// throughput, kernels, the memory pool and the fused-versus-unfused comparison; the device, fusion and profile
+// toggles in the tool bar. Everything that runs the model goes through the EngineController (its own thread).
 #include <QMainWindow>
 
+#include "ui/chat_store.h"
+#include "ui/engine_types.h"
+
+class QAction;
+class QCheckBox;
+class QComboBox;
 class QLabel;
-class QPlainTextEdit;
+class QListWidget;
+class QMenu;
+class QProgressBar;
+class QToolButton;
 
 namespace qvl::ui {
 
-class ModelLoader;
+class ChatModel;
+class ChatView;
+class Composer;
+class EngineController;
+class FusionView;
+class GenerationSettings;
+class KernelView;
+class PoolView;
+class ThroughputView;
 
-// The studio's main window. For now: which model is open (checked on a worker thread) and which backends exist.
 class MainWindow : public QMainWindow {
   Q_OBJECT
 public:
-  explicit MainWindow(QWidget* parent = nullptr);
+  // `store_dir` empty: the app data folder's chats.
+  explicit MainWindow(const QString& store_dir = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
   void openModel(const QString& folder);
+  void newChat();
+  bool openChat(const QString& id);
+  void sendPrompt(const QString& text, const QStringList& images);
+  void regenerate();
+  void stop();
+
+  // For tests and scripts.
+  EngineController& engine() const { return *engine_; }
+  ChatModel& chat() const { return *chat_; }
+  Composer& composer() const { return *composer_; }
+  QString notice() const;
+
+signals:
+  void noticeShown(const QString& text);
+
+protected:
+  void closeEvent(QCloseEvent* event) override;
 
 private:
-  void chooseModel();
-  ModelLoader* loader_;
+  void build_actions();
+  void build_docks();
+  void connect_engine();
+  void show_notice(const QString& text, bool error);
+  void apply_model(const ModelInfo& info);
+  void update_controls();
+  void refresh_chat_list();
+  void save_chat();
+  void add_recent_model(const QString& folder);
+  void rebuild_recent_menu();
+  EngineSettings settings_from_toggles() const;
+  // The conversation as the engine's messages; `extra_user` (text and images) is appended as a new user turn.
+  ChatRequest request_for(const QList<ChatTurn>& turns, const ChatTurn* extra_user) const;
+  void start_answer(const QList<ChatTurn>& context);
+
+  EngineController* engine_;
+  ChatStore store_;
+  ChatModel* chat_;
+  ChatView* view_;
+  Composer* composer_;
+  GenerationSettings* settings_;
+  ThroughputView* throughput_;
+  KernelView* kernels_;
+  PoolView* pool_;
+  FusionView* fusion_;
+  QListWidget* chat_list_;
+  QLabel* notice_;
+  QToolButton* notice_close_;
   QLabel* model_label_;
-  QPlainTextEdit* details_;
+  QProgressBar* progress_;
+  QComboBox* device_;
+  QCheckBox* fusions_;
+  QCheckBox* sm61_;
+  QAction *regenerate_, *stop_, *new_chat_, *open_model_, *time_kernels_;
+  QMenu* recent_menu_;
+  QMenu* view_menu_;
+  QString pending_folder_;
+  qint64 capacity_mib_ = 0;
 };
 
 }  // namespace qvl::ui

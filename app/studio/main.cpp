@@ -1,9 +1,15 @@
-// qvl-studio: the desktop app.
+// qvl-studio: the desktop app. With --prompt it also sends a first message (and --screenshot saves the window
+// while the answer streams), which is how tools/screenshot-studio makes the README's picture.
 #include <QApplication>
+#include <QCommandLineParser>
+#include <QScreen>
 #include <QSettings>
+#include <QTimer>
 
 #include "core/paths.h"
 #include "qvl/version.h"
+#include "ui/composer.h"
+#include "ui/engine_controller.h"
 #include "ui/main_window.h"
 
 int main(int argc, char** argv) {
@@ -11,9 +17,56 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName("qvl");
   QApplication::setApplicationName("qvl-studio");
   QApplication::setApplicationVersion(QVL_VERSION);
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription("Chat about images with a Qwen3-VL model, and watch the GPU while it answers.");
+  cli.addHelpOption();
+  cli.addVersionOption();
+  const QCommandLineOption model({"m", "model"}, "Model folder (default: the last one, or the embedded demo model).", "DIR");
+  const QCommandLineOption prompt("prompt", "Send this message once the model is loaded.", "TEXT");
+  const QCommandLineOption image("image", "Attach this image to --prompt (repeatable).", "PATH");
+  const QCommandLineOption shot("screenshot", "Save the window as PNG while the answer streams, then quit.", "FILE");
+  const QCommandLineOption shot_tokens("screenshot-at-tokens", "Tokens into the answer to take it (default 40).", "N", "40");
+  cli.addOptions({model, prompt, image, shot, shot_tokens});
+  cli.process(app);
+
   qvl::ui::MainWindow window;
   const QString last = QSettings().value("model/last").toString();
-  window.openModel(last.isEmpty() ? QString::fromStdString(qvl::default_model_dir().string()) : last);
+  const QString folder = cli.isSet(model) ? cli.value(model)
+                         : last.isEmpty() ? QString::fromStdString(qvl::default_model_dir().string())
+                                          : last;
   window.show();
+  window.openModel(folder);
+
+  if (cli.isSet(prompt)) {
+    auto& engine = window.engine();
+    QObject::connect(&engine, &qvl::ui::EngineController::modelLoaded, &window, [&] {
+      window.composer().attach_files(cli.values(image));
+      // Send once the attachments are checked (they are decoded off the GUI thread).
+      auto* wait = new QTimer(&window);
+      QObject::connect(wait, &QTimer::timeout, &window, [&, wait] {
+        if (window.composer().pending_checks() > 0) return;
+        wait->deleteLater();
+        window.sendPrompt(cli.value(prompt), window.composer().image_paths());
+      });
+      wait->start(20);
+    }, Qt::SingleShotConnection);
+    QObject::connect(&engine, &qvl::ui::EngineController::modelFailed, &app, [](const QString&, const QString& error) {
+      qCritical("qvl-studio: %s", qPrintable(error));
+      QApplication::exit(1);
+    });
+    if (cli.isSet(shot)) {
+      const int at = cli.value(shot_tokens).toInt();
+      auto save = [&window, file = cli.value(shot)] {
+        const bool ok = window.grab().save(file);
+        if (!ok) qCritical("qvl-studio: cannot write %s", qPrintable(file));
+        QApplication::exit(ok ? 0 : 1);
+      };
+      QObject::connect(&engine, &qvl::ui::EngineController::perfUpdated, &window, [save, at](const qvl::ui::PerfSnapshot& s) {
+        if (s.tokens >= at) QTimer::singleShot(0, save);
+      });
+      QObject::connect(&engine, &qvl::ui::EngineController::answerFinished, &window, [save] { QTimer::singleShot(0, save); });
+    }
+  }
   return QApplication::exec();
 }

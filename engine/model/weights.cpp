@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <algorithm>
+
 namespace qvl {
 
 namespace {
@@ -7,15 +9,23 @@ namespace {
 struct Binder {
   const Checkpoint& ck;
   Backend& backend;
-  Tensor host(const std::string& name) const { return ck.tensor(name); }
-  Tensor get(const std::string& name) const { return backend.upload(ck.tensor(name)); }
+  const std::function<void(double)>& progress;
+  mutable uint64_t bytes_done = 0;
+  Tensor counted(Tensor t) const {
+    bytes_done += uint64_t(t.nbytes());
+    if (progress) progress(std::min(1.0, double(bytes_done) / double(std::max<uint64_t>(1, ck.total_bytes()))));
+    return t;
+  }
+  Tensor host(const std::string& name) const { return counted(ck.tensor(name)); }
+  Tensor get(const std::string& name) const { return backend.upload(host(name)); }
   LinearWeights linear(const std::string& p, bool bias) const {
     return {get(p + ".weight"), bias ? get(p + ".bias") : Tensor()};
   }
   NormWeights norm(const std::string& p, bool bias) const { return {get(p + ".weight"), bias ? get(p + ".bias") : Tensor()}; }
   // Rows [begin, end) of a linear layer (one of q/k/v inside a fused projection).
   LinearWeights linear_rows(const std::string& p, int64_t begin, int64_t end) const {
-    return {backend.upload(host(p + ".weight").slice_rows(begin, end)), backend.upload(host(p + ".bias").slice_rows(begin, end))};
+    return {backend.upload(counted(ck.tensor(p + ".weight").slice_rows(begin, end))),
+            backend.upload(counted(ck.tensor(p + ".bias").slice_rows(begin, end)))};
   }
   MergerWeights merger(const std::string& p) const {
     return {norm(p + ".norm", true), linear(p + ".linear_fc1", true), linear(p + ".linear_fc2", true)};
@@ -24,9 +34,9 @@ struct Binder {
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelFolder& model, Backend& backend) {
+ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std::function<void(double)>& progress) {
   const ModelConfig& c = model.config;
-  const Binder b{model.checkpoint, backend};
+  const Binder b{model.checkpoint, backend, progress};
   ModelWeights w;
 
   const std::string vis = "model.visual.";
@@ -61,6 +71,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend) {
   w.text.final_norm = b.norm(lm + "norm", false);
   // Tied checkpoints use the embedding as the output head even when an lm_head.weight is present (transformers).
   w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.get("lm_head.weight");
+  if (progress) progress(1.0);
   return w;
 }
 

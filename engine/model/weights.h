@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 // Qwen3-VL's weights, bound by name from a checkpoint and handed to a backend (upload). The structure mirrors the
 // Hugging Face module tree; q/k/v of a vision block are row slices of the fused qkv weight.
 #include <vector>
@@ -47,6 +48,8 @@ struct ModelWeights {
   TextWeights text;
 };
 
-ModelWeights bind_weights(const ModelFolder& model, Backend& backend);
+// progress(fraction) is called as the weights reach the backend (by bytes of the checkpoint), ending at 1.
+ModelWeights bind_weights(const ModelFolder& model, Backend& backend,
+                          const std::function<void(double)>& progress = {});
 
 }  // namespace qvl

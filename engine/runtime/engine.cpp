@@ -22,12 +22,22 @@ class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
       : options_(options), model_(ModelFolder::open(dir)), tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
+    preprocessor_ = with_token_budget(model_.preprocessor, options.image_min_tokens, options.image_max_tokens);
     place(options.device);
-    preprocessor_ = model_.preprocessor;
-    const int64_t per_token = preprocessor_.patch_size * preprocessor_.patch_size * preprocessor_.merge_size * preprocessor_.merge_size;
-    if (options.image_min_tokens > 0) preprocessor_.min_pixels = options.image_min_tokens * per_token;
-    if (options.image_max_tokens > 0) preprocessor_.max_pixels = options.image_max_tokens * per_token;
-    if (preprocessor_.max_pixels < preprocessor_.min_pixels) fail("image max tokens must not be below image min tokens");
+  }
+
+  void configure_gpu(const std::string& cuda_profile, std::size_t device_memory_limit) override {
+    const EngineOptions before = options_;
+    options_.cuda_profile = cuda_profile;
+    options_.device_memory_limit = device_memory_limit;
+    if (device_ != "cuda") return;
+    try {
+      place("cuda");
+    } catch (...) {
+      options_ = before;
+      throw;
+    }
+    if (profiler_) backend_->set_timing_sink(profiler_.get());
   }
 
   void set_device(const std::string& device) override {
@@ -61,7 +71,7 @@ private:
     if (device != "cpu" && cuda.usable && device_error_.empty()) {
       try {
         auto gpu = make_cuda_backend(0, options_.device_memory_limit, options_.cuda_profile);
-        ModelWeights weights = bind_weights(model_, *gpu);
+        ModelWeights weights = bind_weights(model_, *gpu, options_.load_progress);
         adopt(std::move(gpu), std::move(weights), "cuda", "");
         return;
       } catch (const std::exception& e) {
@@ -75,7 +85,7 @@ private:
       fallback = device_error_.empty() ? cuda.reason : "the GPU failed earlier: " + device_error_;
     }
     auto cpu = make_cpu_backend();
-    ModelWeights weights = bind_weights(model_, *cpu);
+    ModelWeights weights = bind_weights(model_, *cpu, options_.load_progress);
     adopt(std::move(cpu), std::move(weights), "cpu", fallback);
   }
   void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, const char* device, std::string fallback) {
@@ -98,9 +108,11 @@ private:
     auto t0 = Clock::now();
     std::vector<int64_t> tokens_per_image;
     std::vector<Tensor> image_patches;  // on the backend; a GPU cuts image i while the host resizes image i + 1
+    const PreprocessorConfig preprocessor =
+        with_token_budget(preprocessor_, request.image_min_tokens, request.image_max_tokens);
     for (const auto& image : request.images) {
-      const PreprocessedImage p = preprocess_image(image, preprocessor_);
-      tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor_.merge_size * preprocessor_.merge_size));
+      const PreprocessedImage p = preprocess_image(image, preprocessor);
+      tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor.merge_size * preprocessor.merge_size));
       result.image_grids.push_back(p.grid);
       image_patches.push_back(patches(*backend_, p));
     }
@@ -205,9 +217,12 @@ public:
   Fusions fusions() const override { return options_.fusions; }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const ModelFolder& model() const override { return model_; }
+  const PreprocessorConfig& image_preprocessor() const override { return preprocessor_; }
   std::string device() const override { return device_; }
   std::string backend_name() const override { return backend_->name(); }
   std::string fallback_reason() const override { return fallback_reason_; }
+  std::string device_error() const override { return device_error_; }
 
 private:
   static std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& logits, std::size_t k) {

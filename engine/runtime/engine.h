@@ -2,12 +2,14 @@
 // The engine facade: load a model folder onto a device, then generate answers for conversations with images.
 // Everything a caller (the CLI, the GUI's worker thread) needs goes through here.
 #include <atomic>
+#include <functional>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/backend.h"
+#include "io/model_folder.h"
 #include "model/fusions.h"
 #include "model/rope.h"
 #include "runtime/profiler.h"
@@ -25,6 +27,7 @@ struct EngineOptions {
   int64_t image_max_tokens = 0;
   std::size_t device_memory_limit = 0;  // bytes the GPU pool may take (0: no limit): "pretend this is a 2 GB card"
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
+  std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)
 };
@@ -36,6 +39,7 @@ struct GenerateRequest {
   SamplingOptions sampling;
   ChatTemplateOptions template_options;
   bool ignore_eos = false;  // benchmarks: always generate max_new_tokens
+  int64_t image_min_tokens = 0, image_max_tokens = 0;  // per-image token budget (0: the engine's)
   bool keep_first_step_logits = false;  // fill GenerateResult::first_step_logits (fused-vs-unfused comparisons)
 };
 
@@ -87,14 +91,23 @@ public:
   // cannot take it; the model then stays where it was. After a GPU fault (generate's error says so) "cpu" still works.
   virtual void set_device(const std::string& device) = 0;
 
+  // Reloads the weights on the GPU with another architecture profile ("auto", "sm61", "native") and pool limit
+  // (bytes, 0: none), between requests; a no-op for the settings while the model is on the CPU (they apply when it
+  // moves). Throws qvl::Error when the GPU cannot take it; the engine then keeps its previous settings and weights.
+  virtual void configure_gpu(const std::string& cuda_profile, std::size_t device_memory_limit) = 0;
+
   // Which fused ops the model uses from the next request on (between requests).
   virtual void set_fusions(const Fusions& fusions) = 0;
   virtual Fusions fusions() const = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
+  virtual const ModelFolder& model() const = 0;
+  // The image preprocessing the engine applies (the model's, with EngineOptions' token budget).
+  virtual const PreprocessorConfig& image_preprocessor() const = 0;
   virtual std::string device() const = 0;           // "cpu" or "cuda"
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
+  virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
 };
 
 }  // namespace qvl

@@ -107,6 +107,15 @@ RgbImage resize_bicubic_antialiased(const RgbImage& in, int64_t height, int64_t 
   return out;
 }
 
+PreprocessorConfig with_token_budget(PreprocessorConfig p, int64_t min_tokens, int64_t max_tokens) {
+  if (min_tokens < 0 || max_tokens < 0) fail("image min/max tokens must not be negative");
+  const int64_t per_token = p.patch_size * p.patch_size * p.merge_size * p.merge_size;
+  if (min_tokens > 0) p.min_pixels = min_tokens * per_token;
+  if (max_tokens > 0) p.max_pixels = max_tokens * per_token;
+  if (p.max_pixels < p.min_pixels) fail("image max tokens must not be below image min tokens");
+  return p;
+}
+
 int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& p) {
   const auto [h, w] = smart_resize(height, width, p.patch_size * p.merge_size, p.min_pixels, p.max_pixels);
   return (h / p.patch_size) * (w / p.patch_size) / (p.merge_size * p.merge_size);

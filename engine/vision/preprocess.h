@@ -37,6 +37,9 @@ Tensor patches(Backend& backend, const PreprocessedImage& image);
 // The vision tower's input: the images' patches, rows one after another (one image: its tensor as is).
 Tensor stack_rows(Backend& backend, const std::vector<Tensor>& parts);
 
+// The config with its pixel budget set from token counts (0: keep the config's bound); throws when max < min.
+PreprocessorConfig with_token_budget(PreprocessorConfig config, int64_t min_tokens, int64_t max_tokens);
+
 // Merged tokens an image of this size costs in the prompt.
 int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& config);
 

@@ -1,0 +1,326 @@
+// qvl-studio under the offscreen platform, driven like a user: full turns with the demo model (streamed text in the
+// view), stop, regenerate, the device and fusion toggles, a corrupt image, pasted and dropped images, saving and
+// reopening chats, the fusion comparison, a bad model folder, and a GUI thread that stays responsive throughout.
+#include <QCheckBox>
+#include <QClipboard>
+#include <QComboBox>
+#include <QDir>
+#include <QDropEvent>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QListWidget>
+#include <QMimeData>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QUrl>
+
+#include "backend/cuda_plugin.h"
+#include "ui/chat_model.h"
+#include "ui/chat_view.h"
+#include "ui/composer.h"
+#include "ui/engine_controller.h"
+#include "ui/fusion_view.h"
+#include "ui/kernel_view.h"
+#include "ui/main_window.h"
+
+using namespace qvl::ui;
+
+namespace {
+
+// A file manager's drag: enter, then drop.
+void drop_onto(QWidget* target, const QMimeData& mime) {
+  QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(target, &enter);
+  QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+  QApplication::sendEvent(target, &drop);
+}
+
+QString resources() { return qEnvironmentVariable("QVL_RESOURCE_DIR"); }
+QString demo_model() { return resources() + "/models/demo-tiny"; }
+QString shapes_image() { return QString(QVL_SOURCE_DIR) + "/resources/samples/shapes.png"; }
+
+}  // namespace
+
+class StudioTest : public QObject {
+  Q_OBJECT
+
+private:
+  std::unique_ptr<QTemporaryDir> store_;
+  std::unique_ptr<MainWindow> window_;
+
+  MainWindow& window() { return *window_; }
+  template <typename T> T* child(const char* name) {
+    T* w = window_->findChild<T*>(name);
+    if (!w) qFatal("no child %s", name);
+    return w;
+  }
+  void set_max_new_tokens(int n) { child<QSpinBox>("max_new_tokens")->setValue(n); }
+  void set_greedy() { child<QCheckBox>("sample")->setChecked(false); }
+  bool idle() { return window().engine().hasModel() && !window().engine().busy(); }
+  // Sends and waits for the answer; returns it.
+  Answer send(const QString& text, const QStringList& images = {}) {
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    window().sendPrompt(text, images);
+    if (!finished.wait(60000)) qFatal("no answer within 60 s");
+    return finished.first().first().value<Answer>();
+  }
+  const ChatTurn& last_turn() { return window().chat().conversation().turns.last(); }
+
+private slots:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);
+    QCoreApplication::setOrganizationName("qvl-test");
+    QCoreApplication::setApplicationName("qvl-studio-test");
+    QVERIFY2(QFile::exists(demo_model() + "/config.json"), qPrintable("no demo model at " + demo_model()));
+  }
+
+  void init() {
+    QSettings().clear();
+    store_ = std::make_unique<QTemporaryDir>();
+    window_ = std::make_unique<MainWindow>(store_->path());
+    window_->show();
+    window_->openModel(demo_model());
+    QTRY_VERIFY_WITH_TIMEOUT(idle(), 30000);
+    QCOMPARE(window().engine().model().device, QString("cpu"));
+    set_greedy();
+  }
+
+  void cleanup() {
+    window_.reset();  // stops and joins the engine thread
+    store_.reset();
+  }
+
+  void aFullTurnStreamsIntoTheView() {
+    set_max_new_tokens(40);
+    QSignalSpy pieces(&window().engine(), &EngineController::textArrived);
+    QSignalSpy perf(&window().engine(), &EngineController::perfUpdated);
+    const Answer answer = send("What shapes do you see?", {shapes_image()});
+    QCOMPARE(answer.timing.generated_tokens <= 40, true);
+    QVERIFY2(pieces.count() >= 1, "no text reached the view while the answer streamed");
+    QCOMPARE(window().chat().rowCount(), 2);
+    QCOMPARE(last_turn().role, QString("assistant"));
+    QCOMPARE(last_turn().text, answer.text);  // the streamed pieces add up to the engine's answer
+    QVERIFY(!answer.text.isEmpty());
+    QVERIFY2(last_turn().stats.contains(QString("%1 tokens").arg(answer.timing.generated_tokens)), qPrintable(last_turn().stats));
+    QCOMPARE(window().chat().conversation().turns.first().images, QStringList{shapes_image()});
+    // The live views got the answer's numbers: the kernels that ran and a final snapshot with every token.
+    QVERIFY(perf.count() >= 1);
+    const PerfSnapshot final_snapshot = perf.last().first().value<PerfSnapshot>();
+    QVERIFY(final_snapshot.final);
+    QCOMPARE(final_snapshot.tokens, answer.timing.generated_tokens);
+    QCOMPARE(final_snapshot.prompt_tokens, answer.timing.prompt_tokens);
+    const auto& kernels = window().findChild<KernelView*>()->table().kernels();
+    QVERIFY(!kernels.empty());
+    QVERIFY(std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.name.rfind("attention", 0) == 0; }));
+  }
+
+  void enterSendsAndShiftEnterBreaksTheLine() {
+    set_max_new_tokens(4);
+    auto* prompt = child<PromptEdit>("prompt");
+    prompt->setFocus();
+    QTest::keyClicks(prompt, "first line");
+    QTest::keyClick(prompt, Qt::Key_Return, Qt::ShiftModifier);
+    QTest::keyClicks(prompt, "second line");
+    QCOMPARE(prompt->toPlainText(), QString("first line\nsecond line"));
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::keyClick(prompt, Qt::Key_Return);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(window().chat().conversation().turns.first().text, QString("first line\nsecond line"));
+    QVERIFY(prompt->toPlainText().isEmpty());
+  }
+
+  void escapeStopsTheAnswer() {
+    set_max_new_tokens(4000);
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QSignalSpy perf(&window().engine(), &EngineController::perfUpdated);
+    window().sendPrompt("Tell me a very long story.", {});
+    QVERIFY(perf.wait(30000));  // tokens are flowing
+    QTest::keyClick(&window(), Qt::Key_Escape);
+    QVERIFY(finished.wait(30000));
+    const Answer a = finished.first().first().value<Answer>();
+    QCOMPARE(a.stop_reason, QString("cancelled"));
+    QVERIFY(a.timing.generated_tokens < 4000);
+    QVERIFY(last_turn().stats.contains("stopped"));
+    QVERIFY(idle());
+    QVERIFY(child<QPushButton>("send")->text() == "Send");
+  }
+
+  void regenerateReplacesTheLastAnswer() {
+    set_max_new_tokens(16);
+    const Answer first = send("Describe the picture.", {shapes_image()});
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    window().regenerate();
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(window().chat().rowCount(), 2);  // replaced, not appended
+    // Greedy: the same context gives the same answer, so the request was rebuilt exactly (image included).
+    QCOMPARE(last_turn().text, first.text);
+  }
+
+  void fusionToggleChangesTheOpsNotTheAnswer() {
+    set_max_new_tokens(12);
+    const Answer fused = send("Which colours are there?", {shapes_image()});
+    QSignalSpy changed(&window().engine(), &EngineController::deviceChanged);
+    child<QCheckBox>("fusions")->setChecked(false);
+    QVERIFY(changed.wait(10000));
+    QVERIFY(window().engine().model().fusions.isEmpty());
+    window().newChat();
+    const Answer unfused = send("Which colours are there?", {shapes_image()});
+    QCOMPARE(unfused.text, fused.text);
+    const auto& kernels = window().findChild<KernelView*>()->table().kernels();
+    QVERIFY(std::none_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.name.rfind("add+rms_norm", 0) == 0; }));
+    child<QCheckBox>("fusions")->setChecked(true);
+    QVERIFY(changed.wait(10000));
+    QCOMPARE(window().engine().model().fusions, QStringList{"add+rms_norm"});
+  }
+
+  void deviceToggleSwitchesOrSaysWhyItCannot() {
+    auto* device = child<QComboBox>("device");
+    if (!qvl::cuda_plugin().usable) {
+      qInfo("no usable GPU here (%s): checking that the toggle is disabled and says why", qvl::cuda_plugin().reason.c_str());
+      QVERIFY(!device->isEnabled());
+      QVERIFY2(device->toolTip().contains(QString::fromStdString(qvl::cuda_plugin().reason)), qPrintable(device->toolTip()));
+      QVERIFY(!child<QCheckBox>("sm61")->isEnabled());
+      return;
+    }
+    set_max_new_tokens(8);
+    const Answer on_cpu = send("Count the shapes.", {shapes_image()});
+    QSignalSpy changed(&window().engine(), &EngineController::deviceChanged);
+    device->setCurrentIndex(1);
+    emit device->activated(1);
+    QVERIFY(changed.wait(30000));
+    QCOMPARE(window().engine().model().device, QString("cuda"));
+    window().newChat();
+    const Answer on_gpu = send("Count the shapes.", {shapes_image()});
+    QCOMPARE(on_gpu.device, QString("cuda"));
+    QCOMPARE(on_gpu.timing.generated_tokens, on_cpu.timing.generated_tokens);
+    device->setCurrentIndex(0);
+    emit device->activated(0);
+    QVERIFY(changed.wait(30000));
+    QCOMPARE(window().engine().model().device, QString("cpu"));
+  }
+
+  void aCorruptImageIsRefusedWithItsNameAndTheAppGoesOn() {
+    const QString bad = store_->filePath("broken.png");
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("\x89PNG\r\n\x1a\n this is not really a png");
+    }
+    QSignalSpy shown(&window(), &MainWindow::noticeShown);
+    // Dropped onto the composer, as a file manager would.
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(bad)});
+    drop_onto(&window().composer(), mime);
+    QVERIFY(shown.wait(10000));
+    QVERIFY2(window().notice().contains("broken.png"), qPrintable(window().notice()));
+    QVERIFY(window().composer().image_paths().isEmpty());
+    set_max_new_tokens(4);
+    QVERIFY(!send("Still there?").text.isEmpty());
+  }
+
+  void pastedAndDroppedImagesBecomeAttachmentsWithTheirCost() {
+    QImage image(320, 200, QImage::Format_RGB32);
+    image.fill(Qt::darkGreen);
+    QApplication::clipboard()->setImage(image);
+    auto* prompt = child<PromptEdit>("prompt");
+    prompt->setFocus();
+    QTest::keyClick(prompt, Qt::Key_V, Qt::ControlModifier);  // paste
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 10000);
+    QMimeData dropped;
+    dropped.setUrls({QUrl::fromLocalFile(shapes_image())});
+    drop_onto(&window().composer(), dropped);
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(2), 10000);
+    const QString pasted_path = window().composer().image_paths().first();
+    QVERIFY(pasted_path.endsWith(".png"));
+    QCOMPARE(QImage(pasted_path).size(), QSize(320, 200));
+    // Each chip states its resized size and token cost, computed like the engine's preprocessing.
+    const auto chips = window().composer().findChildren<AttachmentChip*>();
+    QCOMPARE(chips.size(), qsizetype(2));
+    for (auto* chip : chips) {
+      const auto labels = chip->findChildren<QLabel*>();
+      QVERIFY(std::any_of(labels.begin(), labels.end(), [](QLabel* l) { return l->text().contains("image tokens"); }));
+    }
+    set_max_new_tokens(4);
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(window().chat().conversation().turns.first().images.size(), qsizetype(2));
+  }
+
+  void chatsAreSavedAndReopened() {
+    set_max_new_tokens(8);
+    const Answer a = send("Remember this.", {shapes_image()});
+    auto* list = child<QListWidget>("chat_list");
+    QCOMPARE(list->count(), 1);
+    const QString id = list->item(0)->data(Qt::UserRole).toString();
+    QFile file(store_->path() + "/" + id + ".json");
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QVERIFY(QJsonDocument::fromJson(file.readAll()).isObject());
+    QCOMPARE(QDir(store_->path()).entryList({"*.json"}, QDir::Files).size(), qsizetype(1));  // no temporary left over
+    window().newChat();
+    QCOMPARE(window().chat().rowCount(), 0);
+    QVERIFY(window().openChat(id));
+    QCOMPARE(window().chat().rowCount(), 2);
+    QCOMPARE(last_turn().text, a.text);
+    QCOMPARE(window().chat().conversation().turns.first().text, QString("Remember this."));
+    // Going on in the reopened chat saves into the same file.
+    send("And this.");
+    QCOMPARE(list->count(), 1);
+    QCOMPARE(window().chat().rowCount(), 4);
+  }
+
+  void fusedAndUnfusedAreComparedSideBySide() {
+    set_max_new_tokens(6);
+    child<PromptEdit>("prompt")->setPlainText("What is in the image?");
+    window().composer().attach_files({shapes_image()});
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 10000);
+    auto* view = window().findChild<FusionView*>();
+    QSignalSpy done(&window().engine(), &EngineController::fusionCompared);
+    QTest::mouseClick(child<QPushButton>("compare_fusion"), Qt::LeftButton);
+    QVERIFY(done.wait(60000));
+    QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
+    QVERIFY(view->verdict().contains("identical"));
+    QVERIFY(view->kernel_rows() > 3);
+    QCOMPARE(window().engine().model().fusions, QStringList{"add+rms_norm"});  // left as it was
+  }
+
+  void aBadModelFolderIsExplained() {
+    QTemporaryDir empty;
+    QSignalSpy failed(&window().engine(), &EngineController::modelFailed);
+    window().openModel(empty.path());
+    QVERIFY(failed.wait(10000));
+    QVERIFY2(window().notice().contains(empty.path()), qPrintable(window().notice()));
+    QVERIFY2(window().notice().contains("config.json"), qPrintable(window().notice()));
+    QVERIFY(!child<QPushButton>("send")->isEnabled());
+  }
+
+  void theGuiThreadStaysResponsiveWhileTheModelAnswers() {
+    set_max_new_tokens(300);
+    QElapsedTimer clock;
+    qint64 last = 0, worst = 0;
+    QTimer heartbeat;
+    heartbeat.setInterval(5);
+    connect(&heartbeat, &QTimer::timeout, this, [&] {
+      const qint64 now = clock.elapsed();
+      worst = std::max(worst, now - last);
+      last = now;
+    });
+    clock.start();
+    heartbeat.start();
+    const Answer a = send("Write as much as you can about the picture.", {shapes_image()});
+    heartbeat.stop();
+    qInfo("heartbeat: worst gap %lld ms over %lld ms of generation (%lld tokens)", worst, clock.elapsed(),
+          (long long)a.timing.generated_tokens);
+    QVERIFY2(worst <= 50, qPrintable(QString("the GUI thread was blocked for %1 ms").arg(worst)));
+  }
+};
+
+QTEST_MAIN(StudioTest)
+#include "studio_test.moc"

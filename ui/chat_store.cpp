@@ -1,0 +1,94 @@
+#include "ui/chat_store.h"
+
+#include <QBuffer>
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QSaveFile>
+#include <QStandardPaths>
+#include <QUuid>
+#include <algorithm>
+
+namespace qvl::ui {
+
+ChatStore::ChatStore(QString dir)
+    : dir_(dir.isEmpty() ? QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + "/chats" : std::move(dir)) {}
+
+QString ChatStore::path_of(const QString& id) const { return dir_ + "/" + id + ".json"; }
+
+bool ChatStore::save(Conversation& chat, QString* error) {
+  if (!QDir().mkpath(dir_)) {
+    if (error) *error = "cannot create the folder " + dir_;
+    return false;
+  }
+  if (chat.id.isEmpty()) chat.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
+  if (chat.title.isEmpty()) chat.title = chat.derived_title();
+  chat.updated = QDateTime::currentDateTimeUtc();
+  QSaveFile file(path_of(chat.id));
+  if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(chat.to_json()).toJson()) < 0 || !file.commit()) {
+    if (error) *error = "cannot write " + file.fileName() + ": " + file.errorString();
+    return false;
+  }
+  return true;
+}
+
+std::optional<Conversation> ChatStore::load(const QString& id, QString* error) const {
+  QFile file(path_of(id));
+  if (!file.open(QIODevice::ReadOnly)) {
+    if (error) *error = "cannot read " + file.fileName() + ": " + file.errorString();
+    return std::nullopt;
+  }
+  QJsonParseError parse;
+  const QJsonDocument doc = QJsonDocument::fromJson(file.readAll(), &parse);
+  if (!doc.isObject()) {
+    if (error) *error = file.fileName() + ": " + (parse.error ? parse.errorString() : QString("not a JSON object"));
+    return std::nullopt;
+  }
+  QString why;
+  auto chat = Conversation::from_json(doc.object(), &why);
+  if (!chat && error) *error = file.fileName() + ": " + why;
+  if (chat) chat->id = id;
+  return chat;
+}
+
+bool ChatStore::remove(const QString& id) { return QFile::remove(path_of(id)); }
+
+QList<ChatListing> ChatStore::list() const {
+  QList<ChatListing> out;
+  const QDir dir(dir_);
+  for (const QFileInfo& f : dir.entryInfoList({"*.json"}, QDir::Files)) {
+    ChatListing l{f.completeBaseName(), f.completeBaseName(), f.lastModified().toUTC()};
+    QFile file(f.filePath());
+    if (file.open(QIODevice::ReadOnly)) {
+      const QJsonObject o = QJsonDocument::fromJson(file.readAll()).object();
+      if (!o.value("title").toString().isEmpty()) l.title = o.value("title").toString();
+      const QDateTime updated = QDateTime::fromString(o.value("updated").toString(), Qt::ISODateWithMs);
+      if (updated.isValid()) l.updated = updated;
+    }
+    out.append(l);
+  }
+  std::sort(out.begin(), out.end(), [](const ChatListing& a, const ChatListing& b) { return a.updated > b.updated; });
+  return out;
+}
+
+QString ChatStore::save_attachment(const QImage& image, QString* error) {
+  const QString folder = dir_ + "/attachments";
+  QDir().mkpath(folder);
+  QByteArray png;
+  {
+    QBuffer buffer(&png);
+    buffer.open(QIODevice::WriteOnly);
+    image.save(&buffer, "PNG");
+  }
+  const QString path =
+      folder + "/" + QCryptographicHash::hash(png, QCryptographicHash::Sha1).toHex().left(16) + ".png";
+  QSaveFile file(path);
+  if (png.isEmpty() || !file.open(QIODevice::WriteOnly) || file.write(png) < 0 || !file.commit()) {
+    if (error) *error = "cannot write the pasted image to " + path;
+    return {};
+  }
+  return path;
+}
+
+}  // namespace qvl::ui

@@ -1,0 +1,38 @@
+#pragma once
+// Chats on disk: one JSON file per chat in a folder (the app data folder's "chats"), each written atomically
+// (QSaveFile: a crash mid-write leaves the previous version), and pasted images kept beside them.
+#include <QImage>
+#include <QList>
+#include <QString>
+#include <optional>
+
+#include "ui/conversation.h"
+
+namespace qvl::ui {
+
+struct ChatListing {
+  QString id, title;
+  QDateTime updated;
+};
+
+class ChatStore {
+public:
+  // `dir` empty: <AppDataLocation>/chats.
+  explicit ChatStore(QString dir = {});
+  const QString& dir() const { return dir_; }
+
+  // Gives the chat an id if it has none, stamps `updated`, and writes it; false with the reason on failure.
+  bool save(Conversation& chat, QString* error);
+  std::optional<Conversation> load(const QString& id, QString* error) const;
+  bool remove(const QString& id);
+  // Newest first. Unreadable files are listed with their file name as the title (load() then says why).
+  QList<ChatListing> list() const;
+  // Writes a pasted image as PNG under attachments/ (named by its content) and returns the path.
+  QString save_attachment(const QImage& image, QString* error);
+
+private:
+  QString path_of(const QString& id) const;
+  QString dir_;
+};
+
+}  // namespace qvl::ui

@@ -1,0 +1,181 @@
+#include "ui/chat_view.h"
+
+#include <QAbstractTextDocumentLayout>
+#include <QApplication>
+#include <QClipboard>
+#include <QContextMenuEvent>
+#include <QFileInfo>
+#include <QMenu>
+#include <QPainter>
+#include <QPixmapCache>
+#include <QScrollBar>
+
+#include "ui/chat_model.h"
+
+namespace qvl::ui {
+
+namespace {
+constexpr int kMargin = 10, kPadding = 12, kHeader = 20, kThumb = 72, kFooter = 18;
+
+QPixmap thumbnail(const QString& path) {
+  QPixmap p;
+  const QString key = "thumb:" + path;
+  if (!QPixmapCache::find(key, &p)) {
+    p = QPixmap(path);
+    if (!p.isNull()) p = p.scaledToHeight(kThumb, Qt::SmoothTransformation);
+    QPixmapCache::insert(key, p);
+  }
+  return p;
+}
+}  // namespace
+
+MessageDelegate::MessageDelegate(QListView* view) : QStyledItemDelegate(view), view_(view) {}
+
+int MessageDelegate::card_width() const { return std::max(200, view_->viewport()->width() - 2 * kMargin); }
+
+QTextDocument& MessageDelegate::document(const QModelIndex& index, int width) const {
+  const QString text = index.data(Qt::DisplayRole).toString();
+  Layout& l = cache_[index.row()];
+  if (!l.doc || l.text != text || l.width != width) {
+    if (!l.doc || l.text != text) {
+      l.doc = std::make_shared<QTextDocument>();
+      l.doc->setDefaultFont(view_->font());
+      if (index.data(ChatModel::RoleRole).toString() == "assistant" && !index.data(ChatModel::FailedRole).toBool())
+        l.doc->setMarkdown(text);
+      else
+        l.doc->setPlainText(text);
+      l.text = text;
+    }
+    l.doc->setTextWidth(width);
+    l.width = width;
+  }
+  return *l.doc;
+}
+
+void MessageDelegate::forget(int row) const { cache_.remove(row); }
+void MessageDelegate::forget_all() const { cache_.clear(); }
+
+QSize MessageDelegate::sizeHint(const QStyleOptionViewItem&, const QModelIndex& index) const {
+  const int width = card_width();
+  int h = kPadding + kHeader + int(document(index, width - 2 * kPadding).size().height()) + kPadding;
+  if (!index.data(ChatModel::ImagesRole).toStringList().isEmpty()) h += kThumb + 6;
+  if (!index.data(ChatModel::StatsRole).toString().isEmpty()) h += kFooter;
+  return {width + 2 * kMargin, h + kMargin};
+}
+
+void MessageDelegate::paint(QPainter* p, const QStyleOptionViewItem& option, const QModelIndex& index) const {
+  p->save();
+  const bool user = index.data(ChatModel::RoleRole).toString() == "user";
+  const bool failed = index.data(ChatModel::FailedRole).toBool();
+  const QPalette& pal = option.palette;
+  QRect card = option.rect.adjusted(kMargin, kMargin / 2, -kMargin, -kMargin / 2);
+  QColor fill = user ? pal.color(QPalette::AlternateBase) : pal.color(QPalette::Base);
+  if (failed) fill = QColor(255, 235, 235);
+  p->setRenderHint(QPainter::Antialiasing);
+  p->setPen(option.state & QStyle::State_Selected ? pal.color(QPalette::Highlight) : pal.color(QPalette::Mid));
+  p->setBrush(fill);
+  p->drawRoundedRect(card, 8, 8);
+
+  int y = card.top() + kPadding;
+  QFont bold = option.font;
+  bold.setBold(true);
+  p->setFont(bold);
+  p->setPen(pal.color(QPalette::Text));
+  QString who = user ? "You" : "Assistant";
+  if (index.data(ChatModel::StreamingRole).toBool()) who += "  ·  answering…";
+  p->drawText(QRect(card.left() + kPadding, y, card.width() - 2 * kPadding, kHeader), Qt::AlignLeft | Qt::AlignVCenter, who);
+  y += kHeader;
+
+  const QStringList images = index.data(ChatModel::ImagesRole).toStringList();
+  if (!images.isEmpty()) {
+    int x = card.left() + kPadding;
+    for (const QString& path : images) {
+      const QPixmap thumb = thumbnail(path);
+      if (thumb.isNull()) {
+        p->drawText(QRect(x, y, 140, kThumb), Qt::AlignCenter | Qt::TextWordWrap, QFileInfo(path).fileName() + "\n(missing)");
+        x += 146;
+      } else {
+        p->drawPixmap(x, y, thumb);
+        x += thumb.width() + 6;
+      }
+    }
+    y += kThumb + 6;
+  }
+
+  QTextDocument& doc = document(index, card.width() - 2 * kPadding);
+  p->translate(card.left() + kPadding, y);
+  QAbstractTextDocumentLayout::PaintContext ctx;
+  ctx.palette = pal;
+  ctx.palette.setColor(QPalette::Text, failed ? QColor(150, 0, 0) : pal.color(QPalette::Text));
+  doc.documentLayout()->draw(p, ctx);
+  p->translate(-(card.left() + kPadding), -y);
+  y += int(doc.size().height());
+
+  const QString stats = index.data(ChatModel::StatsRole).toString();
+  if (!stats.isEmpty()) {
+    QFont small = option.font;
+    small.setPointSizeF(small.pointSizeF() * 0.85);
+    p->setFont(small);
+    p->setPen(pal.color(QPalette::PlaceholderText));
+    p->drawText(QRect(card.left() + kPadding, y, card.width() - 2 * kPadding, kFooter), Qt::AlignLeft | Qt::AlignVCenter, stats);
+  }
+  p->restore();
+}
+
+ChatView::ChatView(QWidget* parent) : QListView(parent), delegate_(new MessageDelegate(this)) {
+  setItemDelegate(delegate_);
+  setVerticalScrollMode(QAbstractItemView::ScrollPerPixel);
+  setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  setSelectionMode(QAbstractItemView::SingleSelection);
+  setResizeMode(QListView::Adjust);
+  setUniformItemSizes(false);
+  setFrameShape(QFrame::NoFrame);
+  verticalScrollBar()->setSingleStep(24);
+  connect(verticalScrollBar(), &QScrollBar::valueChanged, this,
+          [this](int v) { follow_ = v >= verticalScrollBar()->maximum() - 4; });
+  connect(verticalScrollBar(), &QScrollBar::rangeChanged, this, [this](int, int max) {
+    if (follow_) verticalScrollBar()->setValue(max);
+  });
+}
+
+void ChatView::setModel(QAbstractItemModel* model) {
+  QListView::setModel(model);
+  connect(model, &QAbstractItemModel::modelReset, this, [this] {
+    delegate_->forget_all();
+    follow_ = true;
+  });
+  connect(model, &QAbstractItemModel::rowsRemoved, this, [this] { delegate_->forget_all(); });
+  connect(model, &QAbstractItemModel::rowsInserted, this, [this] { follow_ = true; });
+  connect(model, &QAbstractItemModel::dataChanged, this, [this](const QModelIndex& first) {
+    emit delegate_->sizeHintChanged(first);  // the answer grew: lay the rows out again (others come from the cache)
+  });
+}
+
+void ChatView::copy_current() {
+  const QModelIndex i = currentIndex();
+  if (i.isValid()) QApplication::clipboard()->setText(i.data(Qt::DisplayRole).toString());
+}
+
+void ChatView::contextMenuEvent(QContextMenuEvent* event) {
+  const QModelIndex i = indexAt(event->pos());
+  if (!i.isValid()) return;
+  setCurrentIndex(i);
+  QMenu menu(this);
+  menu.addAction("Copy message", this, &ChatView::copy_current);
+  menu.exec(event->globalPos());
+}
+
+void ChatView::keyPressEvent(QKeyEvent* event) {
+  if (event->matches(QKeySequence::Copy)) {
+    copy_current();
+    return;
+  }
+  QListView::keyPressEvent(event);
+}
+
+void ChatView::resizeEvent(QResizeEvent* event) {
+  QListView::resizeEvent(event);
+  scheduleDelayedItemsLayout();  // the cards' text wraps at the new width
+}
+
+}  // namespace qvl::ui

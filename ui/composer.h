@@ -1,0 +1,94 @@
+#pragma once
+// Where the user writes: the prompt box (Enter sends, Shift+Enter breaks the line), the attached images (by button,
+// drag-and-drop or paste), each with its thumbnail, resized size and token cost, and the Send/Stop button.
+// Images are decoded off the GUI thread with the engine's own loader, so a corrupt file is refused with its reason
+// before it can reach a request.
+#include <QFrame>
+#include <QPlainTextEdit>
+#include <QWidget>
+
+#include "io/model_config.h"
+
+class QHBoxLayout;
+class QLabel;
+class QPushButton;
+class QToolButton;
+
+namespace qvl::ui {
+
+class PromptEdit : public QPlainTextEdit {
+  Q_OBJECT
+public:
+  explicit PromptEdit(QWidget* parent = nullptr);
+signals:
+  void submit();
+  void imagePasted(const QImage& image);
+  void filesDropped(const QStringList& paths);
+
+protected:
+  void keyPressEvent(QKeyEvent* event) override;
+  bool canInsertFromMimeData(const QMimeData* source) const override;
+  void insertFromMimeData(const QMimeData* source) override;
+};
+
+struct Attachment {
+  QString path;
+  int width = 0, height = 0;  // as decoded (EXIF orientation applied)
+};
+
+class AttachmentChip : public QFrame {
+  Q_OBJECT
+public:
+  AttachmentChip(const Attachment& a, QWidget* parent = nullptr);
+  const Attachment& attachment() const { return a_; }
+  void set_cost(const PreprocessorConfig& preprocessor);
+signals:
+  void removeRequested(AttachmentChip* chip);
+
+private:
+  Attachment a_;
+  QLabel* info_;
+};
+
+class Composer : public QWidget {
+  Q_OBJECT
+public:
+  explicit Composer(QWidget* parent = nullptr);
+
+  QString text() const;
+  QStringList image_paths() const;
+  void clear();
+  void set_busy(bool busy);    // Send becomes Stop
+  void set_can_send(bool on);  // no model: nothing to send to
+  void set_preprocessor(const PreprocessorConfig& preprocessor);  // for the token costs shown on the chips
+  void attach_files(const QStringList& paths);
+  void attach_image(const QImage& image);  // pasted: written to the chat store's attachments first
+  PromptEdit* editor() const { return edit_; }
+  int pending_checks() const { return pending_; }
+
+signals:
+  void sendRequested(const QString& text, const QStringList& images);
+  void stopRequested();
+  void attachmentRejected(const QString& message);
+  void attachmentsChanged();
+
+protected:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
+
+private:
+  void add_chip(const Attachment& a);
+  void send_or_stop();
+
+  PromptEdit* edit_;
+  QWidget* strip_;
+  QHBoxLayout* strip_layout_;
+  QPushButton* send_;
+  QToolButton* attach_;
+  QList<AttachmentChip*> chips_;
+  PreprocessorConfig preprocessor_;
+  bool busy_ = false, can_send_ = false;
+  int pending_ = 0;  // images still being checked
+};
+
+}  // namespace qvl::ui

@@ -1,0 +1,66 @@
+#pragma once
+// Plain values that cross from the engine's worker thread to the GUI thread (queued signals copy them).
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/fusion_comparison.h"
+
+namespace qvl::ui {
+
+// What is open and where it runs.
+struct ModelInfo {
+  QString folder, summary;
+  bool demo = false;                         // the embedded demo model (random weights)
+  QString device, backend, fallback_reason;  // "cpu"/"cuda", e.g. "cpu (avx512)", why "auto" did not get the GPU
+  bool cuda_usable = false;
+  QString cuda_reason;   // why the GPU cannot be used at all (empty when it can)
+  QString device_error;  // the GPU failed during this session and cannot be used again
+  QStringList fusions;  // the fused ops in use
+  PreprocessorConfig preprocessor;  // image token costs
+  GenerationConfig generation;      // the model's sampling defaults
+};
+
+// How to load a model (the GUI's toggles).
+struct EngineSettings {
+  QString device = "auto";        // "auto", "cpu" or "cuda"
+  QString cuda_profile = "auto";  // "auto", "sm61" or "native"
+  qint64 memory_limit_mib = 0;    // GPU pool cap (0: none), to behave like a smaller card
+  bool fusions = true;
+};
+
+// One request: the conversation so far (text items and image placeholders) and the images' files, which the worker
+// decodes (so a bad file fails the request with its name, off the GUI thread).
+struct ChatRequest {
+  quint64 id = 0;
+  GenerateRequest request;  // images empty: filled from image_paths by the worker
+  QStringList image_paths;
+};
+
+// Live numbers of the answer in progress (at most ~30 per second) and of a finished one (final = true).
+struct PerfSnapshot {
+  quint64 request_id = 0;
+  bool final = false;
+  std::vector<KernelSummary> kernels;  // this answer's kernels by total time (empty when timing is off)
+  MemoryReport memory;                 // with the segment map
+  std::vector<double> step_ms;         // wall time of each token since the previous snapshot
+  qint64 tokens = 0, prompt_tokens = 0;
+  double ttft_ms = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+};
+
+struct Answer {
+  quint64 id = 0;
+  QString text, stop_reason, device;
+  GenerateTiming timing;
+};
+
+}  // namespace qvl::ui
+
+Q_DECLARE_METATYPE(qvl::ui::ModelInfo)
+Q_DECLARE_METATYPE(qvl::ui::EngineSettings)
+Q_DECLARE_METATYPE(qvl::ui::ChatRequest)
+Q_DECLARE_METATYPE(qvl::ui::PerfSnapshot)
+Q_DECLARE_METATYPE(qvl::ui::Answer)
+Q_DECLARE_METATYPE(qvl::FusionComparison)

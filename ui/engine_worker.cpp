@@ -1,0 +1,190 @@
+#include "ui/engine_worker.h"
+
+#include <QElapsedTimer>
+#include <vector>
+
+#include "backend/cuda_plugin.h"
+#include "core/paths.h"
+#include "vision/image.h"
+
+namespace qvl::ui {
+
+namespace {
+
+constexpr qint64 kSnapshotIntervalMs = 33;  // live views need no more than ~30 updates a second
+
+QString summarise(const ModelFolder& m) {
+  const auto& t = m.config.text;
+  const auto& v = m.config.vision;
+  return QString("%1 layers, hidden %2, %3 heads (%4 KV) · vision %5 blocks, patch %6 · %7 M parameters, %8 MiB")
+      .arg(t.num_hidden_layers).arg(t.hidden_size).arg(t.num_attention_heads).arg(t.num_key_value_heads)
+      .arg(v.depth).arg(v.patch_size)
+      .arg(double(m.config.parameter_count()) / 1e6, 0, 'f', 1)
+      .arg(double(m.checkpoint.total_bytes()) / (1 << 20), 0, 'f', 1);
+}
+
+// Streams tokens to the GUI and, at most every kSnapshotIntervalMs, the live numbers.
+class SignalSink final : public TokenSink {
+public:
+  SignalSink(EngineWorker& worker, quint64 id, std::function<PerfSnapshot()> snapshot)
+      : worker_(worker), id_(id), snapshot_(std::move(snapshot)) {
+    clock_.start();
+  }
+  void on_token(int32_t id, const std::string& text) override {
+    if (!text.empty()) emit worker_.tokenReady(id_, QString::fromStdString(text));
+    if (id < 0) return;  // the detokeniser's tail, not a step
+    const double now = double(clock_.nsecsElapsed()) / 1e6;
+    if (tokens_ == 0) ttft_ms_ = now;
+    else steps_.push_back(now - last_ms_);
+    last_ms_ = now;
+    ++tokens_;
+    if (now - emitted_ms_ >= kSnapshotIntervalMs) {
+      emitted_ms_ = now;
+      emit worker_.perfUpdated(live());
+      steps_.clear();
+    }
+  }
+  PerfSnapshot live() const {
+    PerfSnapshot s = snapshot_();
+    s.request_id = id_;
+    s.step_ms = steps_;
+    s.tokens = tokens_;
+    s.ttft_ms = ttft_ms_;
+    if (tokens_ > 1) s.decode_tokens_per_s = double(tokens_ - 1) / ((last_ms_ - ttft_ms_) / 1e3);
+    return s;
+  }
+
+private:
+  EngineWorker& worker_;
+  quint64 id_;
+  std::function<PerfSnapshot()> snapshot_;
+  QElapsedTimer clock_;
+  std::vector<double> steps_;
+  qint64 tokens_ = 0;
+  double ttft_ms_ = 0, last_ms_ = 0, emitted_ms_ = -1e9;
+};
+
+}  // namespace
+
+EngineWorker::EngineWorker(const std::atomic<bool>* cancel, QObject* parent) : QObject(parent), cancel_(cancel) {}
+EngineWorker::~EngineWorker() = default;
+
+ModelInfo EngineWorker::info() const {
+  ModelInfo i;
+  const ModelFolder& m = engine_->model();
+  i.folder = folder_;
+  i.summary = summarise(m);
+  i.demo = std::filesystem::weakly_canonical(m.dir) == std::filesystem::weakly_canonical(default_model_dir());
+  i.device = QString::fromStdString(engine_->device());
+  i.backend = QString::fromStdString(engine_->backend_name());
+  i.fallback_reason = QString::fromStdString(engine_->fallback_reason());
+  i.cuda_usable = cuda_plugin().usable;
+  i.cuda_reason = QString::fromStdString(cuda_plugin().reason);
+  i.device_error = QString::fromStdString(engine_->device_error());
+  for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
+  i.preprocessor = engine_->image_preprocessor();
+  i.generation = m.generation;
+  return i;
+}
+
+void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
+  EngineOptions options;
+  options.device = settings.device.toStdString();
+  options.cuda_profile = settings.cuda_profile.toStdString();
+  options.device_memory_limit = std::size_t(std::max<qint64>(0, settings.memory_limit_mib)) << 20;
+  options.fusions = settings.fusions ? Fusions{} : Fusions::none();
+  options.load_progress = [this](double f) { emit loadProgress(f); };
+  try {
+    engine_.reset();  // the old model's memory goes first (a GPU may not hold two)
+    engine_ = Engine::load(folder.toStdString(), options);
+    folder_ = folder;
+    if (profiler_) engine_->set_profiler(profiler_);
+    emit modelLoaded(info());
+  } catch (const std::exception& e) {
+    engine_.reset();
+    emit modelFailed(folder, QString::fromStdString(e.what()));
+  }
+}
+
+GenerateRequest EngineWorker::with_images(const ChatRequest& request) const {
+  GenerateRequest r = request.request;
+  r.images.clear();
+  for (const QString& path : request.image_paths) r.images.push_back(load_image(path.toStdString()));
+  return r;
+}
+
+PerfSnapshot EngineWorker::snapshot(quint64 id) const {
+  PerfSnapshot s;
+  s.request_id = id;
+  if (profiler_) s.kernels = profiler_->summary();
+  s.memory = engine_->memory_report(true);
+  return s;
+}
+
+void EngineWorker::generate(const ChatRequest& request) {
+  if (!engine_) {
+    emit answerFailed(request.id, "no model is open");
+    return;
+  }
+  try {
+    const GenerateRequest r = with_images(request);
+    if (profiler_) profiler_->clear();  // the table ranks this answer's kernels
+    SignalSink sink(*this, request.id, [this, id = request.id] { return snapshot(id); });
+    const GenerateResult result = engine_->generate(r, &sink, cancel_);
+    PerfSnapshot last = sink.live();
+    last.final = true;
+    last.prompt_tokens = result.timing.prompt_tokens;
+    if (result.timing.prefill_ms > 0) last.prefill_tokens_per_s = double(result.timing.prompt_tokens) / result.timing.prefill_ms * 1e3;
+    emit perfUpdated(last);
+    emit answerFinished({request.id, QString::fromStdString(result.text), QString::fromStdString(result.stop_reason),
+                         QString::fromStdString(engine_->device()), result.timing});
+  } catch (const std::exception& e) {
+    emit answerFailed(request.id, QString::fromStdString(e.what()));
+    if (!engine_->device_error().empty()) emit deviceChanged(info());  // the toggle learns the GPU is gone
+  }
+}
+
+void EngineWorker::setDevice(const QString& device) {
+  if (!engine_) return;
+  try {
+    engine_->set_device(device.toStdString());
+  } catch (const std::exception& e) {
+    emit settingFailed(QString::fromStdString(e.what()));
+  }
+  emit deviceChanged(info());
+}
+
+void EngineWorker::configureGpu(const QString& cuda_profile, qint64 memory_limit_mib) {
+  if (!engine_) return;
+  try {
+    engine_->configure_gpu(cuda_profile.toStdString(), std::size_t(std::max<qint64>(0, memory_limit_mib)) << 20);
+  } catch (const std::exception& e) {
+    emit settingFailed(QString::fromStdString(e.what()));
+  }
+  emit deviceChanged(info());
+}
+
+void EngineWorker::setFusions(bool on) {
+  if (!engine_) return;
+  engine_->set_fusions(on ? Fusions{} : Fusions::none());
+  emit deviceChanged(info());
+}
+
+void EngineWorker::setProfiling(bool on) {
+  profiler_ = on ? std::make_shared<Profiler>() : nullptr;
+  if (engine_) engine_->set_profiler(profiler_);
+}
+
+void EngineWorker::compareFusions(const ChatRequest& request) {
+  if (!engine_) {
+    emit fusionCompareFailed("no model is open");
+    return;
+  }
+  try {
+    emit fusionCompared(compare_fusions(*engine_, with_images(request), cancel_));
+  } catch (const std::exception& e) {
+    emit fusionCompareFailed(QString::fromStdString(e.what()));
+  }
+}
+
+}  // namespace qvl::ui

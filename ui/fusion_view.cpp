@@ -1,0 +1,97 @@
+#include "ui/fusion_view.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <map>
+
+namespace qvl::ui {
+
+namespace {
+QTableWidget* table(const QStringList& headers) {
+  auto* t = new QTableWidget(0, int(headers.size()));
+  t->setHorizontalHeaderLabels(headers);
+  t->verticalHeader()->hide();
+  t->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  return t;
+}
+void add_row(QTableWidget* t, const QString& name, double unfused, double fused, int decimals) {
+  const int r = t->rowCount();
+  t->insertRow(r);
+  const QString ratio = fused > 0 ? QString("%1×").arg(unfused / fused, 0, 'f', 2) : QString("–");
+  const QStringList cells{name, unfused > 0 ? QString::number(unfused, 'f', decimals) : "–",
+                          fused > 0 ? QString::number(fused, 'f', decimals) : "–", ratio};
+  for (int c = 0; c < cells.size(); ++c) {
+    auto* item = new QTableWidgetItem(cells[c]);
+    if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+    t->setItem(r, c, item);
+  }
+}
+double per_token(const FusionRun& r) { return r.timing.decode_ms / double(std::max<int64_t>(1, r.timing.decode_steps)); }
+}  // namespace
+
+FusionView::FusionView(QWidget* parent)
+    : QWidget(parent), run_(new QPushButton("Compare fused and unfused on the current chat")), summary_(new QLabel),
+      verdict_(new QLabel), phases_(table({"", "Unfused", "Fused", "Speed-up"})),
+      kernels_(table({"Kernel (total ms)", "Unfused", "Fused", "Speed-up"})) {
+  run_->setObjectName("compare_fusion");
+  summary_->setWordWrap(true);
+  verdict_->setWordWrap(true);
+  verdict_->setObjectName("fusion_verdict");
+  summary_->setText("Runs the chat's next answer both ways (greedy), each once plain for the times and once with "
+                    "per-kernel timing.");
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(run_);
+  layout->addWidget(summary_);
+  layout->addWidget(verdict_);
+  layout->addWidget(phases_);
+  layout->addWidget(kernels_, 1);
+  phases_->setMaximumHeight(120);
+  connect(run_, &QPushButton::clicked, this, &FusionView::compareRequested);
+}
+
+void FusionView::show_comparison(const FusionComparison& c) {
+  summary_->setText("Fusions compared: " + QString::fromStdString([&] {
+                      std::string s;
+                      for (const auto& f : c.fusions) s += (s.empty() ? "" : ", ") + f;
+                      return s;
+                    }()));
+  const auto& d = c.difference;
+  const bool ok = d.cosine >= 0.999 && d.same_tokens;
+  verdict_->setText(QString("%1 First-step logits: max |Δ| %2, relative L2 %3, cosine %4; greedy answers %5.")
+                        .arg(ok ? "✔" : "✘").arg(d.max_abs, 0, 'g', 3).arg(d.relative_l2, 0, 'g', 3)
+                        .arg(d.cosine, 0, 'f', 7).arg(d.same_tokens ? "identical" : "differ"));
+  phases_->setRowCount(0);
+  add_row(phases_, "Prefill ms", c.unfused.timing.prefill_ms, c.fused.timing.prefill_ms, 2);
+  add_row(phases_, "Decode ms/token", per_token(c.unfused), per_token(c.fused), 3);
+  add_row(phases_, "Kernel time ms (profiled)", c.unfused.kernel_ms, c.fused.kernel_ms, 2);
+  std::map<std::string, std::pair<double, double>> by_name;
+  for (const auto& k : c.unfused.kernels) by_name[k.name].first = k.total_ms;
+  for (const auto& k : c.fused.kernels) by_name[k.name].second = k.total_ms;
+  std::vector<std::pair<std::string, std::pair<double, double>>> rows(by_name.begin(), by_name.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return std::max(a.second.first, a.second.second) > std::max(b.second.first, b.second.second);
+  });
+  kernels_->setRowCount(0);
+  for (const auto& [name, t] : rows) add_row(kernels_, QString::fromStdString(name), t.first, t.second, 3);
+}
+
+void FusionView::show_error(const QString& error) { verdict_->setText("✘ " + error); }
+
+void FusionView::set_running(bool running) {
+  run_->setEnabled(!running);
+  if (running) verdict_->setText("Running both ways…");
+}
+
+void FusionView::set_available(bool available, const QString& why) {
+  run_->setEnabled(available);
+  run_->setToolTip(why);
+}
+
+QString FusionView::verdict() const { return verdict_->text(); }
+int FusionView::kernel_rows() const { return kernels_->rowCount(); }
+
+}  // namespace qvl::ui

@@ -1,0 +1,113 @@
+#include "ui/pool_view.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QSlider>
+#include <QVBoxLayout>
+
+#include "ui/pool_map.h"
+
+namespace qvl::ui {
+
+namespace {
+constexpr int kStepMib = 256, kSteps = 64;  // the slider: no limit, or 256 MiB .. 16 GiB
+QString mib(int64_t bytes) { return QString("%1 MiB").arg(double(bytes) / (1 << 20), 0, 'f', 1); }
+}  // namespace
+
+void OwnerBar::set_report(const MemoryReport& r) {
+  report_ = r;
+  update();
+}
+
+void OwnerBar::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  const QRect bar(0, 0, width() - 1, 22);
+  p.fillRect(bar, palette().color(QPalette::Base));
+  if (!report_.available) return;
+  const int64_t scale = std::max<int64_t>({1, report_.capacity > 0 ? report_.capacity : 0, report_.reserved_peak});
+  double x = 0;
+  int legend_x = 0;
+  for (const OwnerShare& s : owner_shares(report_)) {
+    const double w = bar.width() * double(s.bytes) / double(scale);
+    p.fillRect(QRectF(x, 0, w, bar.height()), owner_color(s.owner));
+    x += w;
+    p.fillRect(legend_x, 30, 10, 10, owner_color(s.owner));
+    const QString text = QString("%1 %2").arg(s.owner, mib(s.bytes));
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(legend_x + 14, 40, text);
+    legend_x += 20 + p.fontMetrics().horizontalAdvance(text);
+  }
+  // Peaks as ticks: allocated (dark) and reserved (light).
+  p.setPen(QPen(Qt::black, 2));
+  const double peak = bar.width() * double(report_.allocated_peak) / double(scale);
+  p.drawLine(QPointF(peak, 0), QPointF(peak, bar.height()));
+  p.setPen(palette().color(QPalette::Mid));
+  p.drawRect(bar);
+}
+
+void BlockMap::set_report(const MemoryReport& r) {
+  report_ = r;
+  update();
+}
+
+void BlockMap::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().color(QPalette::Base));
+  if (report_.segment_map.empty()) {
+    p.drawText(rect(), Qt::AlignCenter | Qt::TextWordWrap, "No device pool segments");
+    return;
+  }
+  for (const PoolCell& c : layout_block_map(report_, size())) {
+    const QColor fill = c.allocated ? owner_color(c.owner) : owner_color("cached free");
+    p.fillRect(c.rect, fill);
+    if (c.rect.width() > 3) {
+      p.setPen(palette().color(QPalette::Base));
+      p.drawLine(c.rect.topRight(), c.rect.bottomRight());
+    }
+  }
+}
+
+PoolView::PoolView(QWidget* parent)
+    : QWidget(parent), summary_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
+      capacity_label_(new QLabel("no limit")) {
+  summary_->setWordWrap(true);
+  summary_->setObjectName("pool_summary");
+  capacity_->setRange(0, kSteps);
+  capacity_->setObjectName("pool_capacity");
+  capacity_->setToolTip("Cap the GPU memory pool to behave like a smaller card; the model reloads under the cap");
+  auto* row = new QHBoxLayout;
+  row->addWidget(new QLabel("Capacity"));
+  row->addWidget(capacity_, 1);
+  row->addWidget(capacity_label_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(summary_);
+  layout->addWidget(bar_);
+  layout->addWidget(map_, 1);
+  layout->addLayout(row);
+  auto label = [this](int v) { capacity_label_->setText(v == 0 ? "no limit" : QString("%1 MiB").arg(v * kStepMib)); };
+  connect(capacity_, &QSlider::valueChanged, this, label);
+  connect(capacity_, &QSlider::sliderReleased, this, [this] { emit capacityChosen(qint64(capacity_->value()) * kStepMib); });
+  update_from({}, "cpu");
+}
+
+void PoolView::update_from(const MemoryReport& r, const QString& device) {
+  bar_->set_report(r);
+  map_->set_report(r);
+  capacity_->setEnabled(device == "cuda");
+  if (!r.available) {
+    summary_->setText(device == "cuda" ? "No pool report yet."
+                                       : "The model runs on the CPU, which has no device memory pool. Switch to the GPU "
+                                         "to watch the pool.");
+    return;
+  }
+  summary_->setText(QString("allocated %1 (peak %2) · reserved %3 (peak %4) · capacity %5 · %6 segments, %7 blocks in "
+                            "use · fragmentation %8 · out-of-memory retries %9")
+                        .arg(mib(r.allocated), mib(r.allocated_peak), mib(r.reserved), mib(r.reserved_peak),
+                             r.capacity < 0 ? QString("no limit") : mib(r.capacity))
+                        .arg(r.segments).arg(r.active_blocks).arg(mib(r.fragmentation)).arg(r.oom_retries));
+}
+
+QString PoolView::summary_text() const { return summary_->text(); }
+
+}  // namespace qvl::ui

@@ -1,0 +1,59 @@
+#pragma once
+// The device memory pool, live: occupancy by owner with current and peak, the block map of segments and blocks,
+// and a capacity slider that makes the GPU behave like a smaller card (the model reloads under the new cap).
+#include <QWidget>
+
+#include "backend/backend.h"
+
+class QLabel;
+class QSlider;
+
+namespace qvl::ui {
+
+class OwnerBar : public QWidget {
+  Q_OBJECT
+public:
+  using QWidget::QWidget;
+  void set_report(const MemoryReport& r);
+  QSize sizeHint() const override { return {360, 54}; }
+
+protected:
+  void paintEvent(QPaintEvent* event) override;
+
+private:
+  MemoryReport report_;
+};
+
+class BlockMap : public QWidget {
+  Q_OBJECT
+public:
+  using QWidget::QWidget;
+  void set_report(const MemoryReport& r);
+  QSize sizeHint() const override { return {360, 160}; }
+
+protected:
+  void paintEvent(QPaintEvent* event) override;
+
+private:
+  MemoryReport report_;
+};
+
+class PoolView : public QWidget {
+  Q_OBJECT
+public:
+  explicit PoolView(QWidget* parent = nullptr);
+  void update_from(const MemoryReport& r, const QString& device);
+  QString summary_text() const;
+
+signals:
+  void capacityChosen(qint64 mib);  // 0: no limit
+
+private:
+  QLabel* summary_;
+  OwnerBar* bar_;
+  BlockMap* map_;
+  QSlider* capacity_;
+  QLabel* capacity_label_;
+};
+
+}  // namespace qvl::ui

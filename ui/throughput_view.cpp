@@ -1,0 +1,48 @@
+#include "ui/throughput_view.h"
+
+#include <QGridLayout>
+#include <QLabel>
+
+namespace qvl::ui {
+
+ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
+  auto* grid = new QGridLayout(this);
+  const QStringList rows{"Time to first token", "Prefill", "Decode", "Tokens"};
+  grid->addWidget(new QLabel("<b>This answer</b>"), 0, 1);
+  grid->addWidget(new QLabel("<b>Last answer</b>"), 0, 2);
+  for (int r = 0; r < rows.size(); ++r) grid->addWidget(new QLabel(rows[r]), r + 1, 0);
+  for (Column* c : {&current_, &last_}) {
+    const int col = c == &current_ ? 1 : 2;
+    c->ttft = new QLabel("–");
+    c->prefill = new QLabel("–");
+    c->decode = new QLabel("–");
+    c->tokens = new QLabel("–");
+    QLabel* labels[] = {c->ttft, c->prefill, c->decode, c->tokens};
+    for (int r = 0; r < 4; ++r) {
+      labels[r]->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      grid->addWidget(labels[r], r + 1, col);
+    }
+  }
+  grid->setRowStretch(5, 1);
+}
+
+void ThroughputView::show(const Column& c, const PerfSnapshot& s) {
+  c.ttft->setText(s.tokens > 0 ? QString("%1 ms").arg(s.ttft_ms, 0, 'f', 1) : "–");
+  c.prefill->setText(s.prefill_tokens_per_s > 0 ? QString("%1 tokens/s (%2 tokens)").arg(s.prefill_tokens_per_s, 0, 'f', 0).arg(s.prompt_tokens) : "–");
+  c.decode->setText(s.decode_tokens_per_s > 0 ? QString("%1 tokens/s").arg(s.decode_tokens_per_s, 0, 'f', 1) : "–");
+  c.tokens->setText(QString::number(s.tokens));
+}
+
+void ThroughputView::update_from(const PerfSnapshot& s) {
+  if (s.request_id != current_id_ && current_id_ != 0 && latest_.final) show(last_, latest_);  // a new answer began
+  current_id_ = s.request_id;
+  latest_ = s;
+  show(current_, s);
+}
+
+QString ThroughputView::current_text() const {
+  return QString("ttft %1, prefill %2, decode %3, tokens %4")
+      .arg(current_.ttft->text(), current_.prefill->text(), current_.decode->text(), current_.tokens->text());
+}
+
+}  // namespace qvl::ui
