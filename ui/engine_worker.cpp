@@ -44,12 +44,18 @@ public:
       steps_.clear();
     }
   }
+  void on_prompt_done(const GenerateTiming& t) override {
+    prompt_tokens_ = t.prompt_tokens;
+    if (t.prefill_ms > 0) prefill_tokens_per_s_ = double(t.prompt_tokens) / t.prefill_ms * 1e3;
+  }
   PerfSnapshot live() const {
     PerfSnapshot s = snapshot_();
     s.request_id = id_;
     s.step_ms = steps_;
     s.tokens = tokens_;
     s.ttft_ms = ttft_ms_;
+    s.prompt_tokens = prompt_tokens_;
+    s.prefill_tokens_per_s = prefill_tokens_per_s_;
     if (tokens_ > 1) s.decode_tokens_per_s = double(tokens_ - 1) / ((last_ms_ - ttft_ms_) / 1e3);
     return s;
   }
@@ -60,7 +66,8 @@ private:
   std::function<PerfSnapshot()> snapshot_;
   QElapsedTimer clock_;
   std::vector<double> steps_;
-  qint64 tokens_ = 0;
+  qint64 tokens_ = 0, prompt_tokens_ = 0;
+  double prefill_tokens_per_s_ = 0;
   double ttft_ms_ = 0, last_ms_ = 0, emitted_ms_ = -1e9;
 };
 
@@ -133,8 +140,6 @@ void EngineWorker::generate(const ChatRequest& request) {
     const GenerateResult result = engine_->generate(r, &sink, cancel_);
     PerfSnapshot last = sink.live();
     last.final = true;
-    last.prompt_tokens = result.timing.prompt_tokens;
-    if (result.timing.prefill_ms > 0) last.prefill_tokens_per_s = double(result.timing.prompt_tokens) / result.timing.prefill_ms * 1e3;
     emit perfUpdated(last);
     emit answerFinished({request.id, QString::fromStdString(result.text), QString::fromStdString(result.stop_reason),
                          QString::fromStdString(engine_->device()), result.timing});

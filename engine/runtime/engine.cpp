@@ -148,6 +148,7 @@ private:
     Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
     result.timing.prefill_ms = ms_since(t0);
     result.timing.prompt_tokens = prompt_len;
+    if (sink) sink->on_prompt_done(result.timing);
 
     // Decode loop.
     t0 = Clock::now();

@@ -65,6 +65,8 @@ public:
   virtual ~TokenSink() = default;
   // `text` holds only whole characters (it may be empty while a character is split across tokens).
   virtual void on_token(int32_t id, const std::string& text) = 0;
+  // After the prompt has run (before the first token): preprocess, vision and prefill times, prompt length.
+  virtual void on_prompt_done(const GenerateTiming& /*timing*/) {}
 };
 
 class Engine {

@@ -34,6 +34,12 @@ struct CollectingSink : TokenSink {
   std::vector<int32_t> ids;
   std::string text;
   std::function<void()> after_token;
+  std::vector<GenerateTiming> prompts;  // on_prompt_done calls
+  std::size_t tokens_before_prompt_done = 0;
+  void on_prompt_done(const GenerateTiming& t) override {
+    prompts.push_back(t);
+    tokens_before_prompt_done = ids.size();
+  }
   void on_token(int32_t id, const std::string& piece) override {
     if (id >= 0) ids.push_back(id);
     text += piece;
@@ -51,6 +57,11 @@ TEST(Engine, StreamsExactlyTheTokensAndTextItReturns) {
   EXPECT_EQ(r.stop_reason, "max_new_tokens");
   EXPECT_EQ(r.first_step_top.size(), 20u);
   EXPECT_EQ(r.generated_ids[0], r.first_step_top[0].first);  // greedy takes the top logit
+  // The prompt's numbers arrive once, before the first token, and are the result's.
+  ASSERT_EQ(sink.prompts.size(), 1u);
+  EXPECT_EQ(sink.tokens_before_prompt_done, 0u);
+  EXPECT_EQ(sink.prompts[0].prompt_tokens, r.timing.prompt_tokens);
+  EXPECT_EQ(sink.prompts[0].prefill_ms, r.timing.prefill_ms);
 }
 
 TEST(Engine, CancelFromAnotherThreadStopsWithinOneToken) {

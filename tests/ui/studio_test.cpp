@@ -112,6 +112,8 @@ private slots:
     QCOMPARE(window().chat().conversation().turns.first().images, QStringList{shapes_image()});
     // The live views got the answer's numbers: the kernels that ran and a final snapshot with every token.
     QVERIFY(perf.count() >= 1);
+    // Every snapshot, also the live ones, carries the prompt's numbers (known before the first token).
+    QCOMPARE(perf.first().first().value<PerfSnapshot>().prompt_tokens, answer.timing.prompt_tokens);
     const PerfSnapshot final_snapshot = perf.last().first().value<PerfSnapshot>();
     QVERIFY(final_snapshot.final);
     QCOMPARE(final_snapshot.tokens, answer.timing.generated_tokens);
