@@ -1,30 +1,33 @@
-// One block per row. Each thread keeps its strided slice of the summed row in registers between the add and the
-// scale (up to kPerThread elements: 2048-wide rows need 8 per thread at 256 threads), so x is read once.
+// One block per row. The summed row stays in registers between the add and the scale (RowSlice), so x and the
+// residual are each read once, and all of a thread's loads are in flight together.
 #include "add_rms_norm.cuh"
 #include "common.cuh"
+#include "row_slice.cuh"
 #include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider rows re-read x (still correct)
+constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider rows finish in a plain loop
 
-__global__ void add_rms_norm_kernel(float* x, const float* residual, const void* w, WeightType wt, float eps, float* y,
-                                    int64_t width) {
+__global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restrict__ residual, const void* __restrict__ w,
+                                    WeightType wt, float eps, float* __restrict__ y, int64_t width) {
+  using Slice = RowSlice<kThreads, kPerThread>;
   float* row = x + int64_t(blockIdx.x) * width;
   const float* res = residual + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
-  float kept[kPerThread];  // unrolled with constant indices, so these live in registers
-  float sq = 0;
+  Slice sum, add;
+  sum.load(row, width);
+  add.load(res, width);
 #pragma unroll
   for (int n = 0; n < kPerThread; ++n) {
     const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    kept[n] = i < width ? row[i] + res[i] : 0.0f;
-    if (i < width) row[i] = kept[n];
-    sq += kept[n] * kept[n];
+    sum.v[n] += add.v[n];
+    if (i < width) row[i] = sum.v[n];
   }
-  for (int64_t i = threadIdx.x + int64_t(kPerThread) * kThreads; i < width; i += kThreads) {
+  float sq = sum.sum_of_squares();
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
     row[i] += res[i];
     sq += row[i] * row[i];
   }
@@ -32,10 +35,9 @@ __global__ void add_rms_norm_kernel(float* x, const float* residual, const void*
 #pragma unroll
   for (int n = 0; n < kPerThread; ++n) {
     const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    if (i < width) out[i] = load_weight(w, wt, i) * (kept[n] * inv);
+    if (i < width) out[i] = load_weight(w, wt, i) * (sum.v[n] * inv);
   }
-  for (int64_t i = threadIdx.x + int64_t(kPerThread) * kThreads; i < width; i += kThreads)
-    out[i] = load_weight(w, wt, i) * (row[i] * inv);
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (row[i] * inv);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 namespace qvl::cuda {
 
+// y must not alias x or the residual.
 void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, float* y, int64_t rows,
                   int64_t width, cudaStream_t stream);
 

@@ -2,19 +2,31 @@
 #include "common.cuh"
 #include "weights.cuh"
 #include "norm.cuh"
+#include "row_slice.cuh"
 
 namespace qvl::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
+constexpr int kPerThread = 16;  // rows up to 4096 wide are read once, into registers (RowSlice)
+
+// y may alias x (q/k norms run in place): each thread reads its elements before it writes them.
 __global__ void rms_norm_kernel(const float* x, const void* w, WeightType wt, float eps, float* y, int64_t width) {
+  using Slice = RowSlice<kThreads, kPerThread>;
   const float* in = x + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
-  float sq = 0;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) sq += in[i] * in[i];
+  Slice slice;
+  slice.load(in, width);
+  float sq = slice.sum_of_squares();
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += in[i] * in[i];
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (in[i] * inv);
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+    if (i < width) out[i] = load_weight(w, wt, i) * (slice.v[n] * inv);
+  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (in[i] * inv);
 }
 
 __global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, const void* b, WeightType bt, float eps,

@@ -38,10 +38,20 @@ void ThreadPool::worker_loop(std::size_t index) {
       wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
     }
     if (stop_.load()) return;
-    seen = generation_.load(std::memory_order_acquire);
-    if (index >= chunks_) continue;  // this loop needs fewer threads than the pool has
-    const std::size_t begin = index * chunk_size_, end = std::min(n_, begin + chunk_size_);
-    if (begin < end) (*task_)(begin, end);
+    // The generation and its loop are read together under the lock: a worker that sat out a loop (more threads
+    // than chunks) may wake after later loops were published, and must take the newest one exactly once. Reading
+    // the generation and the fields separately once let it run a loop twice (an in-place add, added twice).
+    const std::function<void(std::size_t, std::size_t)>* task;
+    std::size_t begin, end;
+    {
+      std::lock_guard lock(mutex_);
+      seen = generation_.load(std::memory_order_acquire);
+      if (index >= chunks_) continue;  // this loop needs fewer threads than the pool has
+      task = task_;
+      begin = index * chunk_size_;
+      end = std::min(n_, begin + chunk_size_);
+    }
+    if (begin < end) (*task)(begin, end);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -50,7 +60,8 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::funct
   if (n == 0) return;
   const std::size_t max_chunks = std::max<std::size_t>(1, n / std::max<std::size_t>(1, grain));
   const std::size_t chunks = std::min<std::size_t>(std::size_t(size()), max_chunks);
-  if (chunks == 1 || workers_.empty()) {
+  std::unique_lock caller(caller_, std::try_to_lock);
+  if (chunks == 1 || workers_.empty() || !caller.owns_lock()) {
     fn(0, n);
     return;
   }

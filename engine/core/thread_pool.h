@@ -24,7 +24,7 @@ public:
   int size() const { return int(workers_.size()) + 1; }
   // Runs fn(begin, end) over chunks of [0, n) of at least `grain` items; returns when all are done. Choose the
   // grain so a chunk is worth a thread (tens of microseconds of work): tiny loops then run on the caller alone.
-  // Not re-entrant, and one caller at a time (the engine runs one request at a time).
+  // A second caller while a loop runs (another thread, or fn itself) runs its loop alone, on its own thread.
   void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 
   // The process-wide pool, sized to the machine ($QVL_THREADS overrides).
@@ -33,7 +33,8 @@ public:
 private:
   void worker_loop(std::size_t index);
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
+  std::mutex caller_;  // held by the caller whose loop the workers run
+  std::mutex mutex_;   // guards the loop's description below; workers copy it under this lock
   std::condition_variable wake_;
   const std::function<void(std::size_t, std::size_t)>* task_ = nullptr;
   std::size_t n_ = 0, chunks_ = 0, chunk_size_ = 0;
