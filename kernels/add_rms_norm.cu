@@ -32,12 +32,7 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
     sq += row[i] * row[i];
   }
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
-#pragma unroll
-  for (int n = 0; n < kPerThread; ++n) {
-    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    if (i < width) out[i] = load_weight(w, wt, i) * (sum.v[n] * inv);
-  }
-  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (row[i] * inv);
+  sum.write_scaled(out, row, w, wt, inv, width);
 }
 
 }  // namespace

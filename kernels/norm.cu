@@ -21,12 +21,7 @@ __global__ void rms_norm_kernel(const float* x, const void* w, WeightType wt, fl
   float sq = slice.sum_of_squares();
   for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += in[i] * in[i];
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
-#pragma unroll
-  for (int n = 0; n < kPerThread; ++n) {
-    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    if (i < width) out[i] = load_weight(w, wt, i) * (slice.v[n] * inv);
-  }
-  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (in[i] * inv);
+  slice.write_scaled(out, in, w, wt, inv, width);
 }
 
 __global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, const void* b, WeightType bt, float eps,

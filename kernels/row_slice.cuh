@@ -5,6 +5,8 @@
 // issuing all loads at once waits about one.
 #include <cstdint>
 
+#include "weights.cuh"
+
 namespace qvl::cuda {
 
 template <int kThreads, int kPerThread> struct RowSlice {
@@ -22,6 +24,16 @@ template <int kThreads, int kPerThread> struct RowSlice {
 #pragma unroll
     for (int n = 0; n < kPerThread; ++n) s += v[n] * v[n];
     return s;
+  }
+  // out[i] = w[i] · x[i] · scale over the whole row: x from the slice, and from `row` (in memory) past it.
+  __device__ __forceinline__ void write_scaled(float* out, const float* row, const void* w, WeightType wt, float scale,
+                                               int64_t width) const {
+#pragma unroll
+    for (int n = 0; n < kPerThread; ++n) {
+      const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+      if (i < width) out[i] = load_weight(w, wt, i) * (v[n] * scale);
+    }
+    for (int64_t i = threadIdx.x + kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (row[i] * scale);
   }
   static constexpr int64_t kCapacity = int64_t(kThreads) * kPerThread;
 };

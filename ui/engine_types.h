@@ -19,6 +19,7 @@ struct ModelInfo {
   QString cuda_reason;   // why the GPU cannot be used at all (empty when it can)
   QString device_error;  // the GPU failed during this session and cannot be used again
   QStringList fusions;  // the fused ops in use
+  MemoryReport memory;              // the device pool right after loading or moving (with the segment map)
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
 };

@@ -89,6 +89,7 @@ ModelInfo EngineWorker::info() const {
   i.cuda_reason = QString::fromStdString(cuda_plugin().reason);
   i.device_error = QString::fromStdString(engine_->device_error());
   for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
+  i.memory = engine_->memory_report(true);
   i.preprocessor = engine_->image_preprocessor();
   i.generation = m.generation;
   return i;

@@ -115,6 +115,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
     QSettings().setValue("engine/device", device == "cuda" ? "auto" : "cpu");  // next start: the GPU if it is there
+    show_move_progress();
     engine_->setDevice(device);
   });
   connect(fusions_, &QCheckBox::toggled, this, [this](bool on) {
@@ -123,11 +124,13 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   });
   connect(sm61_, &QCheckBox::toggled, this, [this](bool on) {
     QSettings().setValue("engine/cuda_profile", on ? "sm61" : "auto");
+    if (engine_->model().device == "cuda") show_move_progress();
     engine_->configureGpu(on ? "sm61" : "auto", capacity_mib_);
   });
   connect(pool_, &PoolView::capacityChosen, this, [this](qint64 mib) {
     capacity_mib_ = mib;
     QSettings().setValue("engine/memory_limit_mib", mib);
+    show_move_progress();
     engine_->configureGpu(sm61_->isChecked() ? "sm61" : "auto", mib);
   });
   connect(fusion_, &FusionView::compareRequested, this, [this] {
@@ -303,7 +306,7 @@ void MainWindow::apply_model(const ModelInfo& info) {
   composer_->set_preprocessor(settings_->image_budget(info.preprocessor));
   QSignalBlocker block(device_);
   device_->setCurrentIndex(info.device == "cuda" ? 1 : 0);
-  pool_->update_from({}, info.device);
+  pool_->update_from(info.memory, info.device);
   update_controls();
 }
 
@@ -332,6 +335,12 @@ void MainWindow::update_controls() {
   sm61_->setEnabled(gpu_controls);
   sm61_->setToolTip(why_not.isEmpty() ? sm61_->toolTip() : why_not);
   fusions_->setEnabled(model && !busy);
+}
+
+void MainWindow::show_move_progress() {
+  progress_->setValue(0);
+  progress_->show();
+  model_label_->setText("Moving the model …");
 }
 
 void MainWindow::show_notice(const QString& text, bool error) {

@@ -59,6 +59,7 @@ private:
   void build_docks();
   void connect_engine();
   void show_notice(const QString& text, bool error);
+  void show_move_progress();  // while weights move to another device or reload under new GPU settings
   void apply_model(const ModelInfo& info);
   void update_controls();
   void refresh_chat_list();
