@@ -127,6 +127,23 @@ public:
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
   virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;
+  // Fused attention prologue: per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v
+  // appended to the caches at `row` (or at the position in `row_on_device`). This default is the unfused sequence.
+  virtual void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
+                                   float eps, const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v,
+                                   int64_t row, const Tensor* row_on_device) {
+    rms_norm(q, q_norm, eps, q);
+    rms_norm(k, k_norm, eps, k);
+    rope(q, cos, sin);
+    rope(k, cos, sin);
+    if (row_on_device) {
+      copy_rows_at(k, cache_k, *row_on_device);
+      copy_rows_at(v, cache_v, *row_on_device);
+    } else {
+      copy_rows(k, cache_k, row);
+      copy_rows(v, cache_v, row);
+    }
+  }
   // x[rows[i]] += src[i]
   virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[rows[i]] = src[i]

@@ -7,14 +7,16 @@
 namespace qvl {
 
 struct Fusions {
-  bool add_rms_norm = true;  // the residual add and the RMSNorm after it, one pass over the row
+  bool add_rms_norm = true;         // the residual add and the RMSNorm after it, one pass over the row
+  bool qk_norm_rope_append = true;  // q/k head norms, RoPE and the KV-cache append, one launch
 
-  static Fusions none() { return {false}; }
+  static Fusions none() { return {false, false}; }
   bool operator==(const Fusions&) const = default;
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {
     std::vector<std::string> names;
     if (add_rms_norm) names.push_back("add+rms_norm");
+    if (qk_norm_rope_append) names.push_back("qk_norm+rope+append");
     return names;
   }
 };

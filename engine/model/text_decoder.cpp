@@ -107,15 +107,10 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   const AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
-  const bool fuse = fusions_.add_rms_norm;
-  // Residual add, then the RMSNorm that reads the sum: one fused pass when asked for, the two ops otherwise.
+  // Residual add, then the RMSNorm that reads the sum: one fused pass, or the Backend's unfused sequence.
   auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
-    if (fuse) {
-      be_.add_rms_norm(b.x, residual, norm.weight, eps, b.a);
-    } else {
-      be_.add(b.x, residual, b.x);
-      be_.rms_norm(b.x, norm.weight, eps, b.a);
-    }
+    if (fusions_.add_rms_norm) be_.add_rms_norm(b.x, residual, norm.weight, eps, b.a);
+    else be_.Backend::add_rms_norm(b.x, residual, norm.weight, eps, b.a);
   };
   be_.rms_norm(b.x, w_.layers.front().input_norm.weight, eps, b.a);
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
@@ -124,17 +119,13 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
     be_.linear(b.a, L.q.weight, L.q.bias_or_null(), b.q);
     be_.linear(b.a, L.k.weight, L.k.bias_or_null(), b.k);
     be_.linear(b.a, L.v.weight, L.v.bias_or_null(), b.v);
-    be_.rms_norm(b.q, L.q_norm.weight, eps, b.q);  // per head, before RoPE
-    be_.rms_norm(b.k, L.k_norm.weight, eps, b.k);
-    be_.rope(b.q, at.cos, at.sin);
-    be_.rope(b.k, at.cos, at.sin);
-    if (at.past_on_device) {
-      be_.copy_rows_at(b.k, cache.k_[l], *at.past_on_device);
-      be_.copy_rows_at(b.v, cache.v_[l], *at.past_on_device);
-    } else {
-      be_.copy_rows(b.k, cache.k_[l], at.past);
-      be_.copy_rows(b.v, cache.v_[l], at.past);
-    }
+    // Per-head q/k norms before RoPE, then k and v into the cache: one fused op, or the Backend's unfused sequence.
+    if (fusions_.qk_norm_rope_append)
+      be_.qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin, cache.k_[l],
+                              cache.v_[l], at.past, at.past_on_device);
+    else
+      be_.Backend::qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin,
+                                       cache.k_[l], cache.v_[l], at.past, at.past_on_device);
     be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
     add_then_norm(b.proj, L.post_attention_norm);

@@ -116,6 +116,31 @@ struct Runner {
       }
   }
 
+  // The fused attention prologue against the CPU's unfused sequence: q, k and both caches, host and device rows.
+  void qk_norm_rope_append() {
+    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}})
+      for (bool on_device : {false, true}) {
+        const int64_t cap = s + 9, row = 7;
+        const Tensor q = random({s, hq, d}), k = random({s, hkv, d}), v = random({s, hkv, d});
+        const Tensor qn = random({d}, DType::BF16), kn = random({d}, DType::BF16);
+        const Tensor cos = random({s, d}), sin = random({s, d}), cache = random({cap, hkv, d});
+        Tensor cq = q.to(DType::F32), ck = k.to(DType::F32), cck = cache.to(DType::F32), ccv = cache.to(DType::F32);
+        Tensor gq = gpu.from_host(q), gk = gpu.from_host(k), gck = gpu.from_host(cache), gcv = gpu.from_host(cache);
+        Tensor cpu_row = cpu.alloc_indices(1), gpu_row = gpu.alloc_indices(1);
+        cpu.write_indices(cpu_row, std::vector<int64_t>{row});
+        gpu.write_indices(gpu_row, std::vector<int64_t>{row});
+        cpu.Backend::qk_norm_rope_append(cq, ck, v, qn, kn, 1e-6f, cos, sin, cck, ccv, row, on_device ? &cpu_row : nullptr);
+        gpu.qk_norm_rope_append(gq, gk, gpu.from_host(v), gpu.upload(qn), gpu.upload(kn), 1e-6f, gpu.from_host(cos),
+                                gpu.from_host(sin), gck, gcv, on_device ? 0 : row, on_device ? &gpu_row : nullptr);
+        const std::string what = "qk_norm+rope+append s=" + std::to_string(s) + " hq=" + std::to_string(hq) + " hkv=" +
+                                 std::to_string(hkv) + " d=" + std::to_string(d) + (on_device ? " (row on device)" : "");
+        check(what + " q", gq, cq, kF32);
+        check(what + " k", gk, ck, kF32);
+        check(what + " cache k", gck, cck, kF32);
+        check(what + " cache v", gcv, ccv, 0.0);
+      }
+  }
+
   void rows_ops() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random({500, 72}, dt);
@@ -242,6 +267,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.linear();
   r.norms_and_elementwise();
   r.rows_ops();
+  r.qk_norm_rope_append();
   r.patchify();
   r.rope();
   r.attention();

@@ -46,7 +46,7 @@ void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
   const FusionComparison c = compare_fusions(engine, image_request());
-  EXPECT_EQ(c.fusions, std::vector<std::string>{"add+rms_norm"});
+  EXPECT_EQ(c.fusions, (std::vector<std::string>{"add+rms_norm", "qk_norm+rope+append"}));
   EXPECT_TRUE(c.difference.same_tokens);
   EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
   EXPECT_GE(c.difference.cosine, 0.999);
@@ -54,7 +54,10 @@ void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   EXPECT_TRUE(ran(c.fused, "add+rms_norm"));
   EXPECT_FALSE(ran(c.unfused, "add+rms_norm"));
   EXPECT_TRUE(ran(c.unfused, "add"));
-  // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops.
+  EXPECT_FALSE(ran(c.unfused, "qk_norm+rope+append"));
+  EXPECT_TRUE(ran(c.unfused, "rope"));
+  // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops (and, where the backend has the
+  // kernel, six prologue ops become one).
   auto calls = [](const FusionRun& r) {
     int64_t n = 0;
     for (const auto& k : r.kernels) n += k.calls;

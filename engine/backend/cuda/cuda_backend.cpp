@@ -33,6 +33,7 @@
 #include "pinned_staging.h"
 #include "plugin_abi.h"
 #include "profile.h"
+#include "qk_norm_rope_append.cuh"
 #include "rope.cuh"
 #include "rows.cuh"
 
@@ -315,6 +316,23 @@ public:
     if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
     const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
     cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, stream_);
+  }
+  void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                           const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v, int64_t row,
+                           const Tensor* row_on_device) override {
+    const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
+    if (k.dim(0) != s || k.dim(2) != d || v.numel() != k.numel() || d % 2 || d > 512 || cache_k.dim(1) != hkv ||
+        cache_k.dim(2) != d || q_norm.numel() != d || k_norm.numel() != d || cos.numel() != s * d ||
+        (!row_on_device && row + s > cache_k.dim(0)))
+      fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
+           shape_to_string(cache_k.shape()));
+    const GpuTimer timer(*this, [&] {
+      return op_cost::make("qk_norm+rope+append d=" + std::to_string(d), 2.0 * double(q.nbytes() + k.nbytes()) + 2.0 * double(v.nbytes()) + double(k.nbytes()) + 2.0 * double(cos.nbytes()),
+                           10.0 * double(q.numel() + k.numel()));
+    });
+    cuda::qk_norm_rope_append(f32(q), f32(k), f32(v), q_norm.raw(), weight_type(q_norm.dtype()), k_norm.raw(),
+                              weight_type(k_norm.dtype()), eps, f32(cos), f32(sin), f32(cache_k), f32(cache_v), row,
+                              row_on_device ? row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d, stream_);
   }
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }

@@ -1,0 +1,59 @@
+// One block per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
+// rotation and the writes need no shared memory beyond the block sum.
+#include "common.cuh"
+#include "qk_norm_rope_append.cuh"
+#include "weights.cuh"
+
+namespace qvl::cuda {
+namespace {
+
+// Threads per block: one per pair (64 for the usual D = 128; 256 up to D = 512).
+template <int kThreads>
+__global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, const void* q_norm, WeightType qt,
+                                           const void* k_norm, WeightType kt, float eps, const float* cos,
+                                           const float* sin, float* cache_k, float* cache_v, int64_t row,
+                                           const int64_t* row_on_device, int64_t hq, int64_t hkv, int64_t d) {
+  const int64_t s = blockIdx.x, head = blockIdx.y, half = d / 2, t = threadIdx.x;
+  const bool is_q = head < hq;
+  const int64_t kv_head = head - hq;
+  float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
+  const void* w = is_q ? q_norm : k_norm;
+  const WeightType wt = is_q ? qt : kt;
+  const float a = t < half ? x[t] : 0.0f, b = t < half ? x[t + half] : 0.0f;
+  const float inv = rsqrtf(block_sum<kThreads>(a * a + b * b) / float(d) + eps);
+  if (t >= half) return;
+  const float na = load_weight(w, wt, t) * (a * inv), nb = load_weight(w, wt, t + half) * (b * inv);
+  const float* c = cos + s * d;
+  const float* sn = sin + s * d;
+  const float ra = na * c[t] - nb * sn[t], rb = nb * c[t + half] + na * sn[t + half];
+  x[t] = ra;
+  x[t + half] = rb;
+  if (is_q) return;
+  const int64_t at = (row_on_device ? *row_on_device : row) + s;
+  float* ck = cache_k + (at * hkv + kv_head) * d;
+  float* cv = cache_v + (at * hkv + kv_head) * d;
+  const float* vs = v + (s * hkv + kv_head) * d;
+  ck[t] = ra;
+  ck[t + half] = rb;
+  cv[t] = vs[t];
+  cv[t + half] = vs[t + half];
+}
+
+}  // namespace
+
+void qk_norm_rope_append(float* q, float* k, const float* v, const void* q_norm, WeightType q_norm_type, const void* k_norm,
+                         WeightType k_norm_type, float eps, const float* cos, const float* sin, float* cache_k,
+                         float* cache_v, int64_t row, const int64_t* row_on_device, int64_t s, int64_t hq, int64_t hkv,
+                         int64_t d, cudaStream_t stream) {
+  if (s == 0) return;
+  const dim3 grid(unsigned(s), unsigned(hq + hkv));
+  if (d <= 128)
+    qk_norm_rope_append_kernel<64><<<grid, 64, 0, stream>>>(q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps, cos,
+                                                            sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
+  else
+    qk_norm_rope_append_kernel<256><<<grid, 256, 0, stream>>>(q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps,
+                                                              cos, sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qvl::cuda
