@@ -127,6 +127,13 @@ public:
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
   virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;
+  // Fused SwiGLU projection: y = silu(x · gateᵀ) ⊙ (x · upᵀ); `scratch` (y's shape) may be used for the up
+  // projection. This default is the unfused sequence (two linears and silu_mul).
+  virtual void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) {
+    linear(x, gate, nullptr, y);
+    linear(x, up, nullptr, scratch);
+    silu_mul(y, scratch, y);
+  }
   // Fused attention prologue: per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v
   // appended to the caches at `row` (or at the position in `row_on_device`). This default is the unfused sequence.
   virtual void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,

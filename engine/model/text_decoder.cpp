@@ -129,9 +129,8 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
     be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
     add_then_norm(b.proj, L.post_attention_norm);
-    be_.linear(b.a, L.gate.weight, nullptr, b.gate);
-    be_.linear(b.a, L.up.weight, nullptr, b.up);
-    be_.silu_mul(b.gate, b.up, b.gate);
+    if (fusions_.swiglu_projection) be_.swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
+    else be_.Backend::swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
     be_.linear(b.gate, L.down.weight, nullptr, b.proj);
     const bool deepstack = vision && l < vision->deepstack.size();
     if (l + 1 < w_.layers.size() && !deepstack) {

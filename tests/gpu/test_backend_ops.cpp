@@ -141,6 +141,21 @@ struct Runner {
       }
   }
 
+  // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
+  // rows (the backend falls back to the unfused ops).
+  void swiglu_projection() {
+    for (DType wt : {DType::F32, DType::F16, DType::BF16})
+      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128}}) {
+        const Tensor x = random({m, k}), gate = random({n, k}, wt, 0.1f), up = random({n, k}, wt, 0.1f);
+        Tensor y_cpu = cpu.alloc({m, n}), s_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n}), s_gpu = gpu.alloc({m, n});
+        cpu.Backend::swiglu_projection(x, gate, up, y_cpu, s_cpu);
+        gpu.swiglu_projection(gpu.from_host(x), gpu.upload(gate), gpu.upload(up), y_gpu, s_gpu);
+        check("linear+swiglu " + std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                  " k=" + std::to_string(k),
+              y_gpu, y_cpu, linear_limit(wt, m));
+      }
+  }
+
   void rows_ops() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random({500, 72}, dt);
@@ -268,6 +283,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.norms_and_elementwise();
   r.rows_ops();
   r.qk_norm_rope_append();
+  r.swiglu_projection();
   r.patchify();
   r.rope();
   r.attention();

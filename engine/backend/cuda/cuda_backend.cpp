@@ -27,6 +27,7 @@
 #include "gemm_cublas.cuh"
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
+#include "gemv_swiglu.cuh"
 #include "memory_pool.h"
 #include "norm.cuh"
 #include "patchify.cuh"
@@ -316,6 +317,25 @@ public:
     if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
     const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
     cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, stream_);
+  }
+  void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) override {
+    const int64_t k = last_dim(x), m = rows_of(x), n = gate.dim(0);
+    const bool fits = gate.dtype() == up.dtype() && gate.shape() == up.shape() && gate.rank() == 2 && gate.dim(1) == k &&
+                      y.numel() == m * n && m <= profile_->gemv_max_rows &&
+                      cuda::gemv_swiglu_fits(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), m, k);
+    if (fits) {
+      const GpuTimer timer(*this, [&] {
+        KernelEvent e = op_cost::linear(x, gate, y);
+        e.name = "linear+swiglu" + e.name.substr(6);  // "linear 6144x2048 ..." -> "linear+swiglu 6144x2048 ..."
+        e.bytes += double(up.nbytes());
+        e.flops *= 2;
+        return e;
+      });
+      maybe_inject_fault();
+      cuda::gemv_swiglu(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), f32(y), m, n, k, stream_);
+      return;
+    }
+    Backend::swiglu_projection(x, gate, up, y, scratch);  // many rows (prefill): GEMMs are compute-bound anyway
   }
   void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v, int64_t row,
