@@ -52,7 +52,6 @@ QTextDocument& MessageDelegate::document(const QModelIndex& index, int width) co
   return *l.doc;
 }
 
-void MessageDelegate::forget(int row) const { cache_.remove(row); }
 void MessageDelegate::forget_all() const { cache_.clear(); }
 
 QSize MessageDelegate::sizeHint(const QStyleOptionViewItem&, const QModelIndex& index) const {

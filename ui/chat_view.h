@@ -15,7 +15,6 @@ public:
   explicit MessageDelegate(QListView* view);
   void paint(QPainter* painter, const QStyleOptionViewItem& option, const QModelIndex& index) const override;
   QSize sizeHint(const QStyleOptionViewItem& option, const QModelIndex& index) const override;
-  void forget(int row) const;
   void forget_all() const;
 
 private:

@@ -192,7 +192,8 @@ void Composer::attach_files(const QStringList& paths) {
 
 void Composer::attach_image(const QImage& image) {
   QString error;
-  const QString path = ChatStore().save_attachment(image, &error);
+  const QString path = store_ ? store_->save_attachment(image, &error) : QString();
+  if (!store_) error = "no folder to keep a pasted image in";
   if (path.isEmpty()) emit attachmentRejected(error);
   else attach_files({path});
 }

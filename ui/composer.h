@@ -16,6 +16,8 @@ class QToolButton;
 
 namespace qvl::ui {
 
+class ChatStore;
+
 class PromptEdit : public QPlainTextEdit {
   Q_OBJECT
 public:
@@ -63,7 +65,7 @@ public:
   void set_preprocessor(const PreprocessorConfig& preprocessor);  // for the token costs shown on the chips
   void attach_files(const QStringList& paths);
   void attach_image(const QImage& image);  // pasted: written to the chat store's attachments first
-  PromptEdit* editor() const { return edit_; }
+  void set_store(ChatStore* store) { store_ = store; }
   int pending_checks() const { return pending_; }
 
 signals:
@@ -87,6 +89,7 @@ private:
   QToolButton* attach_;
   QList<AttachmentChip*> chips_;
   PreprocessorConfig preprocessor_;
+  ChatStore* store_ = nullptr;  // where pasted images are kept (the window's)
   bool busy_ = false, can_send_ = false;
   int pending_ = 0;  // images still being checked
 };

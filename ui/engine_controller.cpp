@@ -47,7 +47,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent), worker_(n
   });
   connect(worker_, &EngineWorker::deviceChanged, this, [this](const ModelInfo& info) {
     model_ = info;
-    if (!info.device.isEmpty() && busy_ && pending_id_ == 0) end_work();  // a device change, not an answer
+    if (pending_id_ == 0) end_work();  // the end of a device or fusion change (an answer ends with answerFinished)
     emit deviceChanged(info);
   });
   connect(worker_, &EngineWorker::settingFailed, this, &EngineController::settingFailed);

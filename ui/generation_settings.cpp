@@ -53,9 +53,7 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   connect(reset, &QPushButton::clicked, this, &GenerationSettings::reset_to_model_defaults);
   auto notify = [this] {
     if (loading_) return;
-    temperature_->setEnabled(sample_->isChecked());
-    top_k_->setEnabled(sample_->isChecked());
-    top_p_->setEnabled(sample_->isChecked());
+    enable_sampling_fields();
     save();
     emit changed();
   };
@@ -65,6 +63,10 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   connect(system_, &QPlainTextEdit::textChanged, this, [this] {
     if (!loading_) save();
   });
+}
+
+void GenerationSettings::enable_sampling_fields() {
+  for (QWidget* w : std::initializer_list<QWidget*>{temperature_, top_k_, top_p_}) w->setEnabled(sample_->isChecked());
 }
 
 void GenerationSettings::set_model_defaults(const GenerationConfig& defaults) {
@@ -85,9 +87,7 @@ void GenerationSettings::reset_to_model_defaults() {
   min_tokens_->setValue(0);
   max_tokens_->setValue(0);
   loading_ = false;
-  temperature_->setEnabled(sample_->isChecked());
-  top_k_->setEnabled(sample_->isChecked());
-  top_p_->setEnabled(sample_->isChecked());
+  enable_sampling_fields();
   QSettings().setValue("generation/customised", false);
   emit changed();
 }
@@ -123,9 +123,7 @@ void GenerationSettings::load() {
   max_tokens_->setValue(s.value("image_max_tokens", 0).toInt());
   system_->setPlainText(s.value("system_prompt").toString());
   loading_ = false;
-  temperature_->setEnabled(sample_->isChecked());
-  top_k_->setEnabled(sample_->isChecked());
-  top_p_->setEnabled(sample_->isChecked());
+  enable_sampling_fields();
   emit changed();
 }
 

@@ -31,6 +31,7 @@ signals:
 
 private:
   void save() const;
+  void enable_sampling_fields();  // temperature, top-k and top-p matter only when sampling
   void load();
 
   QPlainTextEdit* system_;

@@ -36,7 +36,6 @@ public:
   explicit StepChart(QWidget* parent = nullptr);
   void add(const std::vector<double>& step_ms);
   void clear();
-  const std::deque<double>& steps() const { return steps_; }
   QSize sizeHint() const override { return {360, 110}; }
 
 protected:
@@ -53,7 +52,6 @@ public:
   void update_from(const PerfSnapshot& s);
   void set_timing_enabled(bool on);  // off: the table says how to turn it on
   const KernelTableModel& table() const { return *model_; }
-  const StepChart& chart() const { return *chart_; }
 
 private:
   KernelTableModel* model_;

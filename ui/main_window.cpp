@@ -33,6 +33,7 @@ namespace qvl::ui {
 
 namespace {
 constexpr int kRecentModels = 8;
+const char* const kSm61Tip = "Run the Pascal (SM61) code path on this GPU: f32 weights on CUDA cores, our tiled GEMM";
 
 QString answer_stats(const Answer& a) {
   const double seconds = (a.timing.preprocess_ms + a.timing.vision_ms + a.timing.prefill_ms + a.timing.decode_ms) / 1e3;
@@ -55,6 +56,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   setWindowTitle("qvl studio");
   setObjectName("main_window");
   view_->setModel(chat_);
+  composer_->set_store(&store_);
   view_->setObjectName("chat_view");
 
   // The notice: errors and notes inside the window (never a modal box that blocks the app).
@@ -92,7 +94,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   device_->setObjectName("device");
   fusions_->setObjectName("fusions");
   sm61_->setObjectName("sm61");
-  sm61_->setToolTip("Run the Pascal (SM61) code path on this GPU: f32 weights on CUDA cores, our tiled GEMM");
+  sm61_->setToolTip(kSm61Tip);
   fusions_->setToolTip("Use fused kernels (off: the unfused reference ops)");
   QSettings s;
   fusions_->setChecked(s.value("engine/fusions", true).toBool());
@@ -333,7 +335,7 @@ void MainWindow::update_controls() {
                                         : why_not);
   const bool gpu_controls = model && !busy && why_not.isEmpty();
   sm61_->setEnabled(gpu_controls);
-  sm61_->setToolTip(why_not.isEmpty() ? sm61_->toolTip() : why_not);
+  sm61_->setToolTip(why_not.isEmpty() ? QString(kSm61Tip) : why_not);
   fusions_->setEnabled(model && !busy);
 }
 

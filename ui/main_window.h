@@ -92,7 +92,6 @@ private:
   QAction *regenerate_, *stop_, *new_chat_, *open_model_, *time_kernels_;
   QMenu* recent_menu_;
   QMenu* view_menu_;
-  QString pending_folder_;
   qint64 capacity_mib_ = 0;
 };
 

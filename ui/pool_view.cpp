@@ -108,6 +108,4 @@ void PoolView::update_from(const MemoryReport& r, const QString& device) {
                         .arg(r.segments).arg(r.active_blocks).arg(mib(r.fragmentation)).arg(r.oom_retries));
 }
 
-QString PoolView::summary_text() const { return summary_->text(); }
-
 }  // namespace qvl::ui

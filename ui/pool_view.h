@@ -43,7 +43,6 @@ class PoolView : public QWidget {
 public:
   explicit PoolView(QWidget* parent = nullptr);
   void update_from(const MemoryReport& r, const QString& device);
-  QString summary_text() const;
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit

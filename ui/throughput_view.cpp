@@ -26,7 +26,7 @@ ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
   grid->setRowStretch(5, 1);
 }
 
-void ThroughputView::show(const Column& c, const PerfSnapshot& s) {
+void ThroughputView::fill(const Column& c, const PerfSnapshot& s) {
   c.ttft->setText(s.tokens > 0 ? QString("%1 ms").arg(s.ttft_ms, 0, 'f', 1) : "–");
   c.prefill->setText(s.prefill_tokens_per_s > 0 ? QString("%1 tokens/s (%2 tokens)").arg(s.prefill_tokens_per_s, 0, 'f', 0).arg(s.prompt_tokens) : "–");
   c.decode->setText(s.decode_tokens_per_s > 0 ? QString("%1 tokens/s").arg(s.decode_tokens_per_s, 0, 'f', 1) : "–");
@@ -34,15 +34,10 @@ void ThroughputView::show(const Column& c, const PerfSnapshot& s) {
 }
 
 void ThroughputView::update_from(const PerfSnapshot& s) {
-  if (s.request_id != current_id_ && current_id_ != 0 && latest_.final) show(last_, latest_);  // a new answer began
+  if (s.request_id != current_id_ && current_id_ != 0 && latest_.final) fill(last_, latest_);  // a new answer began
   current_id_ = s.request_id;
   latest_ = s;
-  show(current_, s);
-}
-
-QString ThroughputView::current_text() const {
-  return QString("ttft %1, prefill %2, decode %3, tokens %4")
-      .arg(current_.ttft->text(), current_.prefill->text(), current_.decode->text(), current_.tokens->text());
+  fill(current_, s);
 }
 
 }  // namespace qvl::ui

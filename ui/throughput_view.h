@@ -13,13 +13,12 @@ class ThroughputView : public QWidget {
 public:
   explicit ThroughputView(QWidget* parent = nullptr);
   void update_from(const PerfSnapshot& s);
-  QString current_text() const;  // "ttft …, decode …" of the current column, for tests and the status bar
 
 private:
   struct Column {
     QLabel *ttft, *prefill, *decode, *tokens;
   };
-  static void show(const Column& c, const PerfSnapshot& s);
+  static void fill(const Column& c, const PerfSnapshot& s);
   Column current_{}, last_{};
   PerfSnapshot latest_;
   quint64 current_id_ = 0;

@@ -13,11 +13,13 @@ inline KernelEvent make(std::string name, double bytes, double flops) { return {
 // "linear 2048x6144 bf16 m<=4": weights grouped by shape and type, and by how many rows they multiply: a few rows
 // (decode, memory-bound GEMV) and many (prefill and vision, compute-bound) are different kernels with different
 // rooflines.
-inline KernelEvent linear(const Tensor& x, const Tensor& w, const Tensor& y) {
+// `matrices` weight matrices of w's shape read in one pass (2: the fused SwiGLU gate/up projection).
+inline KernelEvent linear(const Tensor& x, const Tensor& w, const Tensor& y, const char* op = "linear", int matrices = 1) {
   const int64_t m = y.numel() / std::max<int64_t>(1, w.dim(0));
-  return make("linear " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " +
+  return make(std::string(op) + " " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " +
                   std::string(dtype_name(w.dtype())) + (m <= 4 ? " m<=4" : " m>4"),
-              double(w.nbytes() + x.nbytes() + y.nbytes()), 2.0 * double(m) * double(w.numel()));
+              double(matrices) * double(w.nbytes()) + double(x.nbytes() + y.nbytes()),
+              2.0 * double(matrices) * double(m) * double(w.numel()));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
@@ -30,6 +32,12 @@ inline KernelEvent add_row_norm(const char* op, const Tensor& x) {
 }
 inline KernelEvent elementwise(const char* op, const Tensor& x, int tensors) {
   return make(op, double(tensors) * double(x.nbytes()), 4.0 * double(x.numel()));
+}
+// Fused attention prologue: q and k read and written, v read, k and v written to the cache, the rotary rows read.
+inline KernelEvent qk_norm_rope_append(const Tensor& q, const Tensor& k, const Tensor& cos) {
+  return make("qk_norm+rope+append d=" + std::to_string(q.dim(2)),
+              2.0 * double(q.nbytes()) + 5.0 * double(k.nbytes()) + 2.0 * double(cos.nbytes()),
+              10.0 * double(q.numel() + k.numel()));
 }
 inline KernelEvent embed(const Tensor& table, std::size_t count) {
   return make("embed", double(count) * double(table.dim(1)) * double(dtype_size(table.dtype()) + 4), 0);

@@ -44,7 +44,6 @@ FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions&
   GenerateResult plain = engine.generate(request, nullptr, cancel);
   run.timing = plain.timing;
   run.generated_ids = plain.generated_ids;
-  run.text = plain.text;
   logits = std::move(plain.first_step_logits);
 
   auto profiler = std::make_shared<Profiler>();

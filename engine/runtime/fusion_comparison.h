@@ -14,7 +14,6 @@ struct FusionRun {
   std::vector<KernelSummary> kernels;   // from a second run with per-kernel timing on
   double kernel_ms = 0;                 // sum over the kernels
   std::vector<int32_t> generated_ids;
-  std::string text;
 };
 
 // First-step logits of the fused run against the unfused run's.

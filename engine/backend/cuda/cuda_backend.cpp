@@ -324,13 +324,7 @@ public:
                       y.numel() == m * n && m <= profile_->gemv_max_rows &&
                       cuda::gemv_swiglu_fits(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), m, k);
     if (fits) {
-      const GpuTimer timer(*this, [&] {
-        KernelEvent e = op_cost::linear(x, gate, y);
-        e.name = "linear+swiglu" + e.name.substr(6);  // "linear 6144x2048 ..." -> "linear+swiglu 6144x2048 ..."
-        e.bytes += double(up.nbytes());
-        e.flops *= 2;
-        return e;
-      });
+      const GpuTimer timer(*this, [&] { return op_cost::linear(x, gate, y, "linear+swiglu", 2); });
       maybe_inject_fault();
       cuda::gemv_swiglu(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), f32(y), m, n, k, stream_);
       return;
@@ -346,10 +340,7 @@ public:
         (!row_on_device && row + s > cache_k.dim(0)))
       fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
            shape_to_string(cache_k.shape()));
-    const GpuTimer timer(*this, [&] {
-      return op_cost::make("qk_norm+rope+append d=" + std::to_string(d), 2.0 * double(q.nbytes() + k.nbytes()) + 2.0 * double(v.nbytes()) + double(k.nbytes()) + 2.0 * double(cos.nbytes()),
-                           10.0 * double(q.numel() + k.numel()));
-    });
+    const GpuTimer timer(*this, [&] { return op_cost::qk_norm_rope_append(q, k, cos); });
     cuda::qk_norm_rope_append(f32(q), f32(k), f32(v), q_norm.raw(), weight_type(q_norm.dtype()), k_norm.raw(),
                               weight_type(k_norm.dtype()), eps, f32(cos), f32(sin), f32(cache_k), f32(cache_v), row,
                               row_on_device ? row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d, stream_);
