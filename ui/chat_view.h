@@ -20,6 +20,7 @@ public:
 private:
   struct Layout {
     QString text;
+    bool markdown = false;
     int width = 0;
     std::shared_ptr<QTextDocument> doc;
   };
