@@ -33,6 +33,13 @@ namespace qvl::ui {
 
 namespace {
 constexpr int kRecentModels = 8;
+const char* const kDemoModelNote =
+    "This is the demo model: a 13M-parameter Qwen3-VL that qvl's project trained for eight minutes on pictures of "
+    "circles, squares, triangles and stars (try the pictures in share/qvl/samples). Ask what shapes it sees, how many "
+    "there are, what colour the star is, where the circle is, what is at the top left, or whether the square is left of "
+    "the triangle. It gets about 57% of such questions right on pictures it never saw: colours and places yes, the "
+    "shapes themselves it often confuses; it knows nothing else. File ▸ Open model folder… opens a real "
+    "Qwen3-VL-2B-Instruct download.";
 const char* const kSm61Tip = "Run the Pascal (SM61) code path on this GPU: f32 weights on CUDA cores, our tiled GEMM";
 
 QString answer_stats(const Answer& a) {
@@ -205,10 +212,7 @@ void MainWindow::build_actions() {
   view_menu_->addSeparator();
   auto* help = menuBar()->addMenu("&Help");
   help->addAction("About the &demo model", this, [this] {
-    show_notice("The embedded demo model is a tiny Qwen3-VL with random weights, made by qvl: it shows the engine, the "
-                "kernels and the pool at work, but its answers are noise. For real answers download "
-                "Qwen/Qwen3-VL-2B-Instruct on a machine with internet access and open its folder with File ▸ Open model "
-                "folder.", false);
+    show_notice(kDemoModelNote, false);
   });
   rebuild_recent_menu();
 
@@ -261,8 +265,7 @@ void MainWindow::connect_engine() {
     settings_->set_model_defaults(info.generation);
     apply_model(info);
     if (info.demo)
-      show_notice("This is the embedded demo model: random weights, so the answers are noise — it is here to show the "
-                  "engine at work. File ▸ Open model folder… opens a real Qwen3-VL-2B-Instruct download.", false);
+      show_notice(kDemoModelNote, false);
     else
       notice_->parentWidget()->hide();
   });

@@ -17,6 +17,6 @@ fs::path resource_dir() {
   return QVL_BUILD_RESOURCE_DIR;
 }
 
-fs::path default_model_dir() { return resource_dir() / "models" / "demo-tiny"; }
+fs::path default_model_dir() { return resource_dir() / "models" / "demo-shapes"; }
 
 }  // namespace qvl

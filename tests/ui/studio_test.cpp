@@ -44,7 +44,7 @@ void drop_onto(QWidget* target, const QMimeData& mime) {
 
 QString resources() { return qEnvironmentVariable("QVL_RESOURCE_DIR"); }
 QString demo_model() { return resources() + "/models/demo-tiny"; }
-QString shapes_image() { return QString(QVL_SOURCE_DIR) + "/resources/samples/shapes.png"; }
+QString shapes_image() { return QString(QVL_SOURCE_DIR) + "/resources/samples/scene-1.png"; }
 
 }  // namespace
 
