@@ -49,13 +49,20 @@ struct Score {
   std::map<std::string, std::pair<int, int>> by_kind;  // right, total
 };
 
+#ifdef QVL_SANITIZED_BUILD
+constexpr std::size_t kItemStride = 8;  // sanitizers look for memory errors: every 8th item (30) is plenty, in minutes
+#else
+constexpr std::size_t kItemStride = 1;
+#endif
+
 void evaluate_on(const std::string& device) {
   const auto golden = read_json_file(kEvalDir / "items.json");
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-shapes", {device});
   ASSERT_EQ(engine->device(), device);
   Score s;
   int shown = 0;
-  for (auto item : golden["items"]) {
+  for (std::size_t i = 0; i < golden["items"].size(); i += kItemStride) {
+    auto item = golden["items"][i];
     item["max_new_tokens"] = golden["max_new_tokens"];
     const std::string answer = trimmed(engine->generate(request_for(item)).text);
     const std::string truth = item["truth"], reference = item["transformers"];
@@ -76,8 +83,12 @@ void evaluate_on(const std::string& device) {
   std::printf("demo model on %s: %d items, same answer as transformers %.2f%%, accuracy %.2f%% (transformers %.2f%%)\n",
               device.c_str(), s.items, 100 * agreement, 100 * accuracy, 100 * reference_accuracy);
   for (const auto& [kind, rt] : s.by_kind) std::printf("  %-9s %d/%d\n", kind.c_str(), rt.first, rt.second);
-  EXPECT_GE(s.items, 200);
-  EXPECT_NEAR(reference_accuracy, golden["transformers_accuracy"].get<double>(), 1e-9);  // the file is consistent
+  if (kItemStride == 1) {
+    EXPECT_GE(s.items, 200);
+    EXPECT_NEAR(reference_accuracy, golden["transformers_accuracy"].get<double>(), 1e-9);  // the file is consistent
+  } else {
+    std::printf("sanitizer build: every %zu-th item only\n", kItemStride);
+  }
   EXPECT_GE(agreement, 0.98);
   EXPECT_LE(std::fabs(accuracy - reference_accuracy), 0.01);
 }

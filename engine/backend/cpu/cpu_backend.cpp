@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/activation_kernels.h"
+#include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
@@ -147,14 +149,14 @@ public:
   }
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("silu_mul", gate, 3); });
-    elementwise2(gate, up, y, "silu_mul", [](float g, float u) { return g / (1.0f + std::exp(-g)) * u; });
+    const auto silu_mul = cpu::activation_kernels().silu_mul;
+    elementwise2_chunks(gate, up, y, "silu_mul", [&](const float* g, const float* u, float* out, std::size_t n) { silu_mul(g, u, out, n); });
   }
   void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise(kind == GeluKind::Tanh ? "gelu_tanh" : "gelu_erf", x, 2); });
+    const auto gelu_tanh = cpu::activation_kernels().gelu_tanh;
     if (kind == GeluKind::Tanh)
-      elementwise2(x, x, y, "gelu", [](float v, float) {
-        return 0.5f * v * (1.0f + std::tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-      });
+      elementwise2_chunks(x, x, y, "gelu", [&](const float* v, const float*, float* out, std::size_t n) { gelu_tanh(v, out, n); });
     else
       elementwise2(x, x, y, "gelu", [](float v, float) { return 0.5f * v * (1.0f + std::erf(v * 0.7071067811865476f)); });
   }
@@ -246,14 +248,16 @@ public:
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::attention(q, k, kv_len, mask); });
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     const int64_t group = hq / hkv;
-    const auto dot_rows = cpu::dot_kernels().dot_rows;
+    const auto& kernels = cpu::attention_kernels();
+    constexpr int64_t kTile = int64_t(cpu::kKeyTile);
     const float* qp = q.data<float>();
     const float* kp = k.data<float>();
     const float* vp = v.data<float>();
     float* op = out.data<float>();
-    // Queries go in blocks of kBlock per head: each key row is read once per block, and the dot kernel's 4-row
-    // register blocking turns the scores into a small matrix product instead of one call per (query, key).
-    constexpr int64_t kBlock = 16;
+    // Queries go in blocks of kBlock per head and keys in tiles of kTile, transposed once per block: each key is read
+    // and transposed once for the block's 64 queries, and a score costs d FMAs in a 16-wide register instead of a
+    // horizontal sum.
+    constexpr int64_t kBlock = 64;
     const int64_t blocks = (s + kBlock - 1) / kBlock;
     auto visible = [&](int64_t i) -> std::pair<int64_t, int64_t> {  // keys [lo, hi) for query i
       if (mask.kind == AttentionMask::Kind::Causal) return {0, std::min(kv_len, mask.past + i + 1)};
@@ -262,7 +266,7 @@ public:
     };
     const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> qblock(std::size_t(kBlock * d)), scores;
+      std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), scores;
       for (std::size_t task = begin; task < end; ++task) {
         const int64_t h = int64_t(task) % hq, i0 = int64_t(task) / hq * kBlock, rows = std::min(kBlock, s - i0);
         const int64_t kvh = h / group;
@@ -273,25 +277,25 @@ public:
           hi = std::max(hi, u);
           std::copy_n(qp + ((i0 + r) * hq + h) * d, d, qblock.data() + r * d);
         }
-        const int64_t span = std::max<int64_t>(0, hi - lo);
-        scores.resize(std::size_t(rows * span));
-        for (int64_t t = lo; t < hi; ++t)
-          dot_rows(qblock.data(), std::size_t(rows), std::size_t(d), kp + (t * hkv + kvh) * d, DType::F32,
-                   scores.data() + (t - lo), std::size_t(span));
+        const int64_t span = std::max<int64_t>(0, hi - lo), stride = (span + kTile - 1) / kTile * kTile;
+        scores.resize(std::size_t(rows * stride));
+        for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+          const int64_t keys = std::min(kTile, hi - t0);
+          for (int64_t j = 0; j < kTile; ++j)  // keys past the span score 0 and are never read
+            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = j < keys ? kp[((t0 + j) * hkv + kvh) * d + e] : 0.0f;
+          kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
+                             std::size_t(stride));
+        }
         for (int64_t r = 0; r < rows; ++r) {
           const auto [l, u] = visible(i0 + r);
-          float* row = scores.data() + r * span - lo;  // row[t] for t in [l, u)
+          float* row = scores.data() + r * stride - lo;  // row[t] for t in [l, u)
           float best = -INFINITY;
-          for (int64_t t = l; t < u; ++t) best = std::max(best, row[t] *= scale);
-          double total = 0;
-          for (int64_t t = l; t < u; ++t) total += row[t] = std::exp(row[t] - best);
-          float* oi = op + ((i0 + r) * hq + h) * d;
-          std::fill(oi, oi + d, 0.0f);
-          for (int64_t t = l; t < u; ++t) {
-            const float p = float(row[t] / total);
-            const float* vt = vp + (t * hkv + kvh) * d;
-            for (int64_t e = 0; e < d; ++e) oi[e] += p * vt[e];
-          }
+          for (int64_t t = l; t < u; ++t) best = std::max(best, row[t] * scale);
+          const float total = kernels.exp_scaled(row + l, std::size_t(u - l), scale, best);
+          const float inverse = 1.0f / total;
+          for (int64_t t = l; t < u; ++t) row[t] *= inverse;
+          kernels.weighted_rows(row + l, std::size_t(u - l), vp + (l * hkv + kvh) * d, std::size_t(hkv * d), std::size_t(d),
+                                op + ((i0 + r) * hq + h) * d);
         }
       }
     });
@@ -324,13 +328,19 @@ private:
     });
   }
   template <typename Fn> void elementwise2(const Tensor& a, const Tensor& b, Tensor& y, const char* op, Fn fn) {
+    elementwise2_chunks(a, b, y, op, [&](const float* pa, const float* pb, float* py, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) py[i] = fn(pa[i], pb[i]);
+    });
+  }
+  // chunk(a, b, y, n) over contiguous chunks, in parallel.
+  template <typename Chunk> void elementwise2_chunks(const Tensor& a, const Tensor& b, Tensor& y, const char* op, Chunk chunk) {
     if (a.numel() != b.numel() || a.numel() != y.numel())
       fail(op, ": sizes differ (", shape_to_string(a.shape()), ", ", shape_to_string(b.shape()), ", ", shape_to_string(y.shape()), ")");
     const float* pa = a.data<float>();
     const float* pb = b.data<float>();
     float* py = y.data<float>();
     ThreadPool::global().parallel_for(std::size_t(a.numel()), kMinChunkWork, [&](std::size_t s, std::size_t e) {
-      for (std::size_t i = s; i < e; ++i) py[i] = fn(pa[i], pb[i]);
+      chunk(pa + s, pb + s, py + s, e - s);
     });
   }
   template <typename Fn> void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, Fn fn) {

@@ -3,6 +3,7 @@
 // f16 or bf16. Weights stay in their stored type (a bf16 2B model is 4.3 GB in memory, not 8.5) and are widened
 // in registers. Variants for AVX-512, AVX2+FMA+F16C and plain C++ are chosen once, at run time.
 #include <cstddef>
+#include <string_view>
 
 #include "core/dtype.h"
 
@@ -23,5 +24,12 @@ const DotKernels& dot_kernels();
 const DotKernels& dot_kernels_generic();
 const DotKernels* dot_kernels_avx2();    // nullptr when the processor lacks AVX2/FMA/F16C
 const DotKernels* dot_kernels_avx512();  // nullptr when the processor lacks AVX-512F
+
+// For the other kernel tables (attention, activations), which follow the instruction set chosen here.
+template <typename Table>
+const Table& same_isa_as_dot_kernels(const Table& generic, const Table& avx2, const Table& avx512) {
+  const std::string_view isa = dot_kernels().name;
+  return isa == "avx512" ? avx512 : isa == "avx2" ? avx2 : generic;
+}
 
 }  // namespace qvl::cpu
