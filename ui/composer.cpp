@@ -143,6 +143,7 @@ Composer::Composer(QWidget* parent)
 }
 
 QString Composer::text() const { return edit_->toPlainText().trimmed(); }
+void Composer::set_text(const QString& text) { edit_->setPlainText(text); }
 
 QStringList Composer::image_paths() const {
   QStringList paths;

@@ -58,6 +58,7 @@ public:
   explicit Composer(QWidget* parent = nullptr);
 
   QString text() const;
+  void set_text(const QString& text);
   QStringList image_paths() const;
   void clear();
   void set_busy(bool busy);    // Send becomes Stop

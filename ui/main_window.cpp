@@ -6,6 +6,7 @@
 #include <QClipboard>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -19,6 +20,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "core/paths.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
@@ -35,7 +37,7 @@ namespace {
 constexpr int kRecentModels = 8;
 const char* const kDemoModelNote =
     "This is the demo model: a 13M-parameter Qwen3-VL that qvl's project trained for eight minutes on pictures of "
-    "circles, squares, triangles and stars (try the pictures in share/qvl/samples). Ask what shapes it sees, how many "
+    "circles, squares, triangles and stars (Help ▸ Try a sample picture). Ask what shapes it sees, how many "
     "there are, what colour the star is, where the circle is, what is at the top left, or whether the square is left of "
     "the triangle. It gets about 57% of such questions right on pictures it never saw: colours and places yes, the "
     "shapes themselves it often confuses; it knows nothing else. File ▸ Open model folder… opens a real "
@@ -214,6 +216,8 @@ void MainWindow::build_actions() {
   help->addAction("About the &demo model", this, [this] {
     show_notice(kDemoModelNote, false);
   });
+  auto* sample = help->addAction("Try a &sample picture", this, &MainWindow::try_sample_picture);
+  sample->setObjectName("try_sample");
   rebuild_recent_menu();
 
   auto* bar = addToolBar("Main");
@@ -484,6 +488,19 @@ void MainWindow::closeEvent(QCloseEvent* event) {
   s.setValue("window/state", saveState());
   engine_->stop();
   QMainWindow::closeEvent(event);
+}
+
+// The bundled pictures in turn, each with the README demo's question, ready to send.
+void MainWindow::try_sample_picture() {
+  const QDir samples(QString::fromStdString((resource_dir() / "samples").string()));
+  const QStringList pictures = samples.entryList({"*.png"}, QDir::Files, QDir::Name);
+  if (pictures.isEmpty()) {
+    show_notice("No sample pictures in " + samples.path(), true);
+    return;
+  }
+  composer_->clear();
+  composer_->attach_files({samples.filePath(pictures[next_sample_++ % pictures.size()])});
+  composer_->set_text("What shapes do you see?");
 }
 
 }  // namespace qvl::ui

@@ -70,6 +70,7 @@ private:
   // The conversation as the engine's messages; `extra_user` (text and images) is appended as a new user turn.
   ChatRequest request_for(const QList<ChatTurn>& turns, const ChatTurn* extra_user) const;
   void start_answer(const QList<ChatTurn>& context);
+  void try_sample_picture();
 
   EngineController* engine_;
   ChatStore store_;
@@ -93,6 +94,7 @@ private:
   QMenu* recent_menu_;
   QMenu* view_menu_;
   qint64 capacity_mib_ = 0;
+  int next_sample_ = 0;  // Help > Try a sample picture goes through them in turn
 };
 
 }  // namespace qvl::ui

@@ -1,6 +1,7 @@
 // qvl-studio under the offscreen platform, driven like a user: full turns with the demo model (streamed text in the
 // view), stop, regenerate, the device and fusion toggles, a corrupt image, pasted and dropped images, saving and
 // reopening chats, the fusion comparison, a bad model folder, and a GUI thread that stays responsive throughout.
+#include <QAction>
 #include <QCheckBox>
 #include <QClipboard>
 #include <QComboBox>
@@ -8,7 +9,9 @@
 #include <QDropEvent>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QListWidget>
 #include <QMimeData>
@@ -121,6 +124,31 @@ private slots:
     const auto& kernels = window().findChild<KernelView*>()->table().kernels();
     QVERIFY(!kernels.empty());
     QVERIFY(std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.name.rfind("attention", 0) == 0; }));
+  }
+
+  // Help > Try a sample picture on the trained demo model: the bundled picture and question, sent with Enter, get
+  // the answer transformers gives (resources/samples/answers.json).
+  void aSamplePictureGetsTheDemoModelsAnswer() {
+    window().openModel(resources() + "/models/demo-shapes");
+    QTRY_VERIFY_WITH_TIMEOUT(idle() && window().engine().model().folder.endsWith("demo-shapes"), 30000);
+    set_greedy();
+    set_max_new_tokens(48);
+    child<QAction>("try_sample")->trigger();
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().pending_checks(), 0, 10000);
+    QCOMPARE(window().composer().image_paths(), QStringList{resources() + "/samples/scene-1.png"});
+    QCOMPARE(window().composer().text(), QString("What shapes do you see?"));
+    QFile answers(resources() + "/samples/answers.json");
+    QVERIFY(answers.open(QIODevice::ReadOnly));
+    const QJsonObject first = QJsonDocument::fromJson(answers.readAll()).array().first().toObject();
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    auto* prompt = child<PromptEdit>("prompt");
+    prompt->setFocus();
+    QTest::keyClick(prompt, Qt::Key_Return);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(last_turn().text, first["transformers"].toString());
+    child<QAction>("try_sample")->trigger();  // the next picture
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().pending_checks(), 0, 10000);
+    QCOMPARE(window().composer().image_paths(), QStringList{resources() + "/samples/scene-2.png"});
   }
 
   void enterSendsAndShiftEnterBreaksTheLine() {
