@@ -87,7 +87,7 @@ def collate(examples):
 
 def eval_items(count_scenes=80, questions_per_scene=3):
     """The held-out set: scenes from a seed stream training never draws from (training uses [seed, worker, step]
-    triples; these are [EVAL_SALT, i] pairs), three questions each, one in four a two-turn follow-up whose first
+    triples; these are [0x5EED_E7A1, i] pairs), three questions each, one in four a two-turn follow-up whose first
     answer is the true one."""
     items = []
     for i in range(count_scenes):

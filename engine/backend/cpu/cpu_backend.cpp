@@ -281,8 +281,10 @@ public:
         scores.resize(std::size_t(rows * stride));
         for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
           const int64_t keys = std::min(kTile, hi - t0);
-          for (int64_t j = 0; j < kTile; ++j)  // keys past the span score 0 and are never read
-            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = j < keys ? kp[((t0 + j) * hkv + kvh) * d + e] : 0.0f;
+          for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
+            const float* key = j < keys ? kp + ((t0 + j) * hkv + kvh) * d : nullptr;
+            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = key ? key[e] : 0.0f;
+          }
           kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
                              std::size_t(stride));
         }
