@@ -60,8 +60,9 @@ def _polygon(kind, cx, cy, r, turn):
     raise ValueError(kind)
 
 
-def draw(scene):
-    """The scene as an RGB PIL image (deterministic for a given scene)."""
+def draw(scene, with_labels=False):
+    """The scene as an RGB PIL image (deterministic for a given scene). With `with_labels`, also a label map of the
+    same size: 0 for background, else 1 + shape index * len(COLOURS) + colour index (training's per-token targets)."""
     rng = np.random.default_rng(scene["seed"])
     w, h = scene["width"], scene["height"]
     base = np.empty((h, w, 3), dtype=np.float32)
@@ -69,18 +70,46 @@ def draw(scene):
     if scene["noise"] > 0:
         base += rng.normal(0, scene["noise"], size=base.shape)
     img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
-    pen = ImageDraw.Draw(img)
+    pens = [(ImageDraw.Draw(img), None)]
+    labels = None
+    if with_labels:
+        labels = Image.new("L", (w, h), 0)
+        pens.append((ImageDraw.Draw(labels), labels))
     for s in scene["shapes"]:
         colour = tuple(int(np.clip(c + rng.integers(-20, 21), 0, 255)) for c in COLOURS[s["colour"]])
+        label = 1 + SHAPES.index(s["shape"]) * len(COLOURS) + list(COLOURS).index(s["colour"])
         (cx, cy), r = s["centre"], s["size"] / 2
-        if s["shape"] == "circle":
-            pen.ellipse([cx - r, cy - r, cx + r, cy + r], fill=colour)
-        elif s["shape"] == "square":
-            q = r * 0.85
-            pen.rectangle([cx - q, cy - q, cx + q, cy + q], fill=colour)
-        else:
-            pen.polygon(_polygon(s["shape"], cx, cy, r, float(rng.uniform(-0.15, 0.15))), fill=colour)
-    return img
+        turn = float(rng.uniform(-0.15, 0.15)) if s["shape"] in ("triangle", "star") else 0.0
+        for pen, is_label in pens:
+            fill = label if is_label else colour
+            if s["shape"] == "circle":
+                pen.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
+            elif s["shape"] == "square":
+                q = r * 0.85
+                pen.rectangle([cx - q, cy - q, cx + q, cy + q], fill=fill)
+            else:
+                pen.polygon(_polygon(s["shape"], cx, cy, r, turn), fill=fill)
+    return (img, labels) if with_labels else img
+
+
+def token_targets(labels, rows, cols):
+    """What each of rows x cols image tokens covers, as area fractions: [tokens, 1 + shapes] (background first) and
+    [tokens, 1 + colours]; and the grid cell (row * 3 + column) its centre lies in, [tokens]. Tokens in row-major
+    order like the vision tower's merged tokens."""
+    lab = np.asarray(labels).astype(np.int64)
+    shape_class = np.where(lab > 0, (lab - 1) // len(COLOURS) + 1, 0)
+    colour_class = np.where(lab > 0, (lab - 1) % len(COLOURS) + 1, 0)
+
+    def fractions(classes, n):
+        planes = [np.asarray(Image.fromarray((classes == c).astype(np.float32), mode="F").resize((cols, rows),
+                                                                                                 Image.BOX))
+                  for c in range(n)]
+        out = np.stack(planes, -1).reshape(rows * cols, n)
+        return out / out.sum(-1, keepdims=True)
+    row = np.minimum(2, ((np.arange(rows) + 0.5) * 3 / rows).astype(np.int64))
+    col = np.minimum(2, ((np.arange(cols) + 0.5) * 3 / cols).astype(np.int64))
+    cells = (row[:, None] * 3 + col[None, :]).reshape(-1)
+    return fractions(shape_class, 1 + len(SHAPES)), fractions(colour_class, 1 + len(COLOURS)), cells
 
 
 def _a(s):
@@ -134,10 +163,16 @@ def questions(scene, rng):
     return out
 
 
+# How much more often training asks each kind than the others: "where is the X" and "is the X left of the Y" need
+# a shape found and its place read back, which the first models learned last (relation was at chance).
+TRAINING_WEIGHT = {"where": 2.0, "relation": 3.0}
+
+
 def conversation(scene, rng, turns):
     """A chat about the scene: the image in the first user turn, then `turns` question/answer pairs."""
     pool = questions(scene, rng)
-    picks = rng.choice(len(pool), size=min(turns, len(pool)), replace=False)
+    weights = np.array([TRAINING_WEIGHT.get(kind, 1.0) for kind, _, _ in pool])
+    picks = rng.choice(len(pool), size=min(turns, len(pool)), replace=False, p=weights / weights.sum())
     messages = []
     for k, p in enumerate(picks):
         kind, q, a = pool[int(p)]
