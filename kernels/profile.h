@@ -22,12 +22,15 @@ struct KernelProfile {
   // (Head sizes the flash kernel takes: flash_attention_fits, its 16 x D query and 32 x D K/V tiles in shared memory.)
   int64_t flash_min_queries;
   int64_t split_below_pairs_per_sm;
+  // The tiled attention on tensor cores (flash_attention_mma.cu: f16 products, f32 softmax and sums) where the GPU
+  // and the build have SM80+ code for it; otherwise the f32 CUDA-core kernel above.
+  bool tensor_core_attention;
 };
 
 // Pascal consumer parts (GTX 10xx, MX 3xx): no tensor cores, f16 math at 1/64 rate, no bf16, 48 KB of shared
 // memory per block (the flash tiles at D = 128 take 41 KB).
-inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 4};
+inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 4, false};
 // Volta and later: tensor cores through cuBLAS, bf16 kept as stored.
-inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 4};
+inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 4, true};
 
 }  // namespace qvl::cuda

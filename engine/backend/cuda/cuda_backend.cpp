@@ -24,6 +24,7 @@
 #include "elementwise.cuh"
 #include "fault.cuh"
 #include "flash_attention.cuh"
+#include "flash_attention_mma.cuh"
 #include "gemm_cublas.cuh"
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
@@ -286,12 +287,23 @@ public:
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask, float scale,
                  Tensor& out) override {
     const bool causal = mask.kind == AttentionMask::Kind::Causal;
-    const GpuTimer timer(*this, [&] { return op_cost::attention(q, k, kv_len, mask); });
-    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
     const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
-    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
     const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
-    if (!past_on_device && s >= profile_->flash_min_queries && cuda::flash_attention_fits(d)) {
+    const bool tiled = !past_on_device && s >= profile_->flash_min_queries;
+    const bool tensor_cores = tiled && profile_->tensor_core_attention && cuda::flash_attention_mma_fits(d);
+    const GpuTimer timer(*this, [&] {
+      KernelEvent event = op_cost::attention(q, k, kv_len, mask);
+      if (tensor_cores) event.name += " tensor cores";
+      return event;
+    });
+    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
+    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
+    if (tensor_cores) {
+      cuda::flash_attention_mma(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
+                                segments, scale, stream_);
+      return;
+    }
+    if (tiled && cuda::flash_attention_fits(d)) {
       cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
                             segments, scale, stream_);
       return;

@@ -1,0 +1,263 @@
+// Flash attention on tensor cores (FlashAttention-2's layout, written with mma.sync so it runs on SM80 and SM90).
+// Why: the CUDA-core kernel (flash_attention.cu) runs at 8-12 TFLOP/s on an H100 and was 27% of a 512-token prefill
+// and 43% of a 448x448 vision encode; mma.sync m16n8k16 (f16 in, f32 accumulate) has ~30x the peak.
+//
+// A block of 4 warps takes 64 queries of one head; each warp owns 16 query rows and keeps them in registers as
+// A fragments (q·scale·log2 e, f16) for the whole key loop. Per tile of 64 keys the block stages K and V in shared
+// memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
+// warp computes its 16 x 64 scores with mma (B = K rows, read as 32-bit pairs), masks them, updates the running
+// row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
+// through shared memory), and accumulates p·V with mma, V's B fragments loaded transposed by ldmatrix. Each K/V
+// element is read from global memory once per 64 queries; the block skips tiles none of its queries sees (causal
+// tail, other images' segments), and a warp skips the math of tiles none of its rows sees.
+// Registers at D = 128: 32 for q, 32 for the scores, 64 for the output. Shared memory: 2 x 64 x 136 x 2 = 34 KB.
+#include <cuda_fp16.h>
+
+#include <cfloat>
+
+#include "attention_mask.cuh"
+#include "common.cuh"
+#include "flash_attention_mma.cuh"
+
+namespace qvl::cuda {
+namespace {
+
+constexpr int kWarps = 4, kQueries = 16 * kWarps;
+
+// The device helpers exist only where the kernel has a body (the host pass and SM80+).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+constexpr int kKeys = 64;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// c += a·b for one 16x8 tile, k = 16 (PTX ISA: mma.m16n8k16, f16 inputs, f32 accumulators).
+__device__ __forceinline__ void mma_16x8x16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#ifdef __CUDA_ARCH__
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// Four 8x8 f16 matrices, transposed: lanes 8j..8j+7 give the row addresses of matrix j.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* row) {
+#ifdef __CUDA_ARCH__
+  const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address));
+#endif
+}
+
+// Rows [tile start, + 64) of k or v (f32, row stride hkv·D) into shared memory as f16; rows at or past `end` are 0.
+template <int D>
+__device__ __forceinline__ void stage_tile(const float* __restrict__ src, __half* dst, int64_t t0, int64_t end,
+                                           int64_t hkv, int64_t kvh) {
+  constexpr int kVecs = D / 4, kStride = D + 8;
+#pragma unroll 4
+  for (int e = threadIdx.x; e < kKeys * kVecs; e += kWarps * 32) {
+    const int r = e / kVecs, c = (e % kVecs) * 4;
+    const int64_t t = t0 + r;
+    float4 x = make_float4(0, 0, 0, 0);
+    if (t < end) x = *reinterpret_cast<const float4*>(src + (t * hkv + kvh) * D + c);
+    *reinterpret_cast<uint2*>(dst + r * kStride + c) = make_uint2(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
+  }
+}
+#endif
+
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    flash_attention_mma_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                               float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int64_t kv_len, bool causal,
+                               int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
+  __shared__ __align__(16) __half ks[kKeys * kStride];
+  __shared__ __align__(16) __half vs[kKeys * kStride];
+  __shared__ int64_t block_lo, block_hi;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int64_t h = blockIdx.y, kvh = h / (hq / hkv);
+  // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the keys each may see.
+  const int64_t row[2] = {int64_t(blockIdx.x) * kQueries + warp * 16 + g, int64_t(blockIdx.x) * kQueries + warp * 16 + g + 8};
+  int64_t lo[2], hi[2];
+  for (int r = 0; r < 2; ++r) {
+    lo[r] = hi[r] = 0;  // rows past the end see nothing
+    if (row[r] < s) visible_keys(row[r], kv_len, causal, past, bounds, segments, lo[r], hi[r]);
+  }
+  int64_t warp_lo = lo[0] < hi[0] ? lo[0] : INT64_MAX, warp_hi = lo[0] < hi[0] ? hi[0] : 0;
+  if (lo[1] < hi[1]) warp_lo = min(warp_lo, lo[1]), warp_hi = max(warp_hi, hi[1]);
+  for (int o = 16; o > 0; o /= 2) {
+    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, o));
+    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, o));
+  }
+  if (threadIdx.x == 0) block_lo = INT64_MAX, block_hi = 0;
+  __syncthreads();
+  if (lane == 0 && warp_lo < warp_hi) {
+    atomicMin(reinterpret_cast<long long*>(&block_lo), static_cast<long long>(warp_lo));
+    atomicMax(reinterpret_cast<long long*>(&block_hi), static_cast<long long>(warp_hi));
+  }
+
+  // q as A fragments: register j of step kk holds rows g / g + 8, dimensions 16·kk + 2·t4 (+ 8), pre-scaled so the
+  // softmax can use exp2.
+  uint32_t qa[kSteps][4];
+  const float q_scale = scale * kLog2e;
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = row[j % 2];
+      const int c = kk * 16 + 2 * t4 + (j / 2) * 8;
+      float2 x = make_float2(0, 0);
+      if (i < s) x = *reinterpret_cast<const float2*>(q + (i * hq + h) * D + c);
+      qa[kk][j] = pack_half2(x.x * q_scale, x.y * q_scale);
+    }
+
+  float acc[kOutTiles][4];
+#pragma unroll
+  for (int n = 0; n < kOutTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float best[2] = {-INFINITY, -INFINITY}, total[2] = {0.0f, 0.0f};  // total: this thread's part of the row sum
+
+  __syncthreads();
+  const int64_t first = block_lo, end = block_hi;
+  for (int64_t t0 = first; t0 < end; t0 += kKeys) {
+    __syncthreads();  // everyone is done with the previous tile
+    stage_tile<D>(k, ks, t0, end, hkv, kvh);
+    stage_tile<D>(v, vs, t0, end, hkv, kvh);
+    __syncthreads();
+    if (t0 >= warp_hi || t0 + kKeys <= warp_lo) continue;  // none of this warp's rows sees this tile
+
+    float score[kScoreTiles][4];
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n) {
+      score[n][0] = score[n][1] = score[n][2] = score[n][3] = 0.0f;
+      const __half* key = ks + (n * 8 + g) * kStride + 2 * t4;
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk)
+        mma_16x8x16(score[n], qa[kk], *reinterpret_cast<const uint32_t*>(key + kk * 16),
+                    *reinterpret_cast<const uint32_t*>(key + kk * 16 + 8));
+    }
+    // Mask, then the online softmax per row (element j of a score tile is row g for j < 2, row g + 8 after).
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = j / 2;
+        const int64_t t = t0 + n * 8 + 2 * t4 + (j % 2);
+        if (t < lo[r] || t >= hi[r]) score[n][j] = -INFINITY;
+        tile_max[r] = fmaxf(tile_max[r], score[n][j]);
+      }
+    float correction[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The four lanes of a quad hold one row between them.
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float next = fmaxf(best[r], tile_max[r]);
+      const float base = next == -INFINITY ? 0.0f : next;  // a row that has seen nothing yet stays at 0
+      correction[r] = exp2f(best[r] - base);
+      best[r] = next;
+      total[r] *= correction[r];
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n) {
+        score[n][2 * r] = exp2f(score[n][2 * r] - base);
+        score[n][2 * r + 1] = exp2f(score[n][2 * r + 1] - base);
+        total[r] += score[n][2 * r] + score[n][2 * r + 1];
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n) {
+      acc[n][0] *= correction[0], acc[n][1] *= correction[0];
+      acc[n][2] *= correction[1], acc[n][3] *= correction[1];
+    }
+    // p·V: keys 16·kk .. + 16 are score tiles 2kk and 2kk + 1, already in the A fragment's layout.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {pack_half2(score[2 * kk][0], score[2 * kk][1]),
+                              pack_half2(score[2 * kk][2], score[2 * kk][3]),
+                              pack_half2(score[2 * kk + 1][0], score[2 * kk + 1][1]),
+                              pack_half2(score[2 * kk + 1][2], score[2 * kk + 1][3])};
+      const __half* v_rows = vs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + (lane >> 4) * 8;
+#pragma unroll
+      for (int n = 0; n < kOutTiles; n += 2) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, v_rows + n * 8);
+        mma_16x8x16(acc[n], pa, vb[0], vb[1]);
+        mma_16x8x16(acc[n + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    total[r] += __shfl_xor_sync(0xffffffffu, total[r], 1);
+    total[r] += __shfl_xor_sync(0xffffffffu, total[r], 2);
+    if (row[r] >= s) continue;
+    const float inverse = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
+    float* dst = out + (row[r] * hq + h) * D + 2 * t4;
+#pragma unroll
+    for (int n = 0; n < kOutTiles; ++n)
+      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(acc[n][2 * r] * inverse, acc[n][2 * r + 1] * inverse);
+  }
+#else
+  __trap();  // flash_attention_mma_fits keeps the host from launching this without SM80 code
+#endif
+}
+
+template <int D>
+void launch(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv,
+            int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
+            cudaStream_t stream) {
+  const dim3 grid(unsigned((s + kQueries - 1) / kQueries), unsigned(hq));
+  flash_attention_mma_kernel<D><<<grid, kWarps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, kv_len, causal, past,
+                                                                  bounds, segments, scale);
+  CUDA_CHECK_LAUNCH();
+}
+
+// Whether the current device has SM80+ code for the kernel: the build's architecture list decides (a kernel
+// JIT-compiled from compute_75 PTX has no tensor-core body).
+bool device_runs_kernel() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp props{};
+  CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  if (props.major < 8) return false;
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64>) != cudaSuccess) {
+    (void)cudaGetLastError();  // no image for this device: not an error of this call's caller
+    return false;
+  }
+  return attributes.ptxVersion >= 80 || attributes.binaryVersion >= 80;
+}
+
+}  // namespace
+
+bool flash_attention_mma_fits(int64_t d) {
+  static const bool runs = device_runs_kernel();
+  return runs && d > 0 && d % 16 == 0 && d <= 128;
+}
+
+void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
+                         int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
+                         int64_t segments, float scale, cudaStream_t stream) {
+  if (!flash_attention_mma_fits(d))
+    throw std::runtime_error("flash_attention_mma: needs head_dim a multiple of 16 up to 128 and an SM80+ GPU");
+  if (s == 0 || hq == 0) return;
+  switch (d) {
+    case 16: launch<16>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 32: launch<32>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 48: launch<48>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 64: launch<64>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 80: launch<80>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 96: launch<96>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    case 112: launch<112>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+    default: launch<128>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
+  }
+}
+
+}  // namespace qvl::cuda

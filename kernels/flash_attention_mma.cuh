@@ -1,0 +1,20 @@
+#pragma once
+// Flash attention on tensor cores (SM80+), the native profile's kernel for many queries (prefill, the vision tower).
+// Same contract as flash_attention (flash_attention.cuh): out [S, Hq, D] = softmax(q·kᵀ·scale + mask)·v, causal
+// (with `past` earlier keys) or block-diagonal segments (`bounds` on the device, S + 1 ascending entries), GQA by
+// head / group. q, k, v and p are rounded to f16 for the products; sums, the softmax and the output stay f32.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qvl::cuda {
+
+// True when the head size is a multiple of 16 up to 128 and the current device runs this kernel (compute
+// capability 8.0 or newer and a build that holds SM80+ code for it: a build for older architectures has no
+// tensor-core body).
+bool flash_attention_mma_fits(int64_t d);
+void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
+                         int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
+                         int64_t segments, float scale, cudaStream_t stream);
+
+}  // namespace qvl::cuda
