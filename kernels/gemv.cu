@@ -8,7 +8,10 @@ bool gemv(const float* x, const void* w, WeightType w_type, const void* bias, We
           int64_t n, int64_t k, cudaStream_t stream) {
   if (m == 0 || n == 0) return true;
   if (!gemv_fits(w_type, m, k, x, w, nullptr)) return false;
-  launch_gemv<false>(w_type, x, w, nullptr, bias, bias_type, y, m, n, k, stream);
+  GemvParts parts;
+  parts.part[0] = {w, bias, y, n};
+  parts.count = 1;
+  launch_gemv<false>(w_type, x, parts, nullptr, bias_type, m, k, stream);
   return true;
 }
 

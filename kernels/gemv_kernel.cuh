@@ -3,7 +3,9 @@
 // M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K FLOPs), so it aims at the DRAM roofline: one
 // warp per output row, 16-byte loads (8 bf16/f16 or 4 f32 per lane per step), the loop unrolled so several loads are
 // in flight, f32 accumulation, shuffle reduction. Gated, a warp streams the same row of two matrices (gate and up):
-// twice the bytes in flight per warp, and silu(gate) ⊙ up is applied before anything leaves registers.
+// twice the bytes in flight per warp, and silu(gate) ⊙ up is applied before anything leaves registers. Plain, the
+// rows may come from up to three matrices of the same K and type, each with its own output (q, k and v in one
+// launch: a small matrix alone does not fill the GPU long enough to amortise the launch and the ramp-up).
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -46,18 +48,43 @@ template <> struct Vec16<__half> {
 
 constexpr int kGemvWarps = 4;
 
-// Plain: y = x · w0ᵀ (+ bias). Gated: y = silu(x · w0ᵀ) ⊙ (x · w1ᵀ).
+// One matrix of a launch: n rows of w (and bias, optional) into y [M, n].
+struct GemvPart {
+  const void* w = nullptr;
+  const void* bias = nullptr;
+  float* y = nullptr;
+  int64_t n = 0;
+};
+struct GemvParts {
+  static constexpr int kMax = 3;
+  GemvPart part[kMax];
+  int count = 0;
+  int64_t rows() const {
+    int64_t n = 0;
+    for (int p = 0; p < count; ++p) n += part[p].n;
+    return n;
+  }
+};
+
+// Plain: each part's y = x · wᵀ (+ bias), the parts' rows one after another. Gated (one part): y = silu(x · wᵀ) ⊙
+// (x · upᵀ).
 template <typename W, int M, bool kGated>
-__global__ void gemv_kernel(const float* __restrict__ x, const W* __restrict__ w0, const W* __restrict__ w1,
-                            const void* __restrict__ bias, WeightType bias_type, float* __restrict__ y, int64_t n,
-                            int64_t k) {
-  const int64_t row = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+__global__ void gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up,
+                            WeightType bias_type, int64_t k) {
+  int64_t row = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
+  GemvPart part = parts.part[0];
+  for (int p = 1; p < GemvParts::kMax; ++p)
+    if (p < parts.count && row >= part.n) row -= part.n, part = parts.part[p];
+  const int64_t n = part.n;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
+  float* __restrict__ y = part.y;
+  const void* bias = part.bias;
   constexpr int kVec = Vec16<W>::kCount;
   constexpr int kUnroll = kGated ? 2 : 4;  // about the same bytes in flight either way
-  const W* r0 = w0 + row * k;
-  const W* r1 = kGated ? w1 + row * k : nullptr;
+  const W* r0 = static_cast<const W*>(part.w) + row * k;
+  const W* r1 = kGated ? up + row * k : nullptr;
   float acc0[M] = {}, acc1[M] = {};
 #pragma unroll kUnroll
   for (int64_t i = int64_t(lane) * kVec; i < k; i += 32 * kVec) {
@@ -76,8 +103,8 @@ __global__ void gemv_kernel(const float* __restrict__ x, const W* __restrict__ w
   for (int m = 0; m < M; ++m) {
     const float s = warp_sum(acc0[m]);
     if constexpr (kGated) {
-      const float up = warp_sum(acc1[m]);
-      if (lane == 0) y[m * n + row] = s / (1.0f + expf(-s)) * up;
+      const float up_sum = warp_sum(acc1[m]);
+      if (lane == 0) y[m * n + row] = s / (1.0f + expf(-s)) * up_sum;
     } else {
       if (lane == 0) y[m * n + row] = s + b0;
     }
@@ -92,28 +119,27 @@ inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, co
 }
 
 template <typename W, bool kGated>
-void launch_gemv_typed(const float* x, const void* w0, const void* w1, const void* bias, WeightType bias_type, float* y,
-                       int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  const auto* a = static_cast<const W*>(w0);
-  const auto* b = static_cast<const W*>(w1);
-  const dim3 grid(unsigned((n + kGemvWarps - 1) / kGemvWarps)), block(kGemvWarps * 32);
+void launch_gemv_typed(const float* x, const GemvParts& parts, const void* up, WeightType bias_type, int64_t m,
+                       int64_t k, cudaStream_t stream) {
+  const auto* b = static_cast<const W*>(up);
+  const dim3 grid(unsigned((parts.rows() + kGemvWarps - 1) / kGemvWarps)), block(kGemvWarps * 32);
   switch (m) {
-    case 1: gemv_kernel<W, 1, kGated><<<grid, block, 0, stream>>>(x, a, b, bias, bias_type, y, n, k); break;
-    case 2: gemv_kernel<W, 2, kGated><<<grid, block, 0, stream>>>(x, a, b, bias, bias_type, y, n, k); break;
-    case 3: gemv_kernel<W, 3, kGated><<<grid, block, 0, stream>>>(x, a, b, bias, bias_type, y, n, k); break;
-    default: gemv_kernel<W, 4, kGated><<<grid, block, 0, stream>>>(x, a, b, bias, bias_type, y, n, k); break;
+    case 1: gemv_kernel<W, 1, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
+    case 2: gemv_kernel<W, 2, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
+    case 3: gemv_kernel<W, 3, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
+    default: gemv_kernel<W, 4, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
   }
   CUDA_CHECK_LAUNCH();
 }
 
-// Call after gemv_fits. w1 (gated only): the up matrix, same type and shape as w0.
+// Call after gemv_fits. up (gated only, one part): the up matrix, same type and shape as the part's.
 template <bool kGated>
-void launch_gemv(WeightType w_type, const float* x, const void* w0, const void* w1, const void* bias,
-                 WeightType bias_type, float* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m == 0 || n == 0) return;
-  if (w_type == WeightType::BF16) launch_gemv_typed<uint16_t, kGated>(x, w0, w1, bias, bias_type, y, m, n, k, stream);
-  else if (w_type == WeightType::F16) launch_gemv_typed<__half, kGated>(x, w0, w1, bias, bias_type, y, m, n, k, stream);
-  else launch_gemv_typed<float, kGated>(x, w0, w1, bias, bias_type, y, m, n, k, stream);
+void launch_gemv(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
+                 int64_t m, int64_t k, cudaStream_t stream) {
+  if (m == 0 || parts.rows() == 0) return;
+  if (w_type == WeightType::BF16) launch_gemv_typed<uint16_t, kGated>(x, parts, up, bias_type, m, k, stream);
+  else if (w_type == WeightType::F16) launch_gemv_typed<__half, kGated>(x, parts, up, bias_type, m, k, stream);
+  else launch_gemv_typed<float, kGated>(x, parts, up, bias_type, m, k, stream);
 }
 
 }  // namespace qvl::cuda

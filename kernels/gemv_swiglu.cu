@@ -10,7 +10,10 @@ bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightTy
 
 void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
                  int64_t k, cudaStream_t stream) {
-  launch_gemv<true>(w_type, x, gate, up, nullptr, WeightType::F32, y, m, n, k, stream);
+  GemvParts parts;
+  parts.part[0] = {gate, nullptr, y, n};
+  parts.count = 1;
+  launch_gemv<true>(w_type, x, parts, up, WeightType::F32, m, k, stream);
 }
 
 }  // namespace qvl::cuda

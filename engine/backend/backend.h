@@ -127,6 +127,14 @@ public:
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
   virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;
+  // Fused attention input projections: q, k and v from the same x (biases optional), in one pass where the backend
+  // can. This default is the unfused sequence (three linears).
+  virtual void qkv_projection(const Tensor& x, const Tensor& wq, const Tensor* bq, const Tensor& wk, const Tensor* bk,
+                              const Tensor& wv, const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) {
+    linear(x, wq, bq, q);
+    linear(x, wk, bk, k);
+    linear(x, wv, bv, v);
+  }
   // Fused SwiGLU projection: y = silu(x · gateᵀ) ⊙ (x · upᵀ); `scratch` (y's shape) may be used for the up
   // projection. This default is the unfused sequence (two linears and silu_mul).
   virtual void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) {

@@ -116,9 +116,12 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
     const DecoderLayerWeights& L = w_.layers[l];
     // b.a holds this layer's normed input (made by the previous layer's closing add + norm).
-    be_.linear(b.a, L.q.weight, L.q.bias_or_null(), b.q);
-    be_.linear(b.a, L.k.weight, L.k.bias_or_null(), b.k);
-    be_.linear(b.a, L.v.weight, L.v.bias_or_null(), b.v);
+    if (fusions_.qkv_projection)
+      be_.qkv_projection(b.a, L.q.weight, L.q.bias_or_null(), L.k.weight, L.k.bias_or_null(), L.v.weight,
+                         L.v.bias_or_null(), b.q, b.k, b.v);
+    else
+      be_.Backend::qkv_projection(b.a, L.q.weight, L.q.bias_or_null(), L.k.weight, L.k.bias_or_null(), L.v.weight,
+                                  L.v.bias_or_null(), b.q, b.k, b.v);
     // Per-head q/k norms before RoPE, then k and v into the cache: one fused op, or the Backend's unfused sequence.
     if (fusions_.qk_norm_rope_append)
       be_.qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin, cache.k_[l],

@@ -157,6 +157,33 @@ struct Runner {
       }
   }
 
+  // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
+  // biases, and prefill rows (the backend falls back to three GEMMs).
+  void qkv_projection() {
+    for (DType wt : {DType::F32, DType::F16, DType::BF16})
+      for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},
+                                                                      {4, 40, 24, 136}, {9, 64, 32, 128}})
+        for (bool with_bias : {false, true}) {
+          const Tensor x = random({m, k}), wq = random({nq, k}, wt, 0.1f), wk = random({nkv, k}, wt, 0.1f),
+                       wv = random({nkv, k}, wt, 0.1f), bq = random({nq}, DType::BF16), bk = random({nkv}, DType::BF16),
+                       bv = random({nkv}, DType::BF16);
+          Tensor q_cpu = cpu.alloc({m, nq}), k_cpu = cpu.alloc({m, nkv}), v_cpu = cpu.alloc({m, nkv});
+          Tensor q_gpu = gpu.alloc({m, nq}), k_gpu = gpu.alloc({m, nkv}), v_gpu = gpu.alloc({m, nkv});
+          cpu.Backend::qkv_projection(x, wq, with_bias ? &bq : nullptr, wk, with_bias ? &bk : nullptr, wv,
+                                      with_bias ? &bv : nullptr, q_cpu, k_cpu, v_cpu);
+          const Tensor wqg = gpu.upload(wq), wkg = gpu.upload(wk), wvg = gpu.upload(wv), bqg = gpu.upload(bq),
+                       bkg = gpu.upload(bk), bvg = gpu.upload(bv);
+          gpu.qkv_projection(gpu.from_host(x), wqg, with_bias ? &bqg : nullptr, wkg, with_bias ? &bkg : nullptr, wvg,
+                             with_bias ? &bvg : nullptr, q_gpu, k_gpu, v_gpu);
+          const std::string what = "linear q+k+v " + std::string(dtype_name(wt)) + " m=" + std::to_string(m) +
+                                   " n=" + std::to_string(nq) + "+2x" + std::to_string(nkv) + " k=" + std::to_string(k) +
+                                   (with_bias ? " bias" : "");
+          check(what + " (q)", q_gpu, q_cpu, linear_limit(wt, m));
+          check(what + " (k)", k_gpu, k_cpu, linear_limit(wt, m));
+          check(what + " (v)", v_gpu, v_cpu, linear_limit(wt, m));
+        }
+  }
+
   void rows_ops() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random({500, 72}, dt);
@@ -292,6 +319,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.rows_ops();
   r.qk_norm_rope_append();
   r.swiglu_projection();
+  r.qkv_projection();
   r.patchify();
   r.rope();
   r.attention();
@@ -316,6 +344,8 @@ void perf(Backend& gpu) {
     Tensor q = gpu.alloc({m, hq, d}), out = gpu.alloc({m, hq, d});
     gpu.linear(x, wq, nullptr, yq);
     gpu.linear(x, wkv, nullptr, ykv);
+    Tensor yv = gpu.alloc({m, hkv * d});
+    gpu.qkv_projection(x, wq, nullptr, wkv, nullptr, wkv, nullptr, yq, ykv, yv);  // decode: one launch for all three
     gpu.linear(x, wup, nullptr, yup);
     gpu.linear(xi, wdown, nullptr, yh);
     gpu.rms_norm(x, norm, 1e-6f, yh);

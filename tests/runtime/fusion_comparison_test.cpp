@@ -42,11 +42,12 @@ bool ran(const FusionRun& run, const std::string& kernel) {
   return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelSummary& k) { return k.name.rfind(kernel, 0) == 0; });
 }
 
-void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
+FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
   const FusionComparison c = compare_fusions(engine, image_request());
-  EXPECT_EQ(c.fusions, (std::vector<std::string>{"add+rms_norm", "qk_norm+rope+append", "linear+swiglu"}));
+  EXPECT_EQ(c.fusions,
+            (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu"}));
   EXPECT_TRUE(c.difference.same_tokens);
   EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
   EXPECT_GE(c.difference.cosine, 0.999);
@@ -56,6 +57,7 @@ void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   EXPECT_TRUE(ran(c.unfused, "add"));
   EXPECT_FALSE(ran(c.unfused, "qk_norm+rope+append"));
   EXPECT_TRUE(ran(c.unfused, "rope"));
+  EXPECT_FALSE(ran(c.unfused, "linear q+k+v"));
   // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops (and, where the backend has the
   // kernel, six prologue ops become one).
   auto calls = [](const FusionRun& r) {
@@ -70,6 +72,7 @@ void expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   EXPECT_EQ(engine.profiler(), profiler);
   EXPECT_TRUE(profiler->events().empty());
   engine.set_profiler(nullptr);
+  return c;
 }
 
 TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
@@ -80,7 +83,10 @@ TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
 TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
-  expect_fused_matches_unfused(*engine, 1e-5);
+  const FusionComparison c = expect_fused_matches_unfused(*engine, 1e-5);
+  // The decode-only fusions (one GEMV launch for q, k and v; gate/up with SwiGLU) ran where the CPU has none.
+  EXPECT_TRUE(ran(c.fused, "linear q+k+v"));
+  EXPECT_TRUE(ran(c.fused, "linear+swiglu"));
 }
 
 TEST(FusionComparison, TheFusionSwitchChangesTheOpsButNotTheAnswer) {

@@ -28,6 +28,7 @@
 #include "gemm_cublas.cuh"
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
+#include "gemv_qkv.cuh"
 #include "gemv_swiglu.cuh"
 #include "memory_pool.h"
 #include "norm.cuh"
@@ -329,6 +330,40 @@ public:
     if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
     const GpuTimer timer(*this, [&] { return op_cost::rows("copy_rows", src, 2); });
     cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, stream_);
+  }
+  void qkv_projection(const Tensor& x, const Tensor& wq, const Tensor* bq, const Tensor& wk, const Tensor* bk,
+                      const Tensor& wv, const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) override {
+    const int64_t kx = last_dim(x), m = rows_of(x);
+    const Tensor* weights[3] = {&wq, &wk, &wv};
+    const Tensor* biases[3] = {bq, bk, bv};
+    Tensor* outputs[3] = {&q, &k, &v};
+    const Tensor* some_bias = bq ? bq : bk ? bk : bv;
+    cuda::QkvProjection p{};
+    bool fits = m <= profile_->gemv_max_rows;
+    for (int i = 0; i < 3 && fits; ++i) {
+      const Tensor& w = *weights[i];
+      fits = w.rank() == 2 && w.dim(1) == kx && w.dtype() == wq.dtype() && outputs[i]->numel() == m * w.dim(0) &&
+             (!biases[i] || (biases[i]->dtype() == some_bias->dtype() && biases[i]->numel() == w.dim(0)));
+      p.w[i] = w.raw();
+      p.bias[i] = biases[i] ? biases[i]->raw() : nullptr;
+      p.y[i] = f32(*outputs[i]);
+      p.n[i] = w.dim(0);
+    }
+    if (!fits || !cuda::gemv_qkv_fits(f32(x), p, weight_type(wq.dtype()), m, kx)) {
+      Backend::qkv_projection(x, wq, bq, wk, bk, wv, bv, q, k, v);  // many rows (prefill): three GEMMs
+      return;
+    }
+    const GpuTimer timer(*this, [&] {
+      const int64_t rows = p.n[0] + p.n[1] + p.n[2];
+      return op_cost::make("linear q+k+v " + std::to_string(rows) + "x" + std::to_string(kx) + " " +
+                               std::string(dtype_name(wq.dtype())) + " m<=4",
+                           double(wq.nbytes() + wk.nbytes() + wv.nbytes() + x.nbytes() + q.nbytes() + k.nbytes() +
+                                  v.nbytes()),
+                           2.0 * double(m) * double(rows) * double(kx));
+    });
+    maybe_inject_fault();
+    cuda::gemv_qkv(f32(x), p, weight_type(wq.dtype()),
+                   some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32, m, kx, stream_);
   }
   void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) override {
     const int64_t k = last_dim(x), m = rows_of(x), n = gate.dim(0);
