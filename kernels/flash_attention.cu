@@ -23,7 +23,8 @@ template <int kChunks>  // D <= 32 · kChunks
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                            float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int d, int64_t kv_len,
-                           bool causal, int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale) {
+                           bool causal, int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale,
+                           const int64_t* __restrict__ layout, int64_t layout_side) {
   extern __shared__ float4 shared4[];
   float* qs = reinterpret_cast<float*>(shared4);  // [16][d], pre-scaled
   const int k_stride = d + 4;
@@ -45,10 +46,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     *reinterpret_cast<float4*>(qs + r * d + c) = val;
   }
   int64_t lo[kQueriesPerWarp], hi[kQueriesPerWarp];
+  const int64_t* allowed[kQueriesPerWarp];  // block-sparse: the row's line of the block layout
   int64_t my_lo = INT64_MAX, my_hi = 0;
   for (int r = 0; r < kQueriesPerWarp; ++r) {
     const int64_t i = q0 + warp * kQueriesPerWarp + r;
     lo[r] = hi[r] = 0;  // rows past the end see nothing
+    allowed[r] = layout && i < s ? layout + (past + i) / kFlashLayoutBlock * layout_side : nullptr;
     if (i < s) visible_keys(i, kv_len, causal, past, bounds, segments, lo[r], hi[r]);
     if (lo[r] < hi[r]) my_lo = min(my_lo, lo[r]), my_hi = max(my_hi, hi[r]);
   }
@@ -63,7 +66,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int c = 0; c < kChunks; ++c) acc[r][c] = 0.0f;
   }
   const float* my_q = qs + warp * kQueriesPerWarp * d;
+  // Causal: block_lo = 0, so a 32-key tile lies inside one layout block.
+  const int64_t first_block = (past + q0) / kFlashLayoutBlock;
+  const int64_t last_block = (past + min(s, q0 + kQueries) - 1) / kFlashLayoutBlock;
   for (int64_t t0 = block_lo; t0 < block_hi; t0 += kKeys) {
+    if (layout) {  // skip, loads included, a key block none of the block's query blocks sees (the same in every thread)
+      bool seen = false;
+      for (int64_t qb = first_block; qb <= last_block; ++qb)
+        seen |= layout[qb * layout_side + t0 / kFlashLayoutBlock] != 0;
+      if (!seen) continue;
+    }
     __syncthreads();  // everyone is done with the previous tile
     // Unrolled: each thread's 2 x 8 loads of a tile (D = 128) are in flight together instead of one at a time.
 #pragma unroll 8
@@ -95,7 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float p[kQueriesPerWarp];
 #pragma unroll
     for (int r = 0; r < kQueriesPerWarp; ++r) {
-      const bool visible = t >= lo[r] && t < hi[r];
+      const bool visible = t >= lo[r] && t < hi[r] && (!allowed[r] || allowed[r][t0 / kFlashLayoutBlock]);
       const float sv = visible ? score[r] : -INFINITY;
       const float next_best = fmaxf(best[r], warp_max(sv));
       if (next_best == -INFINITY) {  // nothing visible to this query yet (the same on every lane)
@@ -136,11 +148,12 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int kChunks>
 void launch(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
             int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-            cudaStream_t stream) {
+            const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
   const std::size_t shared = std::size_t(kQueries * d + kKeys * (d + 4) + kKeys * d) * sizeof(float);
   const dim3 grid(unsigned((s + kQueries - 1) / kQueries), unsigned(hq));
   flash_attention_kernel<kChunks><<<grid, kWarps * 32, shared, stream>>>(q, k, v, out, s, hq, hkv, int(d), kv_len,
-                                                                         causal, past, bounds, segments, scale);
+                                                                         causal, past, bounds, segments, scale,
+                                                                         layout, layout_side);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -150,15 +163,13 @@ bool flash_attention_fits(int64_t d) { return d > 0 && d % 4 == 0 && d <= 128; }
 
 void flash_attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv,
                      int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments,
-                     float scale, cudaStream_t stream) {
+                     float scale, const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
   if (!flash_attention_fits(d)) throw std::runtime_error("flash_attention: head_dim must be a multiple of 4, at most 128");
   if (s == 0 || hq == 0) return;
-  switch ((d + 31) / 32) {
-    case 1: launch<1>(q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 2: launch<2>(q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 3: launch<3>(q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, stream); break;
-    default: launch<4>(q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, stream); break;
-  }
+  using Launch = decltype(&launch<1>);
+  const Launch by_chunks[] = {launch<1>, launch<2>, launch<3>, launch<4>};  // D <= 32 · chunks
+  by_chunks[(d + 31) / 32 - 1](q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, layout,
+                               layout_side, stream);
 }
 
 }  // namespace qvl::cuda

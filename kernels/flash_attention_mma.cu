@@ -26,7 +26,7 @@ constexpr int kWarps = 4, kQueries = 16 * kWarps;
 
 // The device helpers exist only where the kernel has a body (the host pass and SM80+).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-constexpr int kKeys = 64;
+constexpr int kKeys = kFlashLayoutBlock;  // a key tile is one block of a block-sparse layout
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
@@ -74,7 +74,8 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_mma_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                                float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int64_t kv_len, bool causal,
-                               int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale) {
+                               int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale,
+                               const int64_t* __restrict__ layout, int64_t layout_side) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
   __shared__ __align__(16) __half ks[kKeys * kStride];
@@ -84,11 +85,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int64_t h = blockIdx.y, kvh = h / (hq / hkv);
   // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the keys each may see.
-  const int64_t row[2] = {int64_t(blockIdx.x) * kQueries + warp * 16 + g, int64_t(blockIdx.x) * kQueries + warp * 16 + g + 8};
+  const int64_t q0 = int64_t(blockIdx.x) * kQueries, row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   int64_t lo[2], hi[2];
+  const int64_t* allowed[2] = {nullptr, nullptr};  // block-sparse: the row's line of the block layout
   for (int r = 0; r < 2; ++r) {
     lo[r] = hi[r] = 0;  // rows past the end see nothing
     if (row[r] < s) visible_keys(row[r], kv_len, causal, past, bounds, segments, lo[r], hi[r]);
+    if (layout && row[r] < s) allowed[r] = layout + (past + row[r]) / kKeys * layout_side;
   }
   int64_t warp_lo = lo[0] < hi[0] ? lo[0] : INT64_MAX, warp_hi = lo[0] < hi[0] ? hi[0] : 0;
   if (lo[1] < hi[1]) warp_lo = min(warp_lo, lo[1]), warp_hi = max(warp_hi, hi[1]);
@@ -124,8 +127,14 @@ __global__ void __launch_bounds__(kWarps * 32)
   float best[2] = {-INFINITY, -INFINITY}, total[2] = {0.0f, 0.0f};  // total: this thread's part of the row sum
 
   __syncthreads();
-  const int64_t first = block_lo, end = block_hi;
+  const int64_t first = block_lo, end = block_hi;  // causal: first = 0, so tiles are layout blocks
+  const int64_t first_block = (past + q0) / kKeys, last_block = (past + min(s, q0 + kQueries) - 1) / kKeys;
   for (int64_t t0 = first; t0 < end; t0 += kKeys) {
+    if (layout) {  // skip, loads included, a key block that none of the block's (at most two) query blocks sees
+      bool seen = false;
+      for (int64_t qb = first_block; qb <= last_block; ++qb) seen |= layout[qb * layout_side + t0 / kKeys] != 0;
+      if (!seen) continue;  // the same decision in every thread
+    }
     __syncthreads();  // everyone is done with the previous tile
     stage_tile<D>(k, ks, t0, end, hkv, kvh);
     stage_tile<D>(v, vs, t0, end, hkv, kvh);
@@ -143,6 +152,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                     *reinterpret_cast<const uint32_t*>(key + kk * 16 + 8));
     }
     // Mask, then the online softmax per row (element j of a score tile is row g for j < 2, row g + 8 after).
+    const bool row_sees[2] = {!allowed[0] || allowed[0][t0 / kKeys], !allowed[1] || allowed[1][t0 / kKeys]};
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
@@ -150,7 +160,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       for (int j = 0; j < 4; ++j) {
         const int r = j / 2;
         const int64_t t = t0 + n * 8 + 2 * t4 + (j % 2);
-        if (t < lo[r] || t >= hi[r]) score[n][j] = -INFINITY;
+        if (t < lo[r] || t >= hi[r] || !row_sees[r]) score[n][j] = -INFINITY;
         tile_max[r] = fmaxf(tile_max[r], score[n][j]);
       }
     float correction[2];
@@ -212,10 +222,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int D>
 void launch(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv,
             int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-            cudaStream_t stream) {
+            const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
   const dim3 grid(unsigned((s + kQueries - 1) / kQueries), unsigned(hq));
   flash_attention_mma_kernel<D><<<grid, kWarps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, kv_len, causal, past,
-                                                                  bounds, segments, scale);
+                                                                  bounds, segments, scale, layout, layout_side);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -244,20 +254,16 @@ bool flash_attention_mma_fits(int64_t d) {
 
 void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
                          int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                         int64_t segments, float scale, cudaStream_t stream) {
+                         int64_t segments, float scale, const int64_t* layout, int64_t layout_side,
+                         cudaStream_t stream) {
   if (!flash_attention_mma_fits(d))
     throw std::runtime_error("flash_attention_mma: needs head_dim a multiple of 16 up to 128 and an SM80+ GPU");
   if (s == 0 || hq == 0) return;
-  switch (d) {
-    case 16: launch<16>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 32: launch<32>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 48: launch<48>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 64: launch<64>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 80: launch<80>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 96: launch<96>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    case 112: launch<112>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-    default: launch<128>(q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, stream); break;
-  }
+  using Launch = decltype(&launch<16>);
+  const Launch by_size[] = {launch<16>, launch<32>, launch<48>, launch<64>, launch<80>, launch<96>, launch<112>,
+                            launch<128>};
+  by_size[d / 16 - 1](q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, layout, layout_side,
+                      stream);
 }
 
 }  // namespace qvl::cuda

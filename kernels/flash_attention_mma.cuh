@@ -3,9 +3,13 @@
 // Same contract as flash_attention (flash_attention.cuh): out [S, Hq, D] = softmax(q·kᵀ·scale + mask)·v, causal
 // (with `past` earlier keys) or block-diagonal segments (`bounds` on the device, S + 1 ascending entries), GQA by
 // head / group. q, k, v and p are rounded to f16 for the products; sums, the softmax and the output stay f32.
+// Causal may be block-sparse: `layout` (on the device, layout_side² entries, 0/1) says which 64-key block each
+// 64-position query block sees (AttentionMask::block_layout); blocks it hides are skipped, loads included.
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "flash_attention.cuh"  // kFlashLayoutBlock
 
 namespace qvl::cuda {
 
@@ -15,6 +19,7 @@ namespace qvl::cuda {
 bool flash_attention_mma_fits(int64_t d);
 void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
                          int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                         int64_t segments, float scale, cudaStream_t stream);
+                         int64_t segments, float scale, const int64_t* layout, int64_t layout_side,
+                         cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -32,10 +32,10 @@ __global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, 
   for (int64_t i = threadIdx.x; i < width; i += kThreads) sum += in[i];
   const float mean = block_sum<kThreads>(sum) / float(width);
   float var = 0;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) var += (in[i] - mean) * (in[i] - mean);
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) var = add_squared_deviation(var, in[i], mean);
   const float inv = rsqrtf(block_sum<kThreads>(var) / float(width) + eps);
   for (int64_t i = threadIdx.x; i < width; i += kThreads)
-    out[i] = (in[i] - mean) * inv * load_weight(w, wt, i) + load_weight(b, bt, i);
+    out[i] = layer_norm_value(in[i], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i));
 }
 
 }  // namespace

@@ -21,14 +21,36 @@ enum class GeluKind { Tanh, Erf };
 // Segments: bidirectional inside each [bounds[j], bounds[j+1]) block, nothing across (one block per image).
 // Causal on device: `past` is read from a one-element index tensor when the op runs (a recorded decode step
 // replays with the current position); `past` and kv_len given on the host are then upper bounds.
+// Block-sparse causal (prefill, 16 queries or more): positions are cut into blocks of kSparseBlock; query block qb
+// sees key block kb only where block_layout[qb · blocks + kb] is set (and causally), blocks = the side of the square
+// layout, covering positions [0, past + S). local_global_layout makes the long-context layout: a sliding window of
+// blocks plus the first blocks seen by all.
 struct AttentionMask {
   enum class Kind { Causal, Segments } kind = Kind::Causal;
   int64_t past = 0;
   std::vector<int64_t> bounds;  // Segments only: 0 = b0 < b1 < ... = S
   const Tensor* past_on_device = nullptr;
-  static AttentionMask causal(int64_t past) { return {Kind::Causal, past, {}, nullptr}; }
-  static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b), nullptr}; }
-  static AttentionMask causal_on_device(const Tensor& past, int64_t max_past) { return {Kind::Causal, max_past, {}, &past}; }
+  std::vector<int64_t> block_layout;  // Causal only, optional: 0/1 per (query block, key block)
+  int64_t layout_side = 0;            // blocks per side of block_layout
+  static constexpr int64_t kSparseBlock = 64;
+  static AttentionMask causal(int64_t past) { return {Kind::Causal, past, {}, nullptr, {}, 0}; }
+  static AttentionMask segments(std::vector<int64_t> b) { return {Kind::Segments, 0, std::move(b), nullptr, {}, 0}; }
+  static AttentionMask causal_on_device(const Tensor& past, int64_t max_past) {
+    return {Kind::Causal, max_past, {}, &past, {}, 0};
+  }
+  static AttentionMask causal_block_sparse(int64_t past, std::vector<int64_t> layout, int64_t side) {
+    return {Kind::Causal, past, {}, nullptr, std::move(layout), side};
+  }
+  // blocks x blocks: block qb sees the `window` blocks up to itself and the first `global` blocks (kb <= qb).
+  static std::vector<int64_t> local_global_layout(int64_t blocks, int64_t window, int64_t global) {
+    std::vector<int64_t> layout(std::size_t(blocks * blocks), 0);
+    for (int64_t qb = 0; qb < blocks; ++qb)
+      for (int64_t kb = 0; kb <= qb; ++kb) layout[std::size_t(qb * blocks + kb)] = qb - kb < window || kb < global;
+    return layout;
+  }
+  // Throws unless a block layout (if any) is square, covers `queries` queries after `past`, and keeps every block's
+  // own diagonal (so no query is left with nothing to attend to).
+  void check_block_layout(int64_t queries) const;
 };
 
 // How an image becomes vision patches: v = (u − mean[c]) / std[c] per channel, the frame repeated over `temporal`
@@ -104,6 +126,12 @@ public:
   virtual void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) {
     add(x, residual, x);
     rms_norm(x, w, eps, y);
+  }
+  // Fused residual add + LayerNorm (the vision tower): x += residual, then y = LayerNorm(x; w, b). This default is the
+  // unfused sequence.
+  virtual void add_layer_norm(Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b, float eps, Tensor& y) {
+    add(x, residual, x);
+    layer_norm(x, w, b, eps, y);
   }
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
   virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;

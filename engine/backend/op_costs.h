@@ -48,10 +48,21 @@ inline KernelEvent rope(const Tensor& x, const Tensor& cos) {
 inline KernelEvent attention(const Tensor& q, const Tensor& k, int64_t kv_len, const AttentionMask& mask) {
   const double s = double(q.dim(0)), hq = double(q.dim(1)), d = double(q.dim(2)), hkv = double(k.dim(1));
   const bool causal = mask.kind == AttentionMask::Kind::Causal;
-  const double keys = causal ? double(mask.past) + (s + 1) / 2
-                             : double(kv_len) / double(std::max<std::size_t>(1, mask.bounds.size() - 1));
+  double keys = causal ? double(mask.past) + (s + 1) / 2
+                       : double(kv_len) / double(std::max<std::size_t>(1, mask.bounds.size() - 1));
+  if (!mask.block_layout.empty()) {  // the keys the layout leaves each query, averaged
+    const int64_t block = AttentionMask::kSparseBlock;
+    double total = 0;
+    for (int64_t p = mask.past; p < mask.past + q.dim(0); ++p)
+      for (int64_t kb = 0; kb <= p / block; ++kb)
+        if (mask.block_layout[std::size_t(p / block * mask.layout_side + kb)])
+          total += double(std::min(block, p + 1 - kb * block));
+    keys = total / s;
+  }
   // Decode (one query against the cache) and prefill are different kernels with different rooflines.
-  const char* kind = !causal ? "attention segments" : q.dim(0) == 1 ? "attention decode" : "attention causal";
+  const char* kind = !causal ? "attention segments"
+                     : q.dim(0) == 1 ? "attention decode"
+                     : mask.block_layout.empty() ? "attention causal" : "attention block-sparse";
   return make(std::string(kind) + " d=" + std::to_string(q.dim(2)),
               2.0 * double(q.nbytes()) + 2.0 * double(kv_len) * hkv * d * 4, 4.0 * s * hq * d * keys);
 }

@@ -33,7 +33,7 @@ Tensor merger_forward(Backend& be, const MergerWeights& w, const Tensor& x, int6
 }  // namespace
 
 VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionWeights& w, const Tensor& pixel_values,
-                           const std::vector<ImageGrid>& grids) {
+                           const std::vector<ImageGrid>& grids, const Fusions& fusions) {
   const VisionConfig& c = config.vision;
   int64_t n = 0;
   std::vector<int64_t> bounds{0};  // one attention block per image and frame
@@ -56,9 +56,15 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   Tensor a = be.alloc({n, hidden}), q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}),
          v = be.alloc({n, heads, head_dim}), attn = be.alloc({n, heads, head_dim}), proj = be.alloc({n, hidden}),
          mlp = be.alloc({n, c.intermediate_size});
+  // Residual add, then the LayerNorm that reads the sum: one fused pass, or the Backend's unfused sequence.
+  auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
+    if (fusions.add_layer_norm) be.add_layer_norm(x, residual, norm.weight, norm.bias, 1e-6f, a);
+    else be.Backend::add_layer_norm(x, residual, norm.weight, norm.bias, 1e-6f, a);
+  };
+  be.layer_norm(x, w.blocks.front().norm1.weight, w.blocks.front().norm1.bias, 1e-6f, a);
   for (int64_t b = 0; b < c.depth; ++b) {
     const VisionBlockWeights& blk = w.blocks[std::size_t(b)];
-    be.layer_norm(x, blk.norm1.weight, blk.norm1.bias, 1e-6f, a);
+    // a holds this block's normed input (made by the previous block's closing add + norm).
     be.linear(a, blk.q.weight, blk.q.bias_or_null(), q);
     be.linear(a, blk.k.weight, blk.k.bias_or_null(), k);
     be.linear(a, blk.v.weight, blk.v.bias_or_null(), v);
@@ -66,12 +72,12 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.rope(k, cos, sin);
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
     be.linear(attn.reshaped({n, hidden}), blk.proj.weight, blk.proj.bias_or_null(), proj);
-    be.add(x, proj, x);
-    be.layer_norm(x, blk.norm2.weight, blk.norm2.bias, 1e-6f, a);
+    add_then_norm(proj, blk.norm2);
     be.linear(a, blk.fc1.weight, blk.fc1.bias_or_null(), mlp);
     be.gelu(mlp, GeluKind::Tanh, mlp);
     be.linear(mlp, blk.fc2.weight, blk.fc2.bias_or_null(), proj);
-    be.add(x, proj, x);
+    if (b + 1 < c.depth) add_then_norm(proj, w.blocks[std::size_t(b + 1)].norm1);  // the mergers read x, not a
+    else be.add(x, proj, x);
     const auto& ds = c.deepstack_visual_indexes;
     // Features are listed in block order (they feed decoder layers 0, 1, ...); each block uses the merger at its
     // position in deepstack_visual_indexes, as transformers does.

@@ -130,7 +130,8 @@ private:
     VisionInjection vision;
     if (!image_patches.empty()) {
       VisionOutput v =
-          encode_images(*backend_, config, weights_.vision, stack_rows(*backend_, image_patches), result.image_grids);
+          encode_images(*backend_, config, weights_.vision, stack_rows(*backend_, image_patches), result.image_grids,
+                        options_.fusions);
       backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
       vision.embeddings = std::move(v.embeddings);
       vision.deepstack = std::move(v.deepstack);

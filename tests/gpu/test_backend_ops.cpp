@@ -85,7 +85,7 @@ struct Runner {
 
   void norms_and_elementwise() {
     for (int64_t rows : {1, 5, 300})
-      for (int64_t width : {1, 16, 100, 2048}) {
+      for (int64_t width : {1, 16, 100, 2048, 5000}) {
         const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(width);
         const Tensor x = random({rows, width}), w = random({width}, DType::BF16), b = random({width}, DType::F16);
         Tensor a = cpu.alloc({rows, width}), g = gpu.alloc({rows, width});
@@ -109,6 +109,11 @@ struct Runner {
         gpu.add_rms_norm(sum_gpu, yg, wg, 1e-6f, g);
         check("add+rms_norm (normed)" + shape, g, a, kF32);
         check("add+rms_norm (sum)" + shape, sum_gpu, sum_cpu, kF32);
+        Tensor lsum_cpu = x.to(DType::F32), lsum_gpu = gpu.from_host(x);
+        cpu.Backend::add_layer_norm(lsum_cpu, y, w, b, 1e-6f, a);
+        gpu.add_layer_norm(lsum_gpu, yg, wg, bg, 1e-6f, g);
+        check("add+layer_norm (normed)" + shape, g, a, kF32);
+        check("add+layer_norm (sum)" + shape, lsum_gpu, lsum_cpu, kF32);
         for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
           cpu.gelu(x, kind, a);
           gpu.gelu(xg, kind, g);
@@ -241,6 +246,7 @@ struct Runner {
                        " s=" + std::to_string(s) + " kv=" + std::to_string(kv_len) + " hq=" + std::to_string(hq) +
                        " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d);
     if (mask.kind == AttentionMask::Kind::Segments) what += " (" + std::to_string(mask.bounds.size() - 1) + " blocks)";
+    if (!mask.block_layout.empty()) what += " past=" + std::to_string(mask.past) + " block-sparse";
     // The native profile's tiled kernel runs on tensor cores where the GPU has them (flash_attention_mma_fits).
     const bool tensor_cores = narrow_for_gemm && s >= 16 && d % 16 == 0 && d <= 128;
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
@@ -265,6 +271,17 @@ struct Runner {
     attention_case(784, 16, 16, 64, 784, AttentionMask::segments({0, 196, 392, 588, 784}));
     // A query block (64 rows) that starts in one image and ends in the next, and one-row images.
     attention_case(150, 2, 2, 64, 150, AttentionMask::segments({0, 1, 60, 61, 130, 150}));
+    // Block-sparse causal (a window of 2 blocks of 64 plus the first block) against the CPU's dense attention under
+    // the same mask: from 0, after 37 cached positions (query blocks astride layout blocks), a head size only the
+    // CUDA-core kernel takes, and a layout with an empty row of off-diagonal blocks.
+    const auto sparse = [](int64_t past, int64_t s, int64_t window, int64_t global) {
+      const int64_t side = (past + s + 63) / 64;
+      return AttentionMask::causal_block_sparse(past, AttentionMask::local_global_layout(side, window, global), side);
+    };
+    attention_case(512, 16, 8, 128, 512, sparse(0, 512, 2, 1));
+    attention_case(300, 4, 2, 64, 337, sparse(37, 300, 2, 1));
+    attention_case(200, 4, 4, 72, 200, sparse(0, 200, 2, 1));
+    attention_case(256, 2, 1, 128, 256, sparse(0, 256, 1, 0));
   }
   // A decode step's device-side inputs: ids, the cache position and the attention's position read on the device,
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
@@ -383,6 +400,22 @@ void perf(Backend& gpu) {
     gpu.collect_timings(true);
     gpu.set_timing_sink(nullptr);
     print(("decode attention, " + std::to_string(t) + " keys").c_str(), by_length);
+  }
+  // A 4,096-token prefill, dense causal and block-sparse (a window of 4 blocks of 64 plus the first block: at most
+  // 320 keys a query instead of up to 4,096).
+  const Tensor q4 = gpu.from_host(random({4096, hq, d}));
+  Tensor out4 = gpu.alloc({4096, hq, d});
+  const std::vector<int64_t> layout = AttentionMask::local_global_layout(64, 4, 1);
+  for (const AttentionMask& mask : {AttentionMask::causal(0), AttentionMask::causal_block_sparse(0, layout, 64)}) {
+    Profiler long_prompt;
+    for (int i = 0; i < 3; ++i) gpu.attention(q4, kc, vc, 4096, mask, 0.088f, out4);
+    gpu.collect_timings(true);
+    gpu.set_timing_sink(&long_prompt);
+    for (int i = 0; i < 20; ++i) gpu.attention(q4, kc, vc, 4096, mask, 0.088f, out4);
+    gpu.collect_timings(true);
+    gpu.set_timing_sink(nullptr);
+    print(mask.block_layout.empty() ? "prefill attention, 4096 tokens, dense" : "prefill attention, 4096 tokens, window 4 + 1",
+          long_prompt);
   }
   // The vision tower's attention for 784 patches (a 448x448 image), and for four 224x224 images in one batch: the
   // block-diagonal mask skips the other images' keys, so four images cost about a quarter of one big one.

@@ -47,7 +47,8 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   engine.set_profiler(profiler);
   const FusionComparison c = compare_fusions(engine, image_request());
   EXPECT_EQ(c.fusions,
-            (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu"}));
+            (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
+                                      "add+layer_norm"}));
   EXPECT_TRUE(c.difference.same_tokens);
   EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
   EXPECT_GE(c.difference.cosine, 0.999);
@@ -58,6 +59,8 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   EXPECT_FALSE(ran(c.unfused, "qk_norm+rope+append"));
   EXPECT_TRUE(ran(c.unfused, "rope"));
   EXPECT_FALSE(ran(c.unfused, "linear q+k+v"));
+  EXPECT_FALSE(ran(c.unfused, "add+layer_norm"));
+  EXPECT_TRUE(ran(c.unfused, "layer_norm"));
   // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops (and, where the backend has the
   // kernel, six prologue ops become one).
   auto calls = [](const FusionRun& r) {
@@ -87,6 +90,7 @@ TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   // The decode-only fusions (one GEMV launch for q, k and v; gate/up with SwiGLU) ran where the CPU has none.
   EXPECT_TRUE(ran(c.fused, "linear q+k+v"));
   EXPECT_TRUE(ran(c.fused, "linear+swiglu"));
+  EXPECT_TRUE(ran(c.fused, "add+layer_norm"));
 }
 
 TEST(FusionComparison, TheFusionSwitchChangesTheOpsButNotTheAnswer) {

@@ -245,6 +245,7 @@ public:
       mask = AttentionMask::causal(past);
       kv_len = past + s;
     }
+    mask.check_block_layout(s);
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::attention(q, k, kv_len, mask); });
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     const int64_t group = hq / hkv;
@@ -291,6 +292,12 @@ public:
         for (int64_t r = 0; r < rows; ++r) {
           const auto [l, u] = visible(i0 + r);
           float* row = scores.data() + r * stride - lo;  // row[t] for t in [l, u)
+          if (!mask.block_layout.empty()) {  // block-sparse: the keys of blocks the layout hides score -inf
+            const int64_t* allowed = mask.block_layout.data() + (mask.past + i0 + r) / AttentionMask::kSparseBlock *
+                                                                    mask.layout_side;
+            for (int64_t t = l; t < u; ++t)
+              if (!allowed[t / AttentionMask::kSparseBlock]) row[t] = -INFINITY;
+          }
           float best = -INFINITY;
           for (int64_t t = l; t < u; ++t) best = std::max(best, row[t] * scale);
           const float total = kernels.exp_scaled(row + l, std::size_t(u - l), scale, best);

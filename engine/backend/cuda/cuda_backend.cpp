@@ -12,6 +12,7 @@
 #include <memory>
 #include <span>
 
+#include "add_layer_norm.cuh"
 #include "add_rms_norm.cuh"
 #include "attention.cuh"
 #include "backend/backend.h"
@@ -239,6 +240,14 @@ public:
     cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x),
                        stream_);
   }
+  void add_layer_norm(Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b, float eps,
+                      Tensor& y) override {
+    if (residual.numel() != x.numel() || w.numel() != last_dim(x) || b.numel() != last_dim(x))
+      fail("add_layer_norm: shapes differ");
+    const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+layer_norm", x); });
+    cuda::add_layer_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps,
+                         f32(y), rows_of(x), last_dim(x), stream_);
+  }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });
     cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, f32(y), rows_of(x),
@@ -292,6 +301,12 @@ public:
     const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
     const bool tiled = !past_on_device && s >= profile_->flash_min_queries;
     const bool tensor_cores = tiled && profile_->tensor_core_attention && cuda::flash_attention_mma_fits(d);
+    const bool sparse = !mask.block_layout.empty();
+    static_assert(cuda::kFlashLayoutBlock == AttentionMask::kSparseBlock);
+    mask.check_block_layout(s);
+    if (sparse && !(tiled && (tensor_cores || cuda::flash_attention_fits(d))))
+      fail("attention: a block-sparse layout runs in the tiled kernels only: at least ", profile_->flash_min_queries,
+           " queries (prefill) and head_dim a multiple of 4 up to 128; here ", s, " and ", d);
     const GpuTimer timer(*this, [&] {
       KernelEvent event = op_cost::attention(q, k, kv_len, mask);
       if (tensor_cores) event.name += " tensor cores";
@@ -299,14 +314,16 @@ public:
     });
     const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
     const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
+    const Tensor layout = sparse ? indices(mask.block_layout) : Tensor();
+    const int64_t* dev_layout = sparse ? layout.data<int64_t>() : nullptr;
     if (tensor_cores) {
       cuda::flash_attention_mma(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
-                                segments, scale, stream_);
+                                segments, scale, dev_layout, mask.layout_side, stream_);
       return;
     }
     if (tiled && cuda::flash_attention_fits(d)) {
       cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
-                            segments, scale, stream_);
+                            segments, scale, dev_layout, mask.layout_side, stream_);
       return;
     }
     const bool split_keys = past_on_device || s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;

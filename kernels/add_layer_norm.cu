@@ -1,0 +1,63 @@
+// One block per row, as add_rms_norm.cu: the summed row stays in registers (RowSlice) for the mean, the variance
+// (two passes over registers) and the output, with layer_norm's arithmetic in norm.cu step for step: the same bits.
+#include "add_layer_norm.cuh"
+#include "common.cuh"
+#include "row_slice.cuh"
+#include "weights.cuh"
+
+namespace qvl::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider rows finish in plain loops
+
+__global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __restrict__ residual,
+                                      const void* __restrict__ w, WeightType wt, const void* __restrict__ b,
+                                      WeightType bt, float eps, float* __restrict__ y, int64_t width) {
+  using Slice = RowSlice<kThreads, kPerThread>;
+  float* row = x + int64_t(blockIdx.x) * width;
+  const float* res = residual + int64_t(blockIdx.x) * width;
+  float* out = y + int64_t(blockIdx.x) * width;
+  Slice sum, add;
+  sum.load(row, width);
+  add.load(res, width);
+  float total = 0;
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+    sum.v[n] += add.v[n];  // 0 past the row's end
+    if (i < width) row[i] = sum.v[n];
+    total += sum.v[n];
+  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
+    row[i] += res[i];  // this thread's own elements: read back below without a barrier
+    total += row[i];
+  }
+  const float mean = block_sum<kThreads>(total) / float(width);
+  float var = 0;
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+    if (i < width) var = add_squared_deviation(var, sum.v[n], mean);
+  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) var = add_squared_deviation(var, row[i], mean);
+  const float inv = rsqrtf(block_sum<kThreads>(var) / float(width) + eps);
+#pragma unroll
+  for (int n = 0; n < kPerThread; ++n) {
+    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+    if (i < width) out[i] = layer_norm_value(sum.v[n], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i));
+  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads)
+    out[i] = layer_norm_value(row[i], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i));
+}
+
+}  // namespace
+
+void add_layer_norm(float* x, const float* residual, const void* w, WeightType w_type, const void* b,
+                    WeightType b_type, float eps, float* y, int64_t rows, int64_t width, cudaStream_t stream) {
+  if (rows == 0) return;
+  add_layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, w, w_type, b, b_type, eps, y, width);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qvl::cuda

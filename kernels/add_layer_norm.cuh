@@ -1,0 +1,17 @@
+#pragma once
+// Fused residual add + LayerNorm (the vision tower's blocks): x += residual; y = w ⊙ (x − mean) / std + b. Unfused,
+// the add writes x and the norm reads it back twice (mean, then variance and output); fused, the summed row stays
+// in registers: one launch instead of two and 4 row passes over global memory instead of 6.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "weight_type.h"
+
+namespace qvl::cuda {
+
+// y must not alias x or the residual.
+void add_layer_norm(float* x, const float* residual, const void* w, WeightType w_type, const void* b,
+                    WeightType b_type, float eps, float* y, int64_t rows, int64_t width, cudaStream_t stream);
+
+}  // namespace qvl::cuda
