@@ -18,17 +18,9 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
   float* row = x + int64_t(blockIdx.x) * width;
   const float* res = residual + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
-  Slice sum, add;
-  sum.load(row, width);
-  add.load(res, width);
-  float total = 0;
-#pragma unroll
-  for (int n = 0; n < kPerThread; ++n) {
-    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    sum.v[n] += add.v[n];  // 0 past the row's end
-    if (i < width) row[i] = sum.v[n];
-    total += sum.v[n];
-  }
+  Slice sum;
+  sum.load_sum(row, res, width);
+  float total = sum.sum();
   for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
     row[i] += res[i];  // this thread's own elements: read back below without a barrier
     total += row[i];

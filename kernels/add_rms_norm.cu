@@ -17,15 +17,8 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
   float* row = x + int64_t(blockIdx.x) * width;
   const float* res = residual + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
-  Slice sum, add;
-  sum.load(row, width);
-  add.load(res, width);
-#pragma unroll
-  for (int n = 0; n < kPerThread; ++n) {
-    const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    sum.v[n] += add.v[n];
-    if (i < width) row[i] = sum.v[n];
-  }
+  Slice sum;
+  sum.load_sum(row, res, width);
   float sq = sum.sum_of_squares();
   for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
     row[i] += res[i];

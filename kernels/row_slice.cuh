@@ -19,6 +19,24 @@ template <int kThreads, int kPerThread> struct RowSlice {
       v[n] = i < width ? row[i] : 0.0f;
     }
   }
+  // The fused residual add: the slice of row + res, written back to row (0 past the row's end).
+  __device__ __forceinline__ void load_sum(float* row, const float* res, int64_t width) {
+    RowSlice add;
+    load(row, width);
+    add.load(res, width);
+#pragma unroll
+    for (int n = 0; n < kPerThread; ++n) {
+      const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+      v[n] += add.v[n];
+      if (i < width) row[i] = v[n];
+    }
+  }
+  __device__ __forceinline__ float sum() const {
+    float s = 0;
+#pragma unroll
+    for (int n = 0; n < kPerThread; ++n) s += v[n];
+    return s;
+  }
   __device__ __forceinline__ float sum_of_squares() const {
     float s = 0;
 #pragma unroll

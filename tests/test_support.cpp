@@ -31,4 +31,12 @@ std::string read_bytes(const std::filesystem::path& path) {
 
 std::filesystem::path resource_dir() { return QVL_TEST_RESOURCE_DIR; }
 
+Tensor random_normal(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  Tensor t = Tensor::empty(DType::F32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
+  return t;
+}
+
 }  // namespace qvl::test

@@ -1,7 +1,10 @@
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+#include "core/tensor.h"
 
 namespace qvl::test {
 
@@ -20,5 +23,7 @@ private:
 void write_bytes(const std::filesystem::path& path, std::string_view bytes);
 std::string read_bytes(const std::filesystem::path& path);
 std::filesystem::path resource_dir();
+// f32 tensor of standard-normal values from a fixed seed.
+Tensor random_normal(Shape shape, uint32_t seed);
 
 }  // namespace qvl::test

@@ -4,21 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "test_support.h"
 
 namespace qvl {
 namespace {
-
-Tensor random(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  Tensor t = Tensor::empty(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
-  return t;
-}
 
 TEST(BlockSparseAttention, LocalGlobalLayoutKeepsTheWindowTheFirstBlocksAndCausality) {
   const auto layout = AttentionMask::local_global_layout(6, 2, 1);
@@ -62,13 +54,16 @@ TEST(BlockSparseAttention, CpuMatchesADirectEvaluationOfTheSameMask) {
   const auto be = make_cpu_backend();
   // 300 queries after 37 cached positions: query blocks do not start on a query-block boundary of the kernel.
   const int64_t s = 300, past = 37, hq = 4, hkv = 2, d = 32, side = (past + s + 63) / 64;
-  const Tensor q = random({s, hq, d}, 1), k = random({past + s, hkv, d}, 2), v = random({past + s, hkv, d}, 3);
-  const AttentionMask mask = AttentionMask::causal_block_sparse(past, AttentionMask::local_global_layout(side, 2, 1), side);
+  const Tensor q = test::random_normal({s, hq, d}, 1), k = test::random_normal({past + s, hkv, d}, 2),
+               v = test::random_normal({past + s, hkv, d}, 3);
+  const AttentionMask mask =
+      AttentionMask::causal_block_sparse(past, AttentionMask::local_global_layout(side, 2, 1), side);
   Tensor out = be->alloc({s, hq, d});
   be->attention(q, k, v, past + s, mask, 0.2f, out);
   const std::vector<double> expected = direct(q, k, v, mask, 0.2f);
   double worst = 0;
-  for (std::size_t i = 0; i < expected.size(); ++i) worst = std::max(worst, std::abs(out.data<float>()[i] - expected[i]));
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    worst = std::max(worst, std::abs(out.data<float>()[i] - expected[i]));
   EXPECT_LT(worst, 1e-5);
   // The layout changes the answer where it hides keys (the last block's queries lose blocks 1..3).
   Tensor dense = be->alloc({s, hq, d});
@@ -79,17 +74,18 @@ TEST(BlockSparseAttention, CpuMatchesADirectEvaluationOfTheSameMask) {
 TEST(BlockSparseAttention, AFullLayoutIsPlainCausalAttention) {
   const auto be = make_cpu_backend();
   const int64_t s = 130, hq = 2, hkv = 1, d = 16, side = 3;
-  const Tensor q = random({s, hq, d}, 4), k = random({s, hkv, d}, 5), v = random({s, hkv, d}, 6);
+  const Tensor q = test::random_normal({s, hq, d}, 4), k = test::random_normal({s, hkv, d}, 5),
+               v = test::random_normal({s, hkv, d}, 6);
   Tensor sparse = be->alloc({s, hq, d}), dense = be->alloc({s, hq, d});
-  be->attention(q, k, v, s, AttentionMask::causal_block_sparse(0, AttentionMask::local_global_layout(side, side, 0), side),
-                0.25f, sparse);
+  const std::vector<int64_t> full = AttentionMask::local_global_layout(side, side, 0);
+  be->attention(q, k, v, s, AttentionMask::causal_block_sparse(0, full, side), 0.25f, sparse);
   be->attention(q, k, v, s, AttentionMask::causal(0), 0.25f, dense);
   EXPECT_EQ(sparse.to_f32_vector(), dense.to_f32_vector());
 }
 
 TEST(BlockSparseAttention, LayoutsThatCannotWorkAreRejected) {
   const auto be = make_cpu_backend();
-  const Tensor q = random({100, 2, 16}, 7), k = random({100, 2, 16}, 8);
+  const Tensor q = test::random_normal({100, 2, 16}, 7), k = test::random_normal({100, 2, 16}, 8);
   Tensor out = be->alloc({100, 2, 16});
   const auto message = [&](const AttentionMask& mask) {
     try {
@@ -102,8 +98,10 @@ TEST(BlockSparseAttention, LayoutsThatCannotWorkAreRejected) {
   EXPECT_NE(message(AttentionMask::causal_block_sparse(0, AttentionMask::local_global_layout(1, 1, 0), 1))
                 .find("covers 64 positions, the queries reach 100"),
             std::string::npos);
-  EXPECT_NE(message(AttentionMask::causal_block_sparse(0, {1, 0, 1}, 2)).find("3 entries, not 2 x 2"), std::string::npos);
-  EXPECT_NE(message(AttentionMask::causal_block_sparse(0, {1, 0, 1, 0}, 2)).find("block 1 of the layout does not see itself"),
+  EXPECT_NE(message(AttentionMask::causal_block_sparse(0, {1, 0, 1}, 2)).find("3 entries, not 2 x 2"),
+            std::string::npos);
+  EXPECT_NE(message(AttentionMask::causal_block_sparse(0, {1, 0, 1, 0}, 2))
+                .find("block 1 of the layout does not see itself"),
             std::string::npos);
 }
 

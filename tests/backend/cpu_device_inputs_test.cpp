@@ -2,25 +2,17 @@
 // exactly what the same ops give with the values passed on the host.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "test_support.h"
 
 namespace qvl {
 namespace {
 
-Tensor random(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal;
-  Tensor t = Tensor::empty(DType::F32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
-  return t;
-}
-
 TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   const auto be = make_cpu_backend();
-  const Tensor table = random({50, 32}, 1);
+  const Tensor table = test::random_normal({50, 32}, 1);
   Tensor ids = be->alloc_indices(2);
   const std::vector<int64_t> id_values{7, 49};
   be->write_indices(ids, id_values);
@@ -29,15 +21,15 @@ TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   be->embed(table, std::vector<int32_t>{7, 49}, b);
   EXPECT_EQ(a.to_f32_vector(), b.to_f32_vector());
 
-  Tensor cache_a = random({10, 2, 16}, 2), cache_b = cache_a.to(DType::F32);
-  const Tensor row = random({1, 2, 16}, 3);
+  Tensor cache_a = test::random_normal({10, 2, 16}, 2), cache_b = cache_a.to(DType::F32);
+  const Tensor row = test::random_normal({1, 2, 16}, 3);
   Tensor past = be->alloc_indices(1);
   be->write_indices(past, std::vector<int64_t>{6});
   be->copy_rows_at(row, cache_a, past);
   be->copy_rows(row, cache_b, 6);
   EXPECT_EQ(cache_a.to_f32_vector(), cache_b.to_f32_vector());
 
-  const Tensor q = random({1, 4, 16}, 4);
+  const Tensor q = test::random_normal({1, 4, 16}, 4);
   Tensor on_device = be->alloc({1, 4, 16}), on_host = be->alloc({1, 4, 16});
   be->attention(q, cache_a, cache_a, 10, AttentionMask::causal_on_device(past, 9), 0.25f, on_device);
   be->attention(q, cache_a, cache_a, 7, AttentionMask::causal(6), 0.25f, on_host);
@@ -52,16 +44,16 @@ TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
 TEST(CpuBackend, FusedAddRmsNormEqualsAddThenRmsNorm) {
   const auto be = make_cpu_backend();
   for (int64_t width : {1, 7, 2048}) {
-    const Tensor residual = random({3, width}, 5), w = random({width}, 6);
-    Tensor fused_x = random({3, width}, 7), unfused_x = fused_x.to(DType::F32);
+    const Tensor residual = test::random_normal({3, width}, 5), w = test::random_normal({width}, 6);
+    Tensor fused_x = test::random_normal({3, width}, 7), unfused_x = fused_x.to(DType::F32);
     Tensor fused_y = be->alloc({3, width}), unfused_y = be->alloc({3, width});
     be->add_rms_norm(fused_x, residual, w, 1e-6f, fused_y);
     be->Backend::add_rms_norm(unfused_x, residual, w, 1e-6f, unfused_y);
     EXPECT_EQ(fused_x.to_f32_vector(), unfused_x.to_f32_vector()) << width;
     EXPECT_EQ(fused_y.to_f32_vector(), unfused_y.to_f32_vector()) << width;
   }
-  Tensor x = random({2, 8}, 8), y = be->alloc({2, 8});
-  EXPECT_THROW(be->add_rms_norm(x, random({2, 4}, 9), random({8}, 10), 1e-6f, y), Error);
+  Tensor x = test::random_normal({2, 8}, 8), y = be->alloc({2, 8});
+  EXPECT_THROW(be->add_rms_norm(x, test::random_normal({2, 4}, 9), test::random_normal({8}, 10), 1e-6f, y), Error);
 }
 
 }  // namespace
