@@ -12,6 +12,7 @@ constexpr int kThreads = 256;
 constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider rows finish in plain loops
 
 __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __restrict__ residual,
+                                      const void* __restrict__ residual_bias, WeightType rbt,
                                       const void* __restrict__ w, WeightType wt, const void* __restrict__ b,
                                       WeightType bt, float eps, float* __restrict__ y, int64_t width) {
   using Slice = RowSlice<kThreads, kPerThread>;
@@ -19,10 +20,10 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
   const float* res = residual + int64_t(blockIdx.x) * width;
   float* out = y + int64_t(blockIdx.x) * width;
   Slice sum;
-  sum.load_sum(row, res, width);
+  sum.load_sum(row, res, width, residual_bias, rbt);
   float total = sum.sum();
   for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
-    row[i] += res[i];  // this thread's own elements: read back below without a barrier
+    row[i] += residual_bias ? res[i] + load_weight(residual_bias, rbt, i) : res[i];  // read back below, no barrier
     total += row[i];
   }
   const float mean = block_sum<kThreads>(total) / float(width);
@@ -45,10 +46,12 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
 
 }  // namespace
 
-void add_layer_norm(float* x, const float* residual, const void* w, WeightType w_type, const void* b,
-                    WeightType b_type, float eps, float* y, int64_t rows, int64_t width, cudaStream_t stream) {
+void add_layer_norm(float* x, const float* residual, const void* residual_bias, WeightType residual_bias_type,
+                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, float* y,
+                    int64_t rows, int64_t width, cudaStream_t stream) {
   if (rows == 0) return;
-  add_layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, w, w_type, b, b_type, eps, y, width);
+  add_layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, residual_bias, residual_bias_type, w,
+                                                                 w_type, b, b_type, eps, y, width);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Fused residual add + LayerNorm (the vision tower's blocks): x += residual; y = w ⊙ (x − mean) / std + b. Unfused,
+// Fused residual add + LayerNorm (the vision tower's blocks): x += residual (+ residual_bias: the bias of the GEMM
+// that made the residual, added here instead of by a kernel of its own); y = w ⊙ (x − mean) / std + b. Unfused,
 // the add writes x and the norm reads it back twice (mean, then variance and output); fused, the summed row stays
 // in registers: one launch instead of two and 4 row passes over global memory instead of 6.
 #include <cuda_runtime.h>
@@ -10,8 +11,9 @@
 
 namespace qvl::cuda {
 
-// y must not alias x or the residual.
-void add_layer_norm(float* x, const float* residual, const void* w, WeightType w_type, const void* b,
-                    WeightType b_type, float eps, float* y, int64_t rows, int64_t width, cudaStream_t stream);
+// y must not alias x or the residual; residual_bias may be null.
+void add_layer_norm(float* x, const float* residual, const void* residual_bias, WeightType residual_bias_type,
+                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, float* y,
+                    int64_t rows, int64_t width, cudaStream_t stream);
 
 }  // namespace qvl::cuda

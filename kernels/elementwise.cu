@@ -1,6 +1,7 @@
 // Grid-stride loops; purely memory-bound (8 or 12 bytes per element), so one kernel shape serves all four ops.
 #include <algorithm>
 
+#include "activation.cuh"
 #include "common.cuh"
 #include "elementwise.cuh"
 
@@ -13,8 +14,8 @@ __global__ void elementwise_kernel(Elementwise op, const float* a, const float* 
     switch (op) {
       case Elementwise::Add: y[i] = v + b[i]; break;
       case Elementwise::SiluMul: y[i] = v / (1.0f + expf(-v)) * b[i]; break;
-      case Elementwise::GeluTanh: y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))); break;
-      case Elementwise::GeluErf: y[i] = 0.5f * v * (1.0f + erff(v * 0.7071067811865476f)); break;
+      case Elementwise::GeluTanh: y[i] = gelu_tanh(v); break;
+      case Elementwise::GeluErf: y[i] = gelu_erf(v); break;
     }
   }
 }

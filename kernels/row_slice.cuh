@@ -19,14 +19,18 @@ template <int kThreads, int kPerThread> struct RowSlice {
       v[n] = i < width ? row[i] : 0.0f;
     }
   }
-  // The fused residual add: the slice of row + res, written back to row (0 past the row's end).
-  __device__ __forceinline__ void load_sum(float* row, const float* res, int64_t width) {
+  // The fused residual add: the slice of row + (res + bias), written back to row (0 past the row's end). The bias
+  // (optional) is the residual's own, as a GEMM without its bias leaves it: res + bias is rounded first, as the
+  // unfused bias kernel stores it.
+  __device__ __forceinline__ void load_sum(float* row, const float* res, int64_t width, const void* bias = nullptr,
+                                           WeightType bias_type = WeightType::F32) {
     RowSlice add;
     load(row, width);
     add.load(res, width);
 #pragma unroll
     for (int n = 0; n < kPerThread; ++n) {
       const int64_t i = threadIdx.x + int64_t(n) * kThreads;
+      if (bias && i < width) add.v[n] += load_weight(bias, bias_type, i);
       v[n] += add.v[n];
       if (i < width) row[i] = v[n];
     }

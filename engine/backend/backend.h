@@ -133,6 +133,18 @@ public:
     add(x, residual, x);
     layer_norm(x, w, b, eps, y);
   }
+  // A linear layer whose bias, GELU or residual add + LayerNorm follow in one pass where the backend adds biases
+  // after the matrix product. linear_gelu: y = gelu(x · wᵀ + bias); this default is the unfused sequence.
+  // linear_add_layer_norm: scratch = in · wᵀ + bias, then this backend's add_layer_norm(x, scratch, ...).
+  virtual void linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluKind kind, Tensor& y) {
+    linear(x, w, bias, y);
+    gelu(y, kind, y);
+  }
+  virtual void linear_add_layer_norm(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x,
+                                     const Tensor& norm_w, const Tensor& norm_b, float eps, Tensor& y) {
+    linear(in, w, bias, scratch);
+    add_layer_norm(x, scratch, norm_w, norm_b, eps, y);
+  }
   virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
   virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
   // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.

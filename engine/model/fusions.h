@@ -11,9 +11,10 @@ struct Fusions {
   bool qkv_projection = true;       // the q, k and v projections in one pass over the three matrices (decode)
   bool qk_norm_rope_append = true;  // q/k head norms, RoPE and the KV-cache append, one launch
   bool swiglu_projection = true;    // gate and up projections with SiLU ⊙ up, one pass over both matrices (decode)
-  bool add_layer_norm = true;       // vision: the residual add and the LayerNorm after it, one pass over the row
+  bool add_layer_norm = true;       // vision: the residual add (with the residual's bias) and the LayerNorm after it
+  bool linear_gelu = true;          // vision: the MLP's bias and GELU after its first matrix product, one pass
 
-  static Fusions none() { return {false, false, false, false, false}; }
+  static Fusions none() { return {false, false, false, false, false, false}; }
   bool operator==(const Fusions&) const = default;
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {
@@ -23,6 +24,7 @@ struct Fusions {
     if (qk_norm_rope_append) names.push_back("qk_norm+rope+append");
     if (swiglu_projection) names.push_back("linear+swiglu");
     if (add_layer_norm) names.push_back("add+layer_norm");
+    if (linear_gelu) names.push_back("bias+gelu");
     return names;
   }
 };

@@ -56,10 +56,15 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   Tensor a = be.alloc({n, hidden}), q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}),
          v = be.alloc({n, heads, head_dim}), attn = be.alloc({n, heads, head_dim}), proj = be.alloc({n, hidden}),
          mlp = be.alloc({n, c.intermediate_size});
-  // Residual add, then the LayerNorm that reads the sum: one fused pass, or the Backend's unfused sequence.
-  auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
-    if (fusions.add_layer_norm) be.add_layer_norm(x, residual, norm.weight, norm.bias, 1e-6f, a);
-    else be.Backend::add_layer_norm(x, residual, norm.weight, norm.bias, 1e-6f, a);
+  // A projection whose output is added to the residual stream, then the LayerNorm that reads the sum: one fused pass
+  // (bias included), or the Backend's unfused sequence.
+  auto project_add_norm = [&](const Tensor& in, const LinearWeights& lin, const NormWeights& norm) {
+    if (fusions.add_layer_norm) {
+      be.linear_add_layer_norm(in, lin.weight, lin.bias_or_null(), proj, x, norm.weight, norm.bias, 1e-6f, a);
+    } else {
+      be.linear(in, lin.weight, lin.bias_or_null(), proj);
+      be.Backend::add_layer_norm(x, proj, norm.weight, norm.bias, 1e-6f, a);
+    }
   };
   be.layer_norm(x, w.blocks.front().norm1.weight, w.blocks.front().norm1.bias, 1e-6f, a);
   for (int64_t b = 0; b < c.depth; ++b) {
@@ -71,13 +76,15 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.rope(q, cos, sin);
     be.rope(k, cos, sin);
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
-    be.linear(attn.reshaped({n, hidden}), blk.proj.weight, blk.proj.bias_or_null(), proj);
-    add_then_norm(proj, blk.norm2);
-    be.linear(a, blk.fc1.weight, blk.fc1.bias_or_null(), mlp);
-    be.gelu(mlp, GeluKind::Tanh, mlp);
-    be.linear(mlp, blk.fc2.weight, blk.fc2.bias_or_null(), proj);
-    if (b + 1 < c.depth) add_then_norm(proj, w.blocks[std::size_t(b + 1)].norm1);  // the mergers read x, not a
-    else be.add(x, proj, x);
+    project_add_norm(attn.reshaped({n, hidden}), blk.proj, blk.norm2);
+    if (fusions.linear_gelu) be.linear_gelu(a, blk.fc1.weight, blk.fc1.bias_or_null(), GeluKind::Tanh, mlp);
+    else be.Backend::linear_gelu(a, blk.fc1.weight, blk.fc1.bias_or_null(), GeluKind::Tanh, mlp);
+    if (b + 1 < c.depth) {
+      project_add_norm(mlp, blk.fc2, w.blocks[std::size_t(b + 1)].norm1);  // the mergers read x, not a
+    } else {
+      be.linear(mlp, blk.fc2.weight, blk.fc2.bias_or_null(), proj);
+      be.add(x, proj, x);
+    }
     const auto& ds = c.deepstack_visual_indexes;
     // Features are listed in block order (they feed decoder layers 0, 1, ...); each block uses the merger at its
     // position in deepstack_visual_indexes, as transformers does.

@@ -189,6 +189,32 @@ struct Runner {
         }
   }
 
+  // The vision tower's linears with their bias folded into what follows (GELU; residual add + LayerNorm) against the
+  // CPU's unfused sequences: few rows (the GEMV adds the bias itself) and many (cuBLAS, then the fused kernel).
+  void bias_epilogues() {
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{3, 64, 48}, {37, 256, 64}, {300, 1024, 256}}) {
+      const std::string shape = " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+      const Tensor x = random({m, k}), w = random({n, k}, DType::BF16, 0.1f), bias = random({n}, DType::BF16);
+      const Tensor wg = gpu.upload(w), bg = gpu.upload(bias), xg = gpu.from_host(x);
+      for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
+        Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
+        cpu.Backend::linear_gelu(x, w, &bias, kind, y_cpu);
+        gpu.linear_gelu(xg, wg, &bg, kind, y_gpu);
+        check(std::string(kind == GeluKind::Tanh ? "linear+bias+gelu_tanh" : "linear+bias+gelu_erf") + shape, y_gpu,
+              y_cpu, linear_limit(DType::BF16, m));
+      }
+      const Tensor stream = random({m, n}), nw = random({n}, DType::BF16), nb = random({n}, DType::BF16);
+      Tensor x_cpu = stream.to(DType::F32), x_gpu = gpu.from_host(stream);
+      Tensor s_cpu = cpu.alloc({m, n}), s_gpu = gpu.alloc({m, n}), y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
+      cpu.linear(x, w, &bias, s_cpu);
+      cpu.Backend::add_layer_norm(x_cpu, s_cpu, nw, nb, 1e-6f, y_cpu);
+      gpu.linear_add_layer_norm(xg, wg, &bg, s_gpu, x_gpu, gpu.upload(nw), gpu.upload(nb), 1e-6f, y_gpu);
+      // LayerNorm divides by the row's spread, so the narrowed inputs' error shows through about as it does in linear.
+      check("linear+bias+add+layer_norm (normed)" + shape, y_gpu, y_cpu, linear_limit(DType::BF16, m));
+      check("linear+bias+add+layer_norm (sum)" + shape, x_gpu, x_cpu, linear_limit(DType::BF16, m));
+    }
+  }
+
   void rows_ops() {
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       const Tensor table = random({500, 72}, dt);
@@ -337,6 +363,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.qk_norm_rope_append();
   r.swiglu_projection();
   r.qkv_projection();
+  r.bias_epilogues();
   r.patchify();
   r.rope();
   r.attention();

@@ -48,7 +48,7 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   const FusionComparison c = compare_fusions(engine, image_request());
   EXPECT_EQ(c.fusions,
             (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
-                                      "add+layer_norm"}));
+                                      "add+layer_norm", "bias+gelu"}));
   EXPECT_TRUE(c.difference.same_tokens);
   EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
   EXPECT_GE(c.difference.cosine, 0.999);
@@ -60,6 +60,7 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   EXPECT_TRUE(ran(c.unfused, "rope"));
   EXPECT_FALSE(ran(c.unfused, "linear q+k+v"));
   EXPECT_FALSE(ran(c.unfused, "add+layer_norm"));
+  EXPECT_FALSE(ran(c.unfused, "bias+gelu"));
   EXPECT_TRUE(ran(c.unfused, "layer_norm"));
   // Fewer launches fused: per layer, two add + rms_norm pairs become two fused ops (and, where the backend has the
   // kernel, six prologue ops become one).
@@ -91,6 +92,7 @@ TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   EXPECT_TRUE(ran(c.fused, "linear q+k+v"));
   EXPECT_TRUE(ran(c.fused, "linear+swiglu"));
   EXPECT_TRUE(ran(c.fused, "add+layer_norm"));
+  EXPECT_TRUE(ran(c.fused, "bias+gelu"));  // the vision MLP's rows go through cuBLAS, whose bias is a kernel apart
 }
 
 TEST(FusionComparison, TheFusionSwitchChangesTheOpsButNotTheAnswer) {

@@ -207,7 +207,8 @@ private slots:
     QVERIFY(std::none_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.name.rfind("add+rms_norm", 0) == 0; }));
     child<QCheckBox>("fusions")->setChecked(true);
     QVERIFY(changed.wait(10000));
-    QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm"}));
+    QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
+                             "bias+gelu"}));
   }
 
   void deviceToggleSwitchesOrSaysWhyItCannot() {
@@ -318,7 +319,8 @@ private slots:
     QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
     QVERIFY(view->verdict().contains("identical"));
     QVERIFY(view->kernel_rows() > 3);
-    QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm"}));  // left as it was
+    QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
+                             "bias+gelu"}));  // left as it was
   }
 
   void aBadModelFolderIsExplained() {

@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/op_costs.h"
 #include "bandwidth.cuh"
+#include "bias_gelu.cuh"
 #include "common.cuh"
 #include "convert.cuh"
 #include "core/error.h"
@@ -245,8 +246,32 @@ public:
     if (residual.numel() != x.numel() || w.numel() != last_dim(x) || b.numel() != last_dim(x))
       fail("add_layer_norm: shapes differ");
     const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+layer_norm", x); });
-    cuda::add_layer_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps,
-                         f32(y), rows_of(x), last_dim(x), stream_);
+    cuda::add_layer_norm(f32(x), f32(residual), nullptr, cuda::WeightType::F32, w.raw(), weight_type(w.dtype()), b.raw(),
+                         weight_type(b.dtype()), eps, f32(y), rows_of(x), last_dim(x), stream_);
+  }
+  // With cuBLAS (many rows, native profile) the bias is a kernel of its own after the GEMM: here it rides along
+  // with the GELU or the residual add + LayerNorm instead. The GEMV and the tiled GEMM add it in their epilogue
+  // already, so those take the plain sequence.
+  void linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluKind kind, Tensor& y) override {
+    if (!bias || !bias_after_gemm(rows_of(x))) return Backend::linear_gelu(x, w, bias, kind, y);
+    if (bias->numel() != w.dim(0)) fail("linear_gelu: the bias has ", bias->numel(), " values for ", w.dim(0), " rows");
+    linear(x, w, nullptr, y);
+    const GpuTimer timer(*this, [&] { return op_cost::elementwise("bias+gelu", y, 2); });
+    cuda::bias_gelu(f32(y), bias->raw(), weight_type(bias->dtype()), rows_of(y), last_dim(y), kind == GeluKind::Tanh,
+                    stream_);
+  }
+  void linear_add_layer_norm(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x,
+                             const Tensor& norm_w, const Tensor& norm_b, float eps, Tensor& y) override {
+    if (!bias || !bias_after_gemm(rows_of(in)))
+      return Backend::linear_add_layer_norm(in, w, bias, scratch, x, norm_w, norm_b, eps, y);
+    if (scratch.numel() != x.numel() || bias->numel() != last_dim(x) || norm_w.numel() != last_dim(x) ||
+        norm_b.numel() != last_dim(x))
+      fail("linear_add_layer_norm: shapes differ");
+    linear(in, w, nullptr, scratch);
+    const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+layer_norm", x); });
+    cuda::add_layer_norm(f32(x), f32(scratch), bias->raw(), weight_type(bias->dtype()), norm_w.raw(),
+                         weight_type(norm_w.dtype()), norm_b.raw(), weight_type(norm_b.dtype()), eps, f32(y), rows_of(x),
+                         last_dim(x), stream_);
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });
@@ -489,6 +514,10 @@ private:
     Tensor t = alloc_indices(int64_t(values.size()));
     write_indices(t, values);
     return t;
+  }
+  // Whether linear() adds the bias with a kernel of its own after the product (cuBLAS).
+  bool bias_after_gemm(int64_t m) const {
+    return profile_->gemm == cuda::GemmKernel::Cublas && m > profile_->gemv_max_rows;
   }
   void maybe_inject_fault() {
     if (fault_at_op_ > 0 && --fault_at_op_ == 0) cuda::trap(stream_);
