@@ -164,6 +164,12 @@ public:
   // query head h reads kv head h / (Hq / Hkv).
   virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                          float scale, Tensor& out) = 0;
+  // The same attention as separate ops (scores, softmax, weighted sum through memory): the unfused reference for the
+  // flash kernels. A backend with one attention implementation runs it here too.
+  virtual void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
+                                 const AttentionMask& mask, float scale, Tensor& out) {
+    attention(q, k, v, kv_len, mask, scale, out);
+  }
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
   virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;

@@ -13,8 +13,9 @@ struct Fusions {
   bool swiglu_projection = true;    // gate and up projections with SiLU ⊙ up, one pass over both matrices (decode)
   bool add_layer_norm = true;       // vision: the residual add (with the residual's bias) and the LayerNorm after it
   bool linear_gelu = true;          // vision: the MLP's bias and GELU after its first matrix product, one pass
+  bool flash_attention = true;      // scores, softmax and weighted sum in one kernel, the scores never in memory
 
-  static Fusions none() { return {false, false, false, false, false, false}; }
+  static Fusions none() { return {false, false, false, false, false, false, false}; }
   bool operator==(const Fusions&) const = default;
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {
@@ -25,6 +26,7 @@ struct Fusions {
     if (swiglu_projection) names.push_back("linear+swiglu");
     if (add_layer_norm) names.push_back("add+layer_norm");
     if (linear_gelu) names.push_back("bias+gelu");
+    if (flash_attention) names.push_back("flash attention");
     return names;
   }
 };

@@ -129,7 +129,10 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
     else
       be_.Backend::qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin,
                                        cache.k_[l], cache.v_[l], at.past, at.past_on_device);
-    be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+    if (fusions_.flash_attention)
+      be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+    else
+      be_.attention_unfused(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
     add_then_norm(b.proj, L.post_attention_norm);
     if (fusions_.swiglu_projection) be_.swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);

@@ -75,7 +75,8 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.linear(a, blk.v.weight, blk.v.bias_or_null(), v);
     be.rope(q, cos, sin);
     be.rope(k, cos, sin);
-    be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
+    if (fusions.flash_attention) be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
+    else be.attention_unfused(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
     project_add_norm(attn.reshaped({n, hidden}), blk.proj, blk.norm2);
     if (fusions.linear_gelu) be.linear_gelu(a, blk.fc1.weight, blk.fc1.bias_or_null(), GeluKind::Tanh, mlp);
     else be.Backend::linear_gelu(a, blk.fc1.weight, blk.fc1.bias_or_null(), GeluKind::Tanh, mlp);

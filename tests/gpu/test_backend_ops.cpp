@@ -276,6 +276,10 @@ struct Runner {
     // The native profile's tiled kernel runs on tensor cores where the GPU has them (flash_attention_mma_fits).
     const bool tensor_cores = narrow_for_gemm && s >= 16 && d % 16 == 0 && d <= 128;
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
+    // The unfused reference (scores, softmax, weighted sum as three kernels), f32 throughout.
+    Tensor u = gpu.alloc({s, hq, d});
+    gpu.attention_unfused(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, u);
+    check(what + " unfused", u, a, kF32);
   }
 
   void attention() {

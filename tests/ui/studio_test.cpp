@@ -208,7 +208,7 @@ private slots:
     child<QCheckBox>("fusions")->setChecked(true);
     QVERIFY(changed.wait(10000));
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu"}));
+                             "bias+gelu", "flash attention"}));
   }
 
   void deviceToggleSwitchesOrSaysWhyItCannot() {
@@ -320,7 +320,7 @@ private slots:
     QVERIFY(view->verdict().contains("identical"));
     QVERIFY(view->kernel_rows() > 3);
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu"}));  // left as it was
+                             "bias+gelu", "flash attention"}));  // left as it was
   }
 
   void aBadModelFolderIsExplained() {

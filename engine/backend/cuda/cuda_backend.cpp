@@ -15,6 +15,7 @@
 #include "add_layer_norm.cuh"
 #include "add_rms_norm.cuh"
 #include "attention.cuh"
+#include "attention_unfused.cuh"
 #include "backend/backend.h"
 #include "backend/op_costs.h"
 #include "bandwidth.cuh"
@@ -357,6 +358,41 @@ public:
     cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
                     dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr, multiprocessors_,
                     stream_);
+  }
+  // Three kernels through a score matrix in memory, in chunks of queries whose scores fit 64 MB. A recorded decode
+  // step (its position on the device) keeps the decode kernel: the reference is for prefill, vision and eager decode.
+  void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                         float scale, Tensor& out) override {
+    if (mask.past_on_device) return attention(q, k, v, kv_len, mask, scale, out);
+    const bool causal = mask.kind == AttentionMask::Kind::Causal;
+    const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+    if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
+    mask.check_block_layout(s);
+    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
+    const Tensor layout = mask.block_layout.empty() ? Tensor() : indices(mask.block_layout);
+    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
+    const int64_t* dev_layout = mask.block_layout.empty() ? nullptr : layout.data<int64_t>();
+    const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / 4 / std::max<int64_t>(1, hq * kv_len), 1, s);
+    Tensor scores = device_tensor(DType::F32, {std::max<int64_t>(1, chunk * hq * kv_len)}, pool::Owner::Workspace);
+    for (int64_t first = 0; first < s; first += chunk) {
+      const int64_t rows = std::min(chunk, s - first);
+      const double matrix = double(rows * hq * kv_len) * 4, keys = double(kv_len * hkv * d) * 4;
+      {
+        const GpuTimer timer(*this, [&] {
+          return op_cost::make("attention scores d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
+        });
+        cuda::attention_scores(f32(q), f32(k), scores.data<float>(), first, rows, hq, hkv, d, kv_len, causal,
+                               mask.past, dev_bounds, segments, dev_layout, mask.layout_side, scale, stream_);
+      }
+      {
+        const GpuTimer timer(*this, [&] { return op_cost::make("attention softmax", 3 * matrix, 3 * matrix / 4); });
+        cuda::attention_softmax(scores.data<float>(), rows, hq, kv_len, stream_);
+      }
+      const GpuTimer timer(*this, [&] {
+        return op_cost::make("attention weighted sum d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
+      });
+      cuda::attention_weighted_sum(scores.data<float>(), f32(v), f32(out), first, rows, hq, hkv, d, kv_len, stream_);
+    }
   }
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
