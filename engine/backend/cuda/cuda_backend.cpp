@@ -368,6 +368,7 @@ public:
     const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     mask.check_block_layout(s);
+    if (s == 0 || hq == 0 || kv_len == 0) return;
     const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
     const Tensor layout = mask.block_layout.empty() ? Tensor() : indices(mask.block_layout);
     const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
