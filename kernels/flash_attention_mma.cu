@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       *reinterpret_cast<float2*>(dst + n * 8) = make_float2(acc[n][2 * r] * inverse, acc[n][2 * r + 1] * inverse);
   }
 #else
-  __trap();  // flash_attention_mma_fits keeps the host from launching this without SM80 code
+  __trap();  // flash_attention_mma_available keeps the host from launching this without SM80 code
 #endif
 }
 
@@ -233,9 +233,10 @@ void launch(const float* q, const float* k, const float* v, float* out, int64_t 
   CUDA_CHECK_LAUNCH();
 }
 
-// Whether the current device has SM80+ code for the kernel: the build's architecture list decides (a kernel
-// JIT-compiled from compute_75 PTX has no tensor-core body).
-bool device_runs_kernel() {
+}  // namespace
+
+// The build's architecture list decides too: a kernel JIT-compiled from compute_75 PTX has no tensor-core body.
+bool flash_attention_mma_available() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   cudaDeviceProp props{};
@@ -249,19 +250,14 @@ bool device_runs_kernel() {
   return attributes.ptxVersion >= 80 || attributes.binaryVersion >= 80;
 }
 
-}  // namespace
-
-bool flash_attention_mma_fits(int64_t d) {
-  static const bool runs = device_runs_kernel();
-  return runs && d > 0 && d % 16 == 0 && d <= 128;
-}
+bool flash_attention_mma_fits(int64_t d) { return d > 0 && d % 16 == 0 && d <= 128; }
 
 void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
                          int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
                          int64_t segments, float scale, const int64_t* layout, int64_t layout_side,
                          cudaStream_t stream) {
   if (!flash_attention_mma_fits(d))
-    throw std::runtime_error("flash_attention_mma: needs head_dim a multiple of 16 up to 128 and an SM80+ GPU");
+    throw std::runtime_error("flash_attention_mma: head_dim must be a multiple of 16, at most 128");
   if (s == 0 || hq == 0) return;
   using Launch = decltype(&launch<16>);
   const Launch by_size[] = {launch<16>, launch<32>, launch<48>, launch<64>, launch<80>, launch<96>, launch<112>,

@@ -13,9 +13,10 @@
 
 namespace qvl::cuda {
 
-// True when the head size is a multiple of 16 up to 128 and the current device runs this kernel (compute
-// capability 8.0 or newer and a build that holds SM80+ code for it: a build for older architectures has no
-// tensor-core body).
+// Whether the current device runs this kernel: compute capability 8.0 or newer and a build that holds SM80+ code
+// for it (a build for older architectures has no tensor-core body). Ask once per device.
+bool flash_attention_mma_available();
+// The head sizes it takes: multiples of 16 up to 128.
 bool flash_attention_mma_fits(int64_t d);
 void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
                          int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,

@@ -48,6 +48,10 @@ struct AttentionMask {
       for (int64_t kb = 0; kb <= qb; ++kb) layout[std::size_t(qb * blocks + kb)] = qb - kb < window || kb < global;
     return layout;
   }
+  // The layout's line for the query at absolute position p: entry kb says whether it sees key block kb.
+  const int64_t* layout_row(int64_t p) const {
+    return block_layout.data() + p / kSparseBlock * layout_side;
+  }
   // Throws unless a block layout (if any) is square, covers `queries` queries after `past`, and keeps every block's
   // own diagonal (so no query is left with nothing to attend to).
   void check_block_layout(int64_t queries) const;

@@ -55,7 +55,7 @@ inline KernelEvent attention(const Tensor& q, const Tensor& k, int64_t kv_len, c
     double total = 0;
     for (int64_t p = mask.past; p < mask.past + q.dim(0); ++p)
       for (int64_t kb = 0; kb <= p / block; ++kb)
-        if (mask.block_layout[std::size_t(p / block * mask.layout_side + kb)])
+        if (mask.layout_row(p)[kb])
           total += double(std::min(block, p + 1 - kb * block));
     keys = total / s;
   }

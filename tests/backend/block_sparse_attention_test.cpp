@@ -26,7 +26,7 @@ std::vector<double> direct(const Tensor& q, const Tensor& k, const Tensor& v, co
   for (int64_t i = 0; i < s; ++i)
     for (int64_t h = 0; h < hq; ++h) {
       const int64_t p = mask.past + i, kvh = h / (hq / hkv);
-      std::vector<double> w(std::size_t(p + 1), 0.0);
+      std::vector<double> w(std::size_t(p + 1), -INFINITY);  // hidden keys keep -inf: exp gives them 0
       double best = -INFINITY, total = 0;
       for (int64_t t = 0; t <= p; ++t) {
         if (!mask.block_layout[std::size_t(p / block * mask.layout_side + t / block)]) continue;
@@ -36,11 +36,7 @@ std::vector<double> direct(const Tensor& q, const Tensor& k, const Tensor& v, co
         w[std::size_t(t)] = dot * scale;
         best = std::max(best, w[std::size_t(t)]);
       }
-      for (int64_t t = 0; t <= p; ++t) {
-        const bool allowed = mask.block_layout[std::size_t(p / block * mask.layout_side + t / block)] != 0;
-        w[std::size_t(t)] = allowed ? std::exp(w[std::size_t(t)] - best) : 0.0;
-        total += w[std::size_t(t)];
-      }
+      for (int64_t t = 0; t <= p; ++t) total += w[std::size_t(t)] = std::exp(w[std::size_t(t)] - best);
       for (int64_t e = 0; e < d; ++e) {
         double acc = 0;
         for (int64_t t = 0; t <= p; ++t) acc += w[std::size_t(t)] * v.data<float>()[(t * hkv + kvh) * d + e];

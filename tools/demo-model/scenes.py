@@ -70,11 +70,11 @@ def draw(scene, with_labels=False):
     if scene["noise"] > 0:
         base += rng.normal(0, scene["noise"], size=base.shape)
     img = Image.fromarray(np.clip(base, 0, 255).astype(np.uint8))
-    pens = [(ImageDraw.Draw(img), None)]
+    pens = [(ImageDraw.Draw(img), False)]  # (pen, draws labels)
     labels = None
     if with_labels:
         labels = Image.new("L", (w, h), 0)
-        pens.append((ImageDraw.Draw(labels), labels))
+        pens.append((ImageDraw.Draw(labels), True))
     for s in scene["shapes"]:
         colour = tuple(int(np.clip(c + rng.integers(-20, 21), 0, 255)) for c in COLOURS[s["colour"]])
         label = 1 + SHAPES.index(s["shape"]) * len(COLOURS) + list(COLOURS).index(s["colour"])

@@ -293,8 +293,7 @@ public:
           const auto [l, u] = visible(i0 + r);
           float* row = scores.data() + r * stride - lo;  // row[t] for t in [l, u)
           if (!mask.block_layout.empty()) {  // block-sparse: the keys of blocks the layout hides score -inf
-            const int64_t* allowed = mask.block_layout.data() + (mask.past + i0 + r) / AttentionMask::kSparseBlock *
-                                                                    mask.layout_side;
+            const int64_t* allowed = mask.layout_row(mask.past + i0 + r);
             for (int64_t t = l; t < u; ++t)
               if (!allowed[t / AttentionMask::kSparseBlock]) row[t] = -INFINITY;
           }

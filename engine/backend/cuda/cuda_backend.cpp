@@ -90,6 +90,7 @@ public:
     // "auto" picks the SM61 profile below compute capability 7.0 (no tensor cores, no bf16).
     profile_ = profile == "sm61" || (profile == "auto" && props.major < 7) ? &cuda::kSm61Profile : &cuda::kNativeProfile;
     multiprocessors_ = props.multiProcessorCount;  // queried once: kernels pick their shape from it
+    tensor_core_attention_ = profile_->tensor_core_attention && cuda::flash_attention_mma_available();
     name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) +
             ", profile " + profile_->name + ")";
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -224,7 +225,7 @@ public:
     const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
     const void* b = bias ? bias->raw() : nullptr;
     if (m <= profile_->gemv_max_rows && cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_)) return;
-    if (profile_->gemm == cuda::GemmKernel::Tiled || m <= profile_->gemv_max_rows) {  // small m: no conversion pass
+    if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
       cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_);
       return;
     }
@@ -254,7 +255,7 @@ public:
   // with the GELU or the residual add + LayerNorm instead. The GEMV and the tiled GEMM add it in their epilogue
   // already, so those take the plain sequence.
   void linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluKind kind, Tensor& y) override {
-    if (!bias || !bias_after_gemm(rows_of(x))) return Backend::linear_gelu(x, w, bias, kind, y);
+    if (!bias || !runs_cublas(rows_of(x))) return Backend::linear_gelu(x, w, bias, kind, y);
     if (bias->numel() != w.dim(0)) fail("linear_gelu: the bias has ", bias->numel(), " values for ", w.dim(0), " rows");
     linear(x, w, nullptr, y);
     const GpuTimer timer(*this, [&] { return op_cost::elementwise("bias+gelu", y, 2); });
@@ -263,7 +264,7 @@ public:
   }
   void linear_add_layer_norm(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x,
                              const Tensor& norm_w, const Tensor& norm_b, float eps, Tensor& y) override {
-    if (!bias || !bias_after_gemm(rows_of(in)))
+    if (!bias || !runs_cublas(rows_of(in)))
       return Backend::linear_add_layer_norm(in, w, bias, scratch, x, norm_w, norm_b, eps, y);
     if (scratch.numel() != x.numel() || bias->numel() != last_dim(x) || norm_w.numel() != last_dim(x) ||
         norm_b.numel() != last_dim(x))
@@ -326,7 +327,7 @@ public:
     const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
     const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
     const bool tiled = !past_on_device && s >= profile_->flash_min_queries;
-    const bool tensor_cores = tiled && profile_->tensor_core_attention && cuda::flash_attention_mma_fits(d);
+    const bool tensor_cores = tiled && tensor_core_attention_ && cuda::flash_attention_mma_fits(d);
     const bool sparse = !mask.block_layout.empty();
     static_assert(cuda::kFlashLayoutBlock == AttentionMask::kSparseBlock);
     mask.check_block_layout(s);
@@ -338,10 +339,8 @@ public:
       if (tensor_cores) event.name += " tensor cores";
       return event;
     });
-    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
-    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
-    const Tensor layout = sparse ? indices(mask.block_layout) : Tensor();
-    const int64_t* dev_layout = sparse ? layout.data<int64_t>() : nullptr;
+    const DeviceMask dev(*this, mask);
+    const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
     if (tensor_cores) {
       cuda::flash_attention_mma(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
                                 segments, scale, dev_layout, mask.layout_side, stream_);
@@ -369,10 +368,8 @@ public:
     if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
     mask.check_block_layout(s);
     if (s == 0 || hq == 0 || kv_len == 0) return;
-    const Tensor bounds = causal ? Tensor() : indices(mask.bounds);
-    const Tensor layout = mask.block_layout.empty() ? Tensor() : indices(mask.block_layout);
-    const int64_t* dev_bounds = causal ? nullptr : bounds.data<int64_t>();
-    const int64_t* dev_layout = mask.block_layout.empty() ? nullptr : layout.data<int64_t>();
+    const DeviceMask dev(*this, mask);
+    const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
     const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / 4 / std::max<int64_t>(1, hq * kv_len), 1, s);
     Tensor scores = device_tensor(DType::F32, {std::max<int64_t>(1, chunk * hq * kv_len)}, pool::Owner::Workspace);
     for (int64_t first = 0; first < s; first += chunk) {
@@ -552,8 +549,18 @@ private:
     write_indices(t, values);
     return t;
   }
-  // Whether linear() adds the bias with a kernel of its own after the product (cuBLAS).
-  bool bias_after_gemm(int64_t m) const {
+  // An attention mask's host-side lists (segment bounds, block layout) on the device, for the kernels.
+  struct DeviceMask {
+    Tensor bounds, layout;  // empty where the mask has none
+    DeviceMask(CudaBackend& be, const AttentionMask& mask)
+        : bounds(mask.kind == AttentionMask::Kind::Segments ? be.indices(mask.bounds) : Tensor()),
+          layout(mask.block_layout.empty() ? Tensor() : be.indices(mask.block_layout)) {}
+    const int64_t* bounds_ptr() const { return bounds.raw() ? bounds.data<int64_t>() : nullptr; }
+    const int64_t* layout_ptr() const { return layout.raw() ? layout.data<int64_t>() : nullptr; }
+  };
+  // Whether linear() runs cuBLAS for m rows, and so adds the bias with a kernel of its own after the product (the
+  // GEMV and the tiled GEMM add it in their epilogue).
+  bool runs_cublas(int64_t m) const {
     return profile_->gemm == cuda::GemmKernel::Cublas && m > profile_->gemv_max_rows;
   }
   void maybe_inject_fault() {
@@ -577,6 +584,7 @@ private:
   int device_;
   int multiprocessors_ = 1;
   const cuda::KernelProfile* profile_ = nullptr;
+  bool tensor_core_attention_ = false;  // the profile asks for it and this device and build run it
   std::string name_;
   cudaStream_t stream_ = nullptr;
   int64_t fault_at_op_ = 0;
