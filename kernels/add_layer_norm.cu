@@ -14,11 +14,11 @@ constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider
 __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __restrict__ residual,
                                       const void* __restrict__ residual_bias, WeightType rbt,
                                       const void* __restrict__ w, WeightType wt, const void* __restrict__ b,
-                                      WeightType bt, float eps, float* __restrict__ y, int64_t width) {
+                                      WeightType bt, float eps, void* __restrict__ y, WeightType yt, int64_t width) {
   using Slice = RowSlice<kThreads, kPerThread>;
   float* row = x + int64_t(blockIdx.x) * width;
   const float* res = residual + int64_t(blockIdx.x) * width;
-  float* out = y + int64_t(blockIdx.x) * width;
+  void* out = activation_row(y, yt, int64_t(blockIdx.x) * width);
   Slice sum;
   sum.load_sum(row, res, width, residual_bias, rbt);
   float total = sum.sum();
@@ -38,20 +38,21 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
 #pragma unroll
   for (int n = 0; n < kPerThread; ++n) {
     const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-    if (i < width) out[i] = layer_norm_value(sum.v[n], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i));
+    if (i < width)
+      store_activation(out, yt, i, layer_norm_value(sum.v[n], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i)));
   }
   for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads)
-    out[i] = layer_norm_value(row[i], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i));
+    store_activation(out, yt, i, layer_norm_value(row[i], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i)));
 }
 
 }  // namespace
 
 void add_layer_norm(float* x, const float* residual, const void* residual_bias, WeightType residual_bias_type,
-                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, float* y,
-                    int64_t rows, int64_t width, cudaStream_t stream) {
+                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, void* y,
+                    WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream) {
   if (rows == 0) return;
   add_layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, residual_bias, residual_bias_type, w,
-                                                                 w_type, b, b_type, eps, y, width);
+                                                                 w_type, b, b_type, eps, y, y_type, width);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,11 +12,11 @@ constexpr int kThreads = 256;
 constexpr int kPerThread = 16;  // rows up to 4096 wide stay in registers; wider rows finish in a plain loop
 
 __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restrict__ residual, const void* __restrict__ w,
-                                    WeightType wt, float eps, float* __restrict__ y, int64_t width) {
+                                    WeightType wt, float eps, void* __restrict__ y, WeightType yt, int64_t width) {
   using Slice = RowSlice<kThreads, kPerThread>;
   float* row = x + int64_t(blockIdx.x) * width;
   const float* res = residual + int64_t(blockIdx.x) * width;
-  float* out = y + int64_t(blockIdx.x) * width;
+  void* out = activation_row(y, yt, int64_t(blockIdx.x) * width);
   Slice sum;
   sum.load_sum(row, res, width);
   float sq = sum.sum_of_squares();
@@ -25,15 +25,15 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
     sq += row[i] * row[i];
   }
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
-  sum.write_scaled(out, row, w, wt, inv, width);
+  sum.write_scaled(out, yt, row, w, wt, inv, width);
 }
 
 }  // namespace
 
-void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, float* y, int64_t rows,
-                  int64_t width, cudaStream_t stream) {
+void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, void* y,
+                  WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream) {
   if (rows == 0) return;
-  add_rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, w, w_type, eps, y, width);
+  add_rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, w, w_type, eps, y, y_type, width);
   CUDA_CHECK_LAUNCH();
 }
 

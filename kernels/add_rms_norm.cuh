@@ -10,8 +10,8 @@
 
 namespace qvl::cuda {
 
-// y must not alias x or the residual.
-void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, float* y, int64_t rows,
-                  int64_t width, cudaStream_t stream);
+// y must not alias x or the residual; it is f32 or a 16-bit GEMM operand (y_type, as in norm.cuh).
+void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, void* y,
+                  WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -2,8 +2,10 @@
 // (D <= 256). For what the tiled flash kernel (flash_attention.cu) does not take:
 // - few (query, head) pairs (decode: one query x heads): split-K over the cache. The keys are cut into chunks so
 //   that chunks x pairs fill the GPU twice; a block of 4 warps takes one chunk of one pair, merges its warps'
-//   (max, sum, accumulator) triples in shared memory (4 KB at D = 256) and writes them as a partial; a second small
-//   kernel merges the partials. The step's only traffic here is the cache, 2·T·Hkv·D·4 bytes, read once.
+//   (max, sum, accumulator) triples in shared memory (4 KB at D = 256) and writes them as a partial; the last block
+//   of a pair to finish (a counter per pair) merges the pair's partials. The step's only traffic here is the cache,
+//   2·T·Hkv·D·4 bytes, read once. (A second kernel for the merge took 5 µs of a decode step's 16 a layer on an H100:
+//   a launch and a dependent round trip for a few KB.)
 // - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair.
 // Both walk the keys in tiles of 8, four lanes per key: the K quarter-rows and the tile's V rows are independent
 // loads in unrolled loops, so a warp has them all in flight, and small tiles make enough warps to fill the GPU at
@@ -100,6 +102,26 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
 
 constexpr int kSplitWarps = 4;
 
+// Merges the chunks' partial results of one pair (the same rescaling as the online softmax), by one block. The
+// partials come from other blocks, so they are read from L2 (__ldcg), past any stale L1 line.
+__device__ void combine_partials(const float* p, float* out, int64_t d, int64_t chunks) {
+  float best = -INFINITY;
+  for (int64_t c = 0; c < chunks; ++c) best = fmaxf(best, __ldcg(p + c * (d + 2)));
+  float sum = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const float m = __ldcg(p + c * (d + 2));
+    if (m != -INFINITY) sum += __ldcg(p + c * (d + 2) + 1) * expf(m - best);
+  }
+  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
+    float value = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float m = __ldcg(p + c * (d + 2));
+      if (m != -INFINITY) value += __ldcg(p + c * (d + 2) + 2 + e) * expf(m - best);
+    }
+    out[e] = value / sum;
+  }
+}
+
 // The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles per warp.
 __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64_t& chunks, int64_t& chunk_keys) {
   constexpr int64_t kBlockTile = kTileKeys * kSplitWarps;
@@ -109,14 +131,17 @@ __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64
 
 // One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of keys of the chunk;
 // the warps' (max, sum, accumulator) triples are merged in shared memory and written as the chunk's partial result,
-// or, when there is a single chunk, as the output itself.
+// or, when there is a single chunk, as the output itself. With several chunks, the pair's last block to finish
+// merges the partials; it finds it is last from the pair's counter in `arrivals`, and sets the counter back to 0 for
+// the next call (they start at 0: the caller zeroes them once).
 __global__ void attention_chunk_kernel(const float* q, const float* k, const float* v, float* out, float* partials,
-                                       int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, bool causal,
-                                       int64_t past, const int64_t* past_on_device, const int64_t* bounds,
+                                       unsigned* arrivals, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len,
+                                       bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
                                        int64_t segments, float scale) {
   __shared__ float part_max[kSplitWarps], part_sum[kSplitWarps];
   __shared__ float part_acc[kSplitWarps][32 * kMaxPerLane];
   __shared__ float q_scaled[32 * kMaxPerLane];
+  __shared__ bool last_block;
   const int64_t pair = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = pair / hq, h = pair % hq;
@@ -137,42 +162,36 @@ __global__ void attention_chunk_kernel(const float* q, const float* k, const flo
   }
   for (int j = 0; j < per_lane; ++j) part_acc[warp][lane + 32 * j] = st.acc[j];
   __syncthreads();
-  if (warp != 0) return;
-  float block_max = -INFINITY;
-  for (int w = 0; w < kSplitWarps; ++w) block_max = fmaxf(block_max, part_max[w]);
-  float sum = 0.0f, weights[kSplitWarps];
-  for (int w = 0; w < kSplitWarps; ++w) {
-    // A warp that saw no key has max -inf and contributes nothing.
-    weights[w] = part_max[w] == -INFINITY ? 0.0f : expf(part_max[w] - block_max);
-    sum += part_sum[w] * weights[w];
+  if (warp == 0) {  // merge the warps' triples: the output itself, or this chunk's partial
+    float block_max = -INFINITY;
+    for (int w = 0; w < kSplitWarps; ++w) block_max = fmaxf(block_max, part_max[w]);
+    float sum = 0.0f, weights[kSplitWarps];
+    for (int w = 0; w < kSplitWarps; ++w) {
+      // A warp that saw no key has max -inf and contributes nothing.
+      weights[w] = part_max[w] == -INFINITY ? 0.0f : expf(part_max[w] - block_max);
+      sum += part_sum[w] * weights[w];
+    }
+    float* partial = partials + (pair * chunks + chunk) * (d + 2);
+    for (int j = 0; j < per_lane; ++j) {
+      const int64_t e = lane + 32 * j;
+      if (e >= d) continue;
+      float value = 0.0f;
+      for (int w = 0; w < kSplitWarps; ++w) value += part_acc[w][e] * weights[w];
+      if (chunks == 1) out[(i * hq + h) * d + e] = value / sum;
+      else partial[2 + e] = value;
+    }
+    if (chunks > 1 && lane == 0) partial[0] = block_max, partial[1] = sum;
   }
-  float* partial = partials + (pair * chunks + chunk) * (d + 2);
-  for (int j = 0; j < per_lane; ++j) {
-    const int64_t e = lane + 32 * j;
-    if (e >= d) continue;
-    float value = 0.0f;
-    for (int w = 0; w < kSplitWarps; ++w) value += part_acc[w][e] * weights[w];
-    if (chunks == 1) out[(i * hq + h) * d + e] = value / sum;
-    else partial[2 + e] = value;
-  }
-  if (chunks > 1 && lane == 0) partial[0] = block_max, partial[1] = sum;
-}
-
-// Merges the chunks' partial results of one pair (the same rescaling as the online softmax).
-__global__ void attention_combine_kernel(const float* partials, float* out, int64_t d, int64_t chunks) {
-  const int64_t pair = blockIdx.x;
-  const float* p = partials + pair * chunks * (d + 2);
-  float best = -INFINITY;
-  for (int64_t c = 0; c < chunks; ++c) best = fmaxf(best, p[c * (d + 2)]);
-  float sum = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c)
-    if (p[c * (d + 2)] != -INFINITY) sum += p[c * (d + 2) + 1] * expf(p[c * (d + 2)] - best);
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float value = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c)
-      if (p[c * (d + 2)] != -INFINITY) value += p[c * (d + 2) + 2 + e] * expf(p[c * (d + 2)] - best);
-    out[pair * d + e] = value / sum;
-  }
+  if (chunks == 1) return;
+  // The partial must be visible to whichever block merges: fence, then count this block in.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(&arrivals[pair], 1u) == unsigned(chunks - 1);
+  __syncthreads();
+  if (!last_block) return;
+  __threadfence();
+  combine_partials(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, d, chunks);
+  if (threadIdx.x == 0) arrivals[pair] = 0;
 }
 
 // Blocks per pair: enough to fill the GPU twice over, but at least one tile of keys per warp each (for the
@@ -191,20 +210,17 @@ int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_l
 
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
-               int64_t segments, float scale, bool split_keys, float* split_workspace, int multiprocessors,
-               cudaStream_t stream) {
+               int64_t segments, float scale, bool split_keys, float* split_workspace, unsigned* arrivals,
+               int multiprocessors, cudaStream_t stream) {
   if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
   if (s * hq == 0) return;
   if (past_on_device && !split_keys) throw std::runtime_error("attention: a position on the device needs split_keys");
   if (split_keys) {
     const int64_t chunks = chunk_count(s * hq, kv_len, multiprocessors);
     attention_chunk_kernel<<<dim3(unsigned(chunks), unsigned(s * hq)), kSplitWarps * 32, 0, stream>>>(
-        q, k, v, out, split_workspace, s, hq, hkv, d, kv_len, causal, past, past_on_device, bounds, segments, scale);
+        q, k, v, out, split_workspace, arrivals, s, hq, hkv, d, kv_len, causal, past, past_on_device, bounds, segments,
+        scale);
     CUDA_CHECK_LAUNCH();
-    if (chunks > 1) {
-      attention_combine_kernel<<<unsigned(s * hq), 128, 0, stream>>>(split_workspace, out, d, chunks);
-      CUDA_CHECK_LAUNCH();
-    }
     return;
   }
   const int warps = 4;

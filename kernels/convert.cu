@@ -10,18 +10,9 @@
 namespace qvl::cuda {
 namespace {
 
-// bf16 by integer rounding (Pascal has no bf16 conversion instructions); NaN stays NaN.
-__device__ __forceinline__ uint16_t to_bf16(float f) {
-  const uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
 __global__ void narrow_kernel(const float* x, void* out, WeightType type, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    if (type == WeightType::BF16) static_cast<uint16_t*>(out)[i] = to_bf16(x[i]);
-    else static_cast<__half*>(out)[i] = __float2half_rn(x[i]);
-  }
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_activation(out, type, i, x[i]);
 }
 
 __global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols) {

@@ -38,7 +38,7 @@ void CublasGemm::run(const float* x, void* x_narrow, const void* w, WeightType w
   cudaDataType_t type = CUDA_R_32F;
   const void* b = x;
   if (w_type != WeightType::F32) {
-    narrow_f32(x, x_narrow, w_type, m * k, stream_);
+    if (x) narrow_f32(x, x_narrow, w_type, m * k, stream_);
     type = w_type == WeightType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
     b = x_narrow;
   }

@@ -17,7 +17,8 @@ public:
   CublasGemm(const CublasGemm&) = delete;
   CublasGemm& operator=(const CublasGemm&) = delete;
 
-  // x_narrow: device scratch of M·K elements of w_type (unused for f32 weights).
+  // x_narrow: device scratch of M·K elements of w_type (unused for f32 weights); x == nullptr: x_narrow already holds
+  // the activations in w_type (a norm wrote them so), and no conversion runs.
   void run(const float* x, void* x_narrow, const void* w, WeightType w_type, float* y, int64_t m, int64_t n, int64_t k);
 
 private:

@@ -1,7 +1,8 @@
 #pragma once
 // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N]) for M <= 4 (decode): f32 activations, weights of any stored type, f32
-// accumulation. Needs K a multiple of the 16-byte vector and 16-byte aligned rows; returns false (nothing launched)
-// when the shape does not fit, and the caller runs a GEMM instead.
+// accumulation. accumulate: y += x · wᵀ (+ bias) instead, the residual add that would follow as a kernel of its own
+// (y + the product, as the unfused add computes it). Needs K a multiple of the 16-byte vector and 16-byte aligned
+// rows; returns false (nothing launched) when the shape does not fit, and the caller runs a GEMM instead.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -10,7 +11,16 @@
 
 namespace qvl::cuda {
 
+// An input RMSNorm that the q+k+v and SwiGLU GEMVs fold in (w == nullptr: none): they project w ⊙ x / rms(x).
+struct GemvNorm {
+  const void* w = nullptr;
+  WeightType type = WeightType::F32;
+  float eps = 0;
+};
+
+// Whether gemv takes this shape (it returns false, launching nothing, where not).
+bool gemv_fits(const float* x, const void* w, WeightType w_type, int64_t m, int64_t k);
 bool gemv(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y, int64_t m,
-          int64_t n, int64_t k, cudaStream_t stream);
+          int64_t n, int64_t k, bool accumulate, cudaStream_t stream);
 
 }  // namespace qvl::cuda

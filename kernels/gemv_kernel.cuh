@@ -1,32 +1,41 @@
 #pragma once
-// The decode GEMV kernel, shared by the plain projection (gemv.cu) and the fused SwiGLU projection (gemv_swiglu.cu):
-// M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K FLOPs), so it aims at the DRAM roofline: one
-// warp per output row, 16-byte loads (8 bf16/f16 or 4 f32 per lane per step), the loop unrolled so several loads are
-// in flight, f32 accumulation, shuffle reduction. Gated, a warp streams the same row of two matrices (gate and up):
-// twice the bytes in flight per warp, and silu(gate) ⊙ up is applied before anything leaves registers. Plain, the
-// rows may come from up to three matrices of the same K and type, each with its own output (q, k and v in one
-// launch: a small matrix alone does not fill the GPU long enough to amortise the launch and the ramp-up).
+// The decode GEMV kernel, shared by the plain projection (gemv.cu), the fused q+k+v projection (gemv_qkv.cu) and the
+// fused SwiGLU projection (gemv_swiglu.cu): M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K
+// FLOPs), so it aims at the DRAM roofline. One warp per output row, 8 warps a block; a lane issues all the 16-byte
+// weight loads of a batch (8 vectors, 4 per matrix when gated) before it uses the first, and reads the activations
+// as float4 (scalar loads of x were 8 L1 wavefronts per 16 weight bytes: the kernel topped out near 2 TB/s on
+// L1 throughput, even on the 622 MB output head).
+// - Gated: a warp streams the same row of gate and up; silu(gate) ⊙ up is applied before anything leaves registers.
+// - Plain: the rows may come from up to three matrices of the same K and type, each with its own output (q, k and v
+//   in one launch: a small matrix alone does not fill the GPU long enough to amortise the launch and the ramp-up);
+//   the result is stored, or added to y (the residual stream: the add that would follow as a kernel of its own).
+// - Normed: the input RMSNorm folded in. Each block normalises x into shared memory with the plain RMSNorm's own
+//   code (RmsNormRow: the same bits). It asks for x first, then for its first batch of
+//   weights, so the norm's trip to L2 overlaps the weights' trip to DRAM (issued after the weights, the x loads
+//   queued behind them: the folded q+k+v GEMV took 5 µs more than the plain one). M·K floats of shared memory (48 KB
+//   at most).
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "common.cuh"
+#include "gemv.cuh"
+#include "row_slice.cuh"
 #include "weights.cuh"
 
 namespace qvl::cuda {
 
-template <typename W> struct Vec16;  // 16 bytes of weights, widened to f32
+template <typename W> struct Vec16;  // 16 bytes of weights: loaded raw, widened to f32 when used
 template <> struct Vec16<float> {
   static constexpr int kCount = 4;
-  __device__ static void load(const float* p, float* out) {
-    const float4 v = *reinterpret_cast<const float4*>(p);
-    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  __device__ static void widen(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x), out[1] = __uint_as_float(v.y), out[2] = __uint_as_float(v.z),
+    out[3] = __uint_as_float(v.w);
   }
 };
 template <> struct Vec16<uint16_t> {  // bf16
   static constexpr int kCount = 8;
-  __device__ static void load(const uint16_t* p, float* out) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
+  __device__ static void widen(const uint4& v, float* out) {
     const uint32_t words[4] = {v.x, v.y, v.z, v.w};
     for (int i = 0; i < 4; ++i) {
       out[2 * i] = __uint_as_float(words[i] << 16);
@@ -36,8 +45,7 @@ template <> struct Vec16<uint16_t> {  // bf16
 };
 template <> struct Vec16<__half> {
   static constexpr int kCount = 8;
-  __device__ static void load(const __half* p, float* out) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
+  __device__ static void widen(const uint4& v, float* out) {
     const __half2* h = reinterpret_cast<const __half2*>(&v);
     for (int i = 0; i < 4; ++i) {
       const float2 f = __half22float2(h[i]);
@@ -46,7 +54,11 @@ template <> struct Vec16<__half> {
   }
 };
 
-constexpr int kGemvWarps = 4;
+constexpr int kGemvWarps = 8;
+constexpr int kGemvThreads = kGemvWarps * 32;
+constexpr int64_t kGemvNormBytes = 48 * 1024;  // shared memory for the normed x without an opt-in, on every GPU
+
+enum class GemvEpilogue { Store, Accumulate, SwiGlu };  // y = x·wᵀ + b; y += x·wᵀ + b; y = silu(x·gateᵀ) ⊙ x·upᵀ
 
 // One matrix of a launch: n rows of w (and bias, optional) into y [M, n].
 struct GemvPart {
@@ -59,87 +71,143 @@ struct GemvParts {
   static constexpr int kMax = 3;
   GemvPart part[kMax];
   int count = 0;
-  int64_t rows() const {
+  __host__ __device__ int64_t rows() const {
     int64_t n = 0;
     for (int p = 0; p < count; ++p) n += part[p].n;
     return n;
   }
 };
 
-// Plain: each part's y = x · wᵀ (+ bias), the parts' rows one after another. Gated (one part): y = silu(x · wᵀ) ⊙
-// (x · upᵀ).
-template <typename W, int M, bool kGated>
-__global__ void gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up,
-                            WeightType bias_type, int64_t k) {
+template <typename W, int M, GemvEpilogue E, bool kNormed>
+__global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 32 warps an SM
+    gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up, WeightType bias_type, int64_t k,
+                GemvNorm norm) {
+  constexpr bool kGated = E == GemvEpilogue::SwiGlu;
+  // 8 loads of 16 bytes in flight per lane at M = 1; more rows of x take more registers a load (64 is the cap).
+  constexpr int kVec = Vec16<W>::kCount, kBatch = (kGated ? 4 : 8) / M > 0 ? (kGated ? 4 : 8) / M : 1;
+  extern __shared__ float4 normed_x[];
   int64_t row = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
   GemvPart part = parts.part[0];
   for (int p = 1; p < GemvParts::kMax; ++p)
     if (p < parts.count && row >= part.n) row -= part.n, part = parts.part[p];
-  const int64_t n = part.n;
+  const bool active = row < part.n;  // a warp past the last row still helps with the norm
   const int lane = threadIdx.x % 32;
-  if (row >= n) return;
-  float* __restrict__ y = part.y;
-  const void* bias = part.bias;
-  constexpr int kVec = Vec16<W>::kCount;
-  constexpr int kUnroll = kGated ? 2 : 4;  // about the same bytes in flight either way
-  const W* r0 = static_cast<const W*>(part.w) + row * k;
-  const W* r1 = kGated ? up + row * k : nullptr;
-  float acc0[M] = {}, acc1[M] = {};
-#pragma unroll kUnroll
-  for (int64_t i = int64_t(lane) * kVec; i < k; i += 32 * kVec) {
-    float a[kVec], b[kVec];
-    Vec16<W>::load(r0 + i, a);
-    if constexpr (kGated) Vec16<W>::load(r1 + i, b);
+  const W* r0 = static_cast<const W*>(part.w) + (active ? row : 0) * k;
+  const W* r1 = kGated ? up + (active ? row : 0) * k : nullptr;
+  uint4 wa[kBatch], wb[kBatch];
+  const auto load_batch = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + int64_t(u) * 32 * kVec;
+      if (active && i < k) {
+        wa[u] = *reinterpret_cast<const uint4*>(r0 + i);
+        if constexpr (kGated) wb[u] = *reinterpret_cast<const uint4*>(r1 + i);
+      }
+    }
+  };
+  const int64_t first = int64_t(lane) * kVec, step = 32 * kVec * kBatch;
+  const float* xs = x;
+  if constexpr (kNormed) {
+    // The first row of x is asked for before the weights, so that it does not queue behind them.
+    float* out = reinterpret_cast<float*>(normed_x);
+    RmsNormRow<kGemvThreads, 8> normed;
+    normed.load(x, k);
+    load_batch(first);
     for (int m = 0; m < M; ++m) {
-      const float* xm = x + m * k + i;
-      for (int j = 0; j < kVec; ++j) {
-        acc0[m] += xm[j] * a[j];
-        if constexpr (kGated) acc1[m] += xm[j] * b[j];
+      if (m > 0) normed.load(x + m * k, k);
+      normed.finish(norm.w, norm.type, norm.eps, out + m * k, WeightType::F32);
+    }
+    __syncthreads();
+    xs = out;
+  } else {
+    load_batch(first);
+  }
+  if (!active) return;
+  float acc0[M] = {}, acc1[M] = {};
+  for (int64_t base = first; base < k; base += step) {
+    if (base != first) load_batch(base);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t i = base + int64_t(u) * 32 * kVec;
+      if (i >= k) break;
+      float a[kVec], b[kVec];
+      Vec16<W>::widen(wa[u], a);
+      if constexpr (kGated) Vec16<W>::widen(wb[u], b);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float4* x4 = reinterpret_cast<const float4*>(xs + m * k + i);
+#pragma unroll
+        for (int j = 0; j < kVec / 4; ++j) {
+          const float4 xv = x4[j];
+          const float xj[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc0[m] += xj[e] * a[4 * j + e];
+            if constexpr (kGated) acc1[m] += xj[e] * b[4 * j + e];
+          }
+        }
       }
     }
   }
-  const float b0 = !kGated && bias ? load_weight(bias, bias_type, row) : 0.0f;
+  const int64_t n = part.n;
+  float* __restrict__ y = part.y;
+  const float b0 = !kGated && part.bias ? load_weight(part.bias, bias_type, row) : 0.0f;
   for (int m = 0; m < M; ++m) {
     const float s = warp_sum(acc0[m]);
     if constexpr (kGated) {
       const float up_sum = warp_sum(acc1[m]);
       if (lane == 0) y[m * n + row] = s / (1.0f + expf(-s)) * up_sum;
+    } else if constexpr (E == GemvEpilogue::Accumulate) {
+      if (lane == 0) y[m * n + row] += s + b0;  // as the unfused add: y + (x·wᵀ + b), each rounded once
     } else {
       if (lane == 0) y[m * n + row] = s + b0;
     }
   }
 }
 
-// Whether the kernel can take this shape: M <= 4, K a multiple of the 16-byte vector, 16-byte aligned rows.
-inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, const void* w0, const void* w1) {
+// Whether the kernel can take this shape: M <= 4, K a multiple of the 16-byte vector, 16-byte aligned rows, and
+// (normed) the normed x in 48 KB of shared memory.
+inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, const void* w0, const void* w1,
+                      bool normed = false) {
   const int64_t vec = w_type == WeightType::F32 ? 4 : 8;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return m <= 4 && k % vec == 0 && aligned(x) && aligned(w0) && (!w1 || aligned(w1));
+  return m <= 4 && k % vec == 0 && aligned(x) && aligned(w0) && (!w1 || aligned(w1)) &&
+         (!normed || m * k * int64_t(sizeof(float)) <= kGemvNormBytes);
 }
 
-template <typename W, bool kGated>
+template <typename W, GemvEpilogue E, bool kNormed>
 void launch_gemv_typed(const float* x, const GemvParts& parts, const void* up, WeightType bias_type, int64_t m,
-                       int64_t k, cudaStream_t stream) {
+                       int64_t k, const GemvNorm& norm, cudaStream_t stream) {
   const auto* b = static_cast<const W*>(up);
-  const dim3 grid(unsigned((parts.rows() + kGemvWarps - 1) / kGemvWarps)), block(kGemvWarps * 32);
-  switch (m) {
-    case 1: gemv_kernel<W, 1, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
-    case 2: gemv_kernel<W, 2, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
-    case 3: gemv_kernel<W, 3, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
-    default: gemv_kernel<W, 4, kGated><<<grid, block, 0, stream>>>(x, parts, b, bias_type, k); break;
-  }
+  const dim3 grid(unsigned((parts.rows() + kGemvWarps - 1) / kGemvWarps)), block(kGemvThreads);
+  const std::size_t shared = kNormed ? std::size_t(m * k) * sizeof(float) : 0;
+  const auto kernel = m == 1 ? gemv_kernel<W, 1, E, kNormed>
+                      : m == 2 ? gemv_kernel<W, 2, E, kNormed>
+                      : m == 3 ? gemv_kernel<W, 3, E, kNormed>
+                               : gemv_kernel<W, 4, E, kNormed>;
+  kernel<<<grid, block, shared, stream>>>(x, parts, b, bias_type, k, norm);
   CUDA_CHECK_LAUNCH();
 }
 
-// Call after gemv_fits. up (gated only, one part): the up matrix, same type and shape as the part's.
-template <bool kGated>
-void launch_gemv(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
-                 int64_t m, int64_t k, cudaStream_t stream) {
+template <GemvEpilogue E, bool kNormed>
+void launch_gemv_normed(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
+                        int64_t m, int64_t k, const GemvNorm& norm, cudaStream_t stream) {
   if (m == 0 || parts.rows() == 0) return;
-  if (w_type == WeightType::BF16) launch_gemv_typed<uint16_t, kGated>(x, parts, up, bias_type, m, k, stream);
-  else if (w_type == WeightType::F16) launch_gemv_typed<__half, kGated>(x, parts, up, bias_type, m, k, stream);
-  else launch_gemv_typed<float, kGated>(x, parts, up, bias_type, m, k, stream);
+  if (w_type == WeightType::BF16)
+    launch_gemv_typed<uint16_t, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
+  else if (w_type == WeightType::F16)
+    launch_gemv_typed<__half, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
+  else launch_gemv_typed<float, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
+}
+
+// Call after gemv_fits (with normed = norm.w != nullptr). up (gated only, one part): the up matrix, same type and
+// shape as the part's.
+template <GemvEpilogue E>
+void launch_gemv(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
+                 int64_t m, int64_t k, const GemvNorm& norm, cudaStream_t stream) {
+  if (norm.w) launch_gemv_normed<E, true>(w_type, x, parts, up, bias_type, m, k, norm, stream);
+  else launch_gemv_normed<E, false>(w_type, x, parts, up, bias_type, m, k, norm, stream);
 }
 
 }  // namespace qvl::cuda

@@ -1,19 +1,21 @@
-// The fused SwiGLU projection: the shared GEMV kernel (gemv_kernel.cuh), gated over gate and up.
+// The fused SwiGLU projection: the shared GEMV kernel (gemv_kernel.cuh), gated over gate and up, with the input
+// RMSNorm folded in where asked.
 #include "gemv_kernel.cuh"
 #include "gemv_swiglu.cuh"
 
 namespace qvl::cuda {
 
-bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k) {
-  return gemv_fits(w_type, m, k, x, gate, up);
+bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k,
+                      bool normed) {
+  return gemv_fits(w_type, m, k, x, gate, up, normed);
 }
 
 void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, cudaStream_t stream) {
+                 int64_t k, const GemvNorm& norm, cudaStream_t stream) {
   GemvParts parts;
   parts.part[0] = {gate, nullptr, y, n};
   parts.count = 1;
-  launch_gemv<true>(w_type, x, parts, up, WeightType::F32, m, k, stream);
+  launch_gemv<GemvEpilogue::SwiGlu>(w_type, x, parts, up, WeightType::F32, m, k, norm, stream);
 }
 
 }  // namespace qvl::cuda

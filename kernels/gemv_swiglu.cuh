@@ -2,17 +2,19 @@
 // The SwiGLU MLP's first half at decode: y[M, N] = silu(x · gateᵀ) ⊙ (x · upᵀ) for M <= 4, gate and up [N, K] of the
 // same stored type. One warp streams a row of both matrices, so twice the bytes are in flight per warp and the
 // gate/up results never leave registers: one launch instead of three (two GEMVs and silu_mul). Ask `fits` first:
-// other shapes (K not a multiple of the 16-byte vector, unaligned rows, M > 4) take the unfused ops.
+// other shapes (K not a multiple of the 16-byte vector, unaligned rows, M > 4; normed, M·K floats over 48 KB) take
+// the unfused ops. norm: the input RMSNorm folded in (gemv.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "weight_type.h"
+#include "gemv.cuh"
 
 namespace qvl::cuda {
 
-bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k);
+bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k,
+                      bool normed);
 void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, cudaStream_t stream);
+                 int64_t k, const GemvNorm& norm, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -47,17 +47,41 @@ template <int kThreads, int kPerThread> struct RowSlice {
     for (int n = 0; n < kPerThread; ++n) s += v[n] * v[n];
     return s;
   }
-  // out[i] = w[i] · x[i] · scale over the whole row: x from the slice, and from `row` (in memory) past it.
-  __device__ __forceinline__ void write_scaled(float* out, const float* row, const void* w, WeightType wt, float scale,
-                                               int64_t width) const {
+  // out[i] = w[i] · x[i] · scale over the whole row, stored as out_type (store_activation): x from the slice, and
+  // from `row` (in memory) past it.
+  __device__ __forceinline__ void write_scaled(void* out, WeightType out_type, const float* row, const void* w,
+                                               WeightType wt, float scale, int64_t width) const {
 #pragma unroll
     for (int n = 0; n < kPerThread; ++n) {
       const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-      if (i < width) out[i] = load_weight(w, wt, i) * (v[n] * scale);
+      if (i < width) store_activation(out, out_type, i, load_weight(w, wt, i) * (v[n] * scale));
     }
-    for (int64_t i = threadIdx.x + kCapacity; i < width; i += kThreads) out[i] = load_weight(w, wt, i) * (row[i] * scale);
+    for (int64_t i = threadIdx.x + kCapacity; i < width; i += kThreads)
+      store_activation(out, out_type, i, load_weight(w, wt, i) * (row[i] * scale));
   }
   static constexpr int64_t kCapacity = int64_t(kThreads) * kPerThread;
+};
+
+// RMSNorm of one row by a whole block of kThreads threads: out = w ⊙ (in / rms(in)); out may alias in. The plain
+// RMSNorm kernel and the GEMV that folds the norm into its projection both run this, so they give the same bits
+// (the reduction order is the block's). In two steps, so that a caller can issue other loads between them: load
+// (this thread's share of the row, into registers) and finish (the block sum, then out).
+template <int kThreads, int kPerThread> struct RmsNormRow {
+  using Slice = RowSlice<kThreads, kPerThread>;
+  Slice x;
+  const float* in = nullptr;
+  int64_t width = 0;
+
+  __device__ __forceinline__ void load(const float* row, int64_t n) {
+    in = row, width = n;
+    x.load(row, n);
+  }
+  __device__ __forceinline__ void finish(const void* w, WeightType wt, float eps, void* out, WeightType out_type) const {
+    float sq = x.sum_of_squares();
+    for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += in[i] * in[i];
+    const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
+    x.write_scaled(out, out_type, in, w, wt, inv, width);
+  }
 };
 
 }  // namespace qvl::cuda

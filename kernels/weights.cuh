@@ -17,6 +17,28 @@ __device__ __forceinline__ float load_weight(const void* w, WeightType t, int64_
   }
 }
 
+// bf16 by integer rounding, to nearest even (Pascal has no bf16 conversion instructions); NaN stays NaN.
+__device__ __forceinline__ uint16_t round_to_bf16(float f) {
+  const uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// y[i] = v in y's type: f32, or narrowed to the 16-bit type a GEMM reads (a norm that writes its GEMM's operand
+// saves each product its own conversion pass; the rounding is the conversion's, so the bits are the same).
+__device__ __forceinline__ void store_activation(void* y, WeightType t, int64_t i, float v) {
+  switch (t) {
+    case WeightType::F16: static_cast<__half*>(y)[i] = __float2half_rn(v); break;
+    case WeightType::BF16: static_cast<uint16_t*>(y)[i] = round_to_bf16(v); break;
+    default: static_cast<float*>(y)[i] = v;
+  }
+}
+
+// Row `offset` elements into an activation tensor of type t.
+__device__ __forceinline__ void* activation_row(void* y, WeightType t, int64_t offset) {
+  return static_cast<char*>(y) + offset * (t == WeightType::F32 ? 4 : 2);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

@@ -60,10 +60,14 @@ void FusionView::show_comparison(const FusionComparison& c) {
                       return s;
                     }()));
   const auto& d = c.difference;
-  const bool ok = d.cosine >= 0.999 && d.same_tokens;
-  verdict_->setText(QString("%1 First-step logits: max |Δ| %2, relative L2 %3, cosine %4; greedy answers %5.")
-                        .arg(ok ? "✔" : "✘").arg(d.max_abs, 0, 'g', 3).arg(d.relative_l2, 0, 'g', 3)
-                        .arg(d.cosine, 0, 'f', 7).arg(d.same_tokens ? "identical" : "differ"));
+  const bool ok = d.cosine >= 0.999 && d.same_tokens && (!c.decode_difference || c.decode_difference->cosine >= 0.999);
+  QString text = QString("%1 First-step logits: max |Δ| %2, relative L2 %3, cosine %4; greedy answers %5.")
+                     .arg(ok ? "✔" : "✘").arg(d.max_abs, 0, 'g', 3).arg(d.relative_l2, 0, 'g', 3)
+                     .arg(d.cosine, 0, 'f', 7).arg(d.same_tokens ? "identical" : "differ");
+  if (const auto& last = c.decode_difference)
+    text += QString(" Last decode step: max |Δ| %1, relative L2 %2, cosine %3.")
+                .arg(last->max_abs, 0, 'g', 3).arg(last->relative_l2, 0, 'g', 3).arg(last->cosine, 0, 'f', 7);
+  verdict_->setText(text);
   phases_->setRowCount(0);
   add_row(phases_, "Prefill ms", c.unfused.timing.prefill_ms, c.fused.timing.prefill_ms, 2);
   add_row(phases_, "Decode ms/token", per_token(c.unfused), per_token(c.fused), 3);

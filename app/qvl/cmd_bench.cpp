@@ -62,11 +62,18 @@ nlohmann::json run_json(const FusionRun& run) {
           {"kernel_ms", run.kernel_ms}, {"kernels", kernels}};
 }
 
+nlohmann::json difference_json(const OutputDifference& d) {
+  return {{"max_abs", d.max_abs}, {"relative_l2", d.relative_l2}, {"cosine", d.cosine}};
+}
+
 nlohmann::json comparison_json(const FusionComparison& c) {
-  return {{"fusions", c.fusions}, {"unfused", run_json(c.unfused)}, {"fused", run_json(c.fused)},
-          {"first_step_logits", {{"max_abs", c.difference.max_abs}, {"relative_l2", c.difference.relative_l2},
-                                 {"cosine", c.difference.cosine}}},
-          {"same_tokens", c.difference.same_tokens}};
+  nlohmann::json out = {{"fusions", c.fusions},
+                        {"unfused", run_json(c.unfused)},
+                        {"fused", run_json(c.fused)},
+                        {"first_step_logits", difference_json(c.difference)},
+                        {"same_tokens", c.difference.same_tokens}};
+  if (c.decode_difference) out["last_decode_step_logits"] = difference_json(*c.decode_difference);
+  return out;
 }
 
 void print_comparison(const FusionComparison& c) {
@@ -83,6 +90,9 @@ void print_comparison(const FusionComparison& c) {
               c.unfused.kernel_ms / c.fused.kernel_ms);
   std::printf("  first-step logits: max abs %.3g, relative L2 %.3g, cosine %.7f; greedy answers %s\n", c.difference.max_abs,
               c.difference.relative_l2, c.difference.cosine, c.difference.same_tokens ? "identical" : "DIFFER");
+  if (const auto& d = c.decode_difference)
+    std::printf("  last decode step's logits: max abs %.3g, relative L2 %.3g, cosine %.7f\n", d->max_abs, d->relative_l2,
+                d->cosine);
 }
 
 }  // namespace

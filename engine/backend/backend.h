@@ -115,6 +115,11 @@ public:
   // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
   virtual Tensor upload(const Tensor& host_weight) = 0;
   virtual Tensor alloc(Shape shape) = 0;  // activation type
+  // An activation that only matrix products read (linear, the fused projections), made by a norm: stored in the
+  // type this backend's GEMM reads for `shape[0]` rows of weights of type `weights`, so that the norm writes the
+  // GEMM's operand and no product runs a conversion pass of its own (the CUDA backend with cuBLAS: the weights'
+  // 16-bit type, rounded as the conversion rounds: the same bits). Default: alloc (the CPU computes in f32).
+  virtual Tensor alloc_matmul_input(Shape shape, DType /*weights*/) { return alloc(std::move(shape)); }
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;
@@ -191,6 +196,29 @@ public:
     linear(x, gate, nullptr, y);
     linear(x, up, nullptr, scratch);
     silu_mul(y, scratch, y);
+  }
+  // The input RMSNorm folded into the projection that reads it, and the residual add into the projection that feeds
+  // it (decode): a layer is then qkv(norm(x)), attention, x += o(·), gate/up(norm(x)), x += down(·), with no norm or
+  // add kernel between the matrix products. folds_norms_into_projections says whether this backend does that for
+  // `rows` rows (the model then chooses that structure); the defaults below are the unfused sequences.
+  virtual bool folds_norms_into_projections(int64_t /*rows*/) const { return false; }
+  // q, k, v projected from rms_norm(x; norm_w); `normed` (x's shape) may hold the normed rows.
+  virtual void rms_norm_qkv_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed, const Tensor& wq,
+                                       const Tensor* bq, const Tensor& wk, const Tensor* bk, const Tensor& wv,
+                                       const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) {
+    rms_norm(x, norm_w, eps, normed);
+    qkv_projection(normed, wq, bq, wk, bk, wv, bv, q, k, v);
+  }
+  // swiglu_projection of rms_norm(x; norm_w); `normed` (x's shape) may hold the normed rows.
+  virtual void rms_norm_swiglu_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed,
+                                          const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) {
+    rms_norm(x, norm_w, eps, normed);
+    swiglu_projection(normed, gate, up, y, scratch);
+  }
+  // x += in · wᵀ (+ bias); `scratch` (x's shape) may hold the product.
+  virtual void linear_add(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x) {
+    linear(in, w, bias, scratch);
+    add(x, scratch, x);
   }
   // Fused attention prologue: per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v
   // appended to the caches at `row` (or at the position in `row_on_device`). This default is the unfused sequence.

@@ -14,8 +14,14 @@ struct Fusions {
   bool add_layer_norm = true;       // vision: the residual add (with the residual's bias) and the LayerNorm after it
   bool linear_gelu = true;          // vision: the MLP's bias and GELU after its first matrix product, one pass
   bool flash_attention = true;      // scores, softmax and weighted sum in one kernel, the scores never in memory
+  // The input RMSNorm folded into the projections that read it. Decode rows (where the backend folds, the GPU): the
+  // norm runs inside the q+k+v and gate/up GEMVs and the residual add inside the o and down GEMVs; those
+  // projections are then fused as above whatever qkv_projection and swiglu_projection say. Prefill rows: the norm
+  // writes the GEMMs' 16-bit operand (Backend::alloc_matmul_input), so no product converts its input itself.
+  bool norm_into_projection = true;
+  bool layer_norm_linear = true;  // vision: the LayerNorm writes the q, k, v and fc1 GEMMs' 16-bit operand the same way
 
-  static Fusions none() { return {false, false, false, false, false, false, false}; }
+  static Fusions none() { return {false, false, false, false, false, false, false, false, false}; }
   bool operator==(const Fusions&) const = default;
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {
@@ -27,6 +33,8 @@ struct Fusions {
     if (add_layer_norm) names.push_back("add+layer_norm");
     if (linear_gelu) names.push_back("bias+gelu");
     if (flash_attention) names.push_back("flash attention");
+    if (norm_into_projection) names.push_back("rms_norm+linear");
+    if (layer_norm_linear) names.push_back("layer_norm+linear");
     return names;
   }
 };

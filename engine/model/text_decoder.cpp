@@ -41,7 +41,10 @@ TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const Text
 
 DecoderActivations TextDecoder::allocate(int64_t s) {
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
-  return {be_.alloc({s, hidden}),     be_.alloc({s, hidden}),    be_.alloc({s, hq, d}),
+  // a (the norms' output) feeds only the projections: with the norm folded in, it is their GEMMs' operand.
+  Tensor a = fusions_.norm_into_projection ? be_.alloc_matmul_input({s, hidden}, w_.layers.front().q.weight.dtype())
+                                           : be_.alloc({s, hidden});
+  return {be_.alloc({s, hidden}),     std::move(a),              be_.alloc({s, hq, d}),
           be_.alloc({s, hkv, d}),     be_.alloc({s, hkv, d}),    be_.alloc({s, hq, d}),
           be_.alloc({s, hidden}),     be_.alloc({s, c_.intermediate_size}), be_.alloc({s, c_.intermediate_size}),
           be_.alloc({1, hidden}),     be_.alloc({1, w_.lm_head.dim(0)})};
@@ -107,16 +110,21 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   const AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
+  // Folded (decode on a GPU): each norm rides in the projection that reads it, each residual add in the projection
+  // that feeds it. Otherwise b.a holds each layer's normed input, made by the previous layer's closing add + norm.
+  const bool fold = fusions_.norm_into_projection && be_.folds_norms_into_projections(s);
   // Residual add, then the RMSNorm that reads the sum: one fused pass, or the Backend's unfused sequence.
   auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
     if (fusions_.add_rms_norm) be_.add_rms_norm(b.x, residual, norm.weight, eps, b.a);
     else be_.Backend::add_rms_norm(b.x, residual, norm.weight, eps, b.a);
   };
-  be_.rms_norm(b.x, w_.layers.front().input_norm.weight, eps, b.a);
+  if (!fold) be_.rms_norm(b.x, w_.layers.front().input_norm.weight, eps, b.a);
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
     const DecoderLayerWeights& L = w_.layers[l];
-    // b.a holds this layer's normed input (made by the previous layer's closing add + norm).
-    if (fusions_.qkv_projection)
+    if (fold)
+      be_.rms_norm_qkv_projection(b.x, L.input_norm.weight, eps, b.a, L.q.weight, L.q.bias_or_null(), L.k.weight,
+                                  L.k.bias_or_null(), L.v.weight, L.v.bias_or_null(), b.q, b.k, b.v);
+    else if (fusions_.qkv_projection)
       be_.qkv_projection(b.a, L.q.weight, L.q.bias_or_null(), L.k.weight, L.k.bias_or_null(), L.v.weight,
                          L.v.bias_or_null(), b.q, b.k, b.v);
     else
@@ -133,12 +141,21 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
       be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     else
       be_.attention_unfused(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
-    be_.linear(b.attn.reshaped({s, hq * d}), L.o.weight, L.o.bias_or_null(), b.proj);
+    const Tensor attn = b.attn.reshaped({s, hq * d});
+    const bool deepstack = vision && l < vision->deepstack.size();
+    if (fold) {
+      be_.linear_add(attn, L.o.weight, L.o.bias_or_null(), b.proj, b.x);
+      be_.rms_norm_swiglu_projection(b.x, L.post_attention_norm.weight, eps, b.a, L.gate.weight, L.up.weight, b.gate,
+                                     b.up);
+      be_.linear_add(b.gate, L.down.weight, nullptr, b.proj, b.x);
+      if (deepstack) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
+      continue;
+    }
+    be_.linear(attn, L.o.weight, L.o.bias_or_null(), b.proj);
     add_then_norm(b.proj, L.post_attention_norm);
     if (fusions_.swiglu_projection) be_.swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
     else be_.Backend::swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
     be_.linear(b.gate, L.down.weight, nullptr, b.proj);
-    const bool deepstack = vision && l < vision->deepstack.size();
     if (l + 1 < w_.layers.size() && !deepstack) {
       add_then_norm(b.proj, w_.layers[l + 1].input_norm);
       continue;

@@ -53,7 +53,10 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
 
   VisionOutput out;
   const int64_t merged_rows = n / (c.spatial_merge_size * c.spatial_merge_size);
-  Tensor a = be.alloc({n, hidden}), q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}),
+  // a (the LayerNorms' output) feeds only the q, k, v and fc1 products: fused, the norms write their operand.
+  Tensor a = fusions.layer_norm_linear ? be.alloc_matmul_input({n, hidden}, w.blocks.front().q.weight.dtype())
+                                       : be.alloc({n, hidden}),
+         q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}),
          v = be.alloc({n, heads, head_dim}), attn = be.alloc({n, heads, head_dim}), proj = be.alloc({n, hidden}),
          mlp = be.alloc({n, c.intermediate_size});
   // A projection whose output is added to the residual stream, then the LayerNorm that reads the sum: one fused pass

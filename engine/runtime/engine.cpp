@@ -162,9 +162,10 @@ private:
       std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
       if (step == 0) {
         result.first_step_top = top_logits(scores, 20);
-        if (request.keep_first_step_logits) result.first_step_logits = scores;
+        if (request.keep_step_logits) result.first_step_logits = scores;
       }
       const int32_t next = sampler.next(scores, history);
+      if (request.keep_step_logits && step > 0) result.last_step_logits = std::move(scores);  // no copy: timings stay honest
       history.push_back(next);
       result.generated_ids.push_back(next);
       const bool stop = !request.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end();

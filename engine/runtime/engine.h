@@ -40,7 +40,7 @@ struct GenerateRequest {
   ChatTemplateOptions template_options;
   bool ignore_eos = false;  // benchmarks: always generate max_new_tokens
   int64_t image_min_tokens = 0, image_max_tokens = 0;  // per-image token budget (0: the engine's)
-  bool keep_first_step_logits = false;  // fill GenerateResult::first_step_logits (fused-vs-unfused comparisons)
+  bool keep_step_logits = false;  // fill GenerateResult's first and last step logits (fused-vs-unfused comparisons)
 };
 
 struct GenerateTiming {
@@ -55,7 +55,8 @@ struct GenerateResult {
   std::vector<int32_t> generated_ids;
   std::string text;
   std::vector<std::pair<int32_t, float>> first_step_top;  // 20 largest logits of the first step, before sampling
-  std::vector<float> first_step_logits;                    // all of them, when the request asked
+  std::vector<float> first_step_logits;                    // all of them (the prefill's), when the request asked
+  std::vector<float> last_step_logits;                     // the last decode step's, when asked and one ran
   std::string stop_reason;                                 // "eos", "max_new_tokens" or "cancelled"
   GenerateTiming timing;
 };

@@ -37,7 +37,7 @@ struct EngineStateGuard {
 };
 
 FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions& fusions, std::vector<float>& logits,
-                  const std::atomic<bool>* cancel) {
+                  std::vector<float>& decode_logits, const std::atomic<bool>* cancel) {
   engine.set_fusions(fusions);
   engine.set_profiler(nullptr);
   FusionRun run;
@@ -45,6 +45,7 @@ FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions&
   run.timing = plain.timing;
   run.generated_ids = plain.generated_ids;
   logits = std::move(plain.first_step_logits);
+  decode_logits = std::move(plain.last_step_logits);
 
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
@@ -61,14 +62,19 @@ FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const 
   const EngineStateGuard guard{engine, engine.fusions(), engine.profiler()};
   const Fusions fused = guard.fusions == Fusions::none() ? Fusions{} : guard.fusions;
   request.sampling = {};  // greedy: both ways must answer the same if the fusions are right
-  request.keep_first_step_logits = true;
+  request.keep_step_logits = true;
   FusionComparison out;
   out.fusions = fused.enabled();
-  std::vector<float> reference, candidate;
-  out.unfused = run_one(engine, request, Fusions::none(), reference, cancel);
-  out.fused = run_one(engine, request, fused, candidate, cancel);
+  std::vector<float> reference, candidate, decode_reference, decode_candidate;
+  out.unfused = run_one(engine, request, Fusions::none(), reference, decode_reference, cancel);
+  out.fused = run_one(engine, request, fused, candidate, decode_candidate, cancel);
   out.difference = compare_logits(reference, candidate);
   out.difference.same_tokens = out.unfused.generated_ids == out.fused.generated_ids;
+  // The decode kernels' own difference, where both ran a decode step after the same tokens.
+  if (out.difference.same_tokens && !decode_reference.empty() && decode_reference.size() == decode_candidate.size()) {
+    out.decode_difference = compare_logits(decode_reference, decode_candidate);
+    out.decode_difference->same_tokens = true;
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // Fused versus unfused: the same request run both ways (greedy, same token budget), with wall-clock phase times,
 // the per-kernel tables, and how far the fused path's output is from the unfused reference.
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ OutputDifference compare_logits(const std::vector<float>& reference, const std::
 struct FusionComparison {
   std::vector<std::string> fusions;  // the fusions the fused run used
   FusionRun unfused, fused;
-  OutputDifference difference;
+  OutputDifference difference;                       // first step: the prefill's logits
+  std::optional<OutputDifference> decode_difference;  // the last decode step's logits (decode-only fusions show here)
 };
 
 // Runs `request` four times (each way plain, then profiled) and restores the engine's fusions and profiler. The

@@ -48,8 +48,14 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   const FusionComparison c = compare_fusions(engine, image_request());
   EXPECT_EQ(c.fusions,
             (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
-                                      "add+layer_norm", "bias+gelu", "flash attention"}));
+                                      "add+layer_norm", "bias+gelu", "flash attention", "rms_norm+linear",
+                                      "layer_norm+linear"}));
   EXPECT_TRUE(c.difference.same_tokens);
+  EXPECT_TRUE(c.decode_difference.has_value());  // 8 tokens: the last came from a decode step
+  if (c.decode_difference) {
+    EXPECT_GE(c.decode_difference->cosine, 0.999);
+    EXPECT_LE(c.decode_difference->relative_l2, max_relative_l2);
+  }
   EXPECT_EQ(c.fused.generated_ids, c.unfused.generated_ids);
   EXPECT_GE(c.difference.cosine, 0.999);
   EXPECT_LE(c.difference.relative_l2, max_relative_l2);
@@ -89,18 +95,33 @@ TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
   // The flash kernels round q, k, v and p to f16 on tensor cores; the unfused reference stays f32.
   const FusionComparison c = expect_fused_matches_unfused(*engine, 1e-2);
-  // The decode-only fusions (one GEMV launch for q, k and v; gate/up with SwiGLU) ran where the CPU has none.
-  EXPECT_TRUE(ran(c.fused, "linear q+k+v"));
-  EXPECT_TRUE(ran(c.fused, "linear+swiglu"));
+  // The decode-only fusions ran where the CPU has none: the input norms folded into one GEMV launch for q, k and v
+  // and one for gate/up with SwiGLU, the residual adds into the o and down GEMVs; no norm or add kernel between.
+  EXPECT_TRUE(ran(c.fused, "rms_norm+linear q+k+v"));
+  EXPECT_TRUE(ran(c.fused, "rms_norm+linear+swiglu"));
+  EXPECT_TRUE(ran(c.fused, "linear+add"));
+  EXPECT_FALSE(ran(c.unfused, "linear+add"));
   EXPECT_TRUE(ran(c.fused, "add+layer_norm"));
   EXPECT_TRUE(ran(c.fused, "bias+gelu"));  // the vision MLP's rows go through cuBLAS, whose bias is a kernel apart
   EXPECT_TRUE(ran(c.unfused, "attention softmax"));  // the CPU has one attention; the GPU's reference is unfused
   EXPECT_FALSE(ran(c.unfused, "attention segments"));
-  // Every other fusion gives the unfused bits up to summation order.
+  // Every other fusion gives the unfused bits up to summation order, at the first step and in decode.
   Fusions all_but_flash;
   all_but_flash.flash_attention = false;
   engine->set_fusions(all_but_flash);
-  EXPECT_LE(compare_fusions(*engine, image_request()).difference.relative_l2, 1e-5);
+  const FusionComparison exact = compare_fusions(*engine, image_request());
+  EXPECT_LE(exact.difference.relative_l2, 1e-5);
+  ASSERT_TRUE(exact.decode_difference.has_value());
+  EXPECT_LE(exact.decode_difference->relative_l2, 1e-5);
+  // Without the norm folded in, decode runs the plain q+k+v and SwiGLU GEMVs and the fused add + RMSNorm between.
+  Fusions unfolded;
+  unfolded.norm_into_projection = false;
+  engine->set_fusions(unfolded);
+  const FusionComparison plain = compare_fusions(*engine, image_request());
+  EXPECT_TRUE(ran(plain.fused, "linear q+k+v"));
+  EXPECT_TRUE(ran(plain.fused, "linear+swiglu"));
+  EXPECT_FALSE(ran(plain.fused, "linear+add"));
+  EXPECT_FALSE(ran(plain.fused, "rms_norm+linear"));
   engine->set_fusions({});
 }
 

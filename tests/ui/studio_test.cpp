@@ -208,7 +208,7 @@ private slots:
     child<QCheckBox>("fusions")->setChecked(true);
     QVERIFY(changed.wait(10000));
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu", "flash attention"}));
+                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));
   }
 
   void deviceToggleSwitchesOrSaysWhyItCannot() {
@@ -318,9 +318,10 @@ private slots:
     QVERIFY(done.wait(60000));
     QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
     QVERIFY(view->verdict().contains("identical"));
+    QVERIFY(view->verdict().contains("Last decode step"));  // the decode kernels compared too
     QVERIFY(view->kernel_rows() > 3);
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu", "flash attention"}));  // left as it was
+                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));  // left as it was
   }
 
   void aBadModelFolderIsExplained() {

@@ -60,6 +60,16 @@ float* f32(const Tensor& t) {
   if (t.dtype() != DType::F32 || t.device() != Device::CUDA) fail("CUDA backend: expected an f32 device tensor");
   return const_cast<float*>(t.data<float>());
 }
+// An activation a norm writes: f32, or a 16-bit operand for cuBLAS (alloc_matmul_input).
+struct ActivationOut {
+  void* data;
+  cuda::WeightType type;
+};
+ActivationOut activation_out(const Tensor& t) {
+  if (t.device() != Device::CUDA || (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16))
+    fail("CUDA backend: expected an f32, bf16 or f16 device tensor");
+  return {const_cast<void*>(t.raw()), weight_type(t.dtype())};
+}
 
 class CudaBackend;
 
@@ -105,6 +115,10 @@ public:
                        },
                        [](void* p, std::size_t) { cudaFree(p); }},
         capacity);
+    // The split decode attention's per-pair counters: zeroed once here, left zero by every call (attention.cu).
+    attention_arrivals_ = device_tensor(DType::I32, {profile_->split_below_pairs_per_sm * multiprocessors_},
+                                        pool::Owner::Workspace);
+    CUDA_CHECK(cudaMemsetAsync(attention_arrivals_.raw(), 0, attention_arrivals_.nbytes(), stream_));
   }
 
   ~CudaBackend() override {
@@ -202,6 +216,11 @@ public:
     return t;
   }
   Tensor alloc(Shape shape) override { return device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
+  // cuBLAS reads 16-bit weights with activations narrowed to their type: a norm can write that operand directly.
+  Tensor alloc_matmul_input(Shape shape, DType weights) override {
+    const bool narrow = (weights == DType::BF16 || weights == DType::F16) && runs_cublas(shape.empty() ? 1 : shape.front());
+    return device_tensor(narrow ? weights : DType::F32, std::move(shape), pool::Owner::Activations);
+  }
   Tensor from_host(const Tensor& host) override {
     const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
     Tensor t = alloc(src.shape());
@@ -224,7 +243,17 @@ public:
     maybe_inject_fault();
     const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
     const void* b = bias ? bias->raw() : nullptr;
-    if (m <= profile_->gemv_max_rows && cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_)) return;
+    if (x.dtype() != DType::F32) {  // written by a norm as cuBLAS's operand (alloc_matmul_input)
+      if (x.dtype() != w.dtype() || !runs_cublas(m))
+        fail("linear: ", dtype_name(x.dtype()), " activations are for cuBLAS products with ", dtype_name(x.dtype()),
+             " weights; here ", dtype_name(w.dtype()), " weights, ", m, " rows");
+      cublas_->run(nullptr, const_cast<void*>(x.raw()), w.raw(), wt, f32(y), m, n, k);
+      if (b) cuda::add_bias(f32(y), b, bt, m, n, stream_);
+      return;
+    }
+    if (m <= profile_->gemv_max_rows &&
+        cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, stream_))
+      return;
     if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
       cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_);
       return;
@@ -235,21 +264,24 @@ public:
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("rms_norm", x); });
-    cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x), stream_);
+    const ActivationOut out = activation_out(y);
+    cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, out.data, out.type, rows_of(x), last_dim(x), stream_);
   }
   void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
     if (residual.numel() != x.numel() || w.numel() != last_dim(x)) fail("add_rms_norm: shapes differ");
     const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+rms_norm", x); });
-    cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), eps, f32(y), rows_of(x), last_dim(x),
-                       stream_);
+    const ActivationOut out = activation_out(y);
+    cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), eps, out.data, out.type, rows_of(x),
+                       last_dim(x), stream_);
   }
   void add_layer_norm(Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b, float eps,
                       Tensor& y) override {
     if (residual.numel() != x.numel() || w.numel() != last_dim(x) || b.numel() != last_dim(x))
       fail("add_layer_norm: shapes differ");
     const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+layer_norm", x); });
+    const ActivationOut out = activation_out(y);
     cuda::add_layer_norm(f32(x), f32(residual), nullptr, cuda::WeightType::F32, w.raw(), weight_type(w.dtype()), b.raw(),
-                         weight_type(b.dtype()), eps, f32(y), rows_of(x), last_dim(x), stream_);
+                         weight_type(b.dtype()), eps, out.data, out.type, rows_of(x), last_dim(x), stream_);
   }
   // With cuBLAS (many rows, native profile) the bias is a kernel of its own after the GEMM: here it rides along
   // with the GELU or the residual add + LayerNorm instead. The GEMV and the tiled GEMM add it in their epilogue
@@ -271,14 +303,16 @@ public:
       fail("linear_add_layer_norm: shapes differ");
     linear(in, w, nullptr, scratch);
     const GpuTimer timer(*this, [&] { return op_cost::add_row_norm("add+layer_norm", x); });
+    const ActivationOut out = activation_out(y);
     cuda::add_layer_norm(f32(x), f32(scratch), bias->raw(), weight_type(bias->dtype()), norm_w.raw(),
-                         weight_type(norm_w.dtype()), norm_b.raw(), weight_type(norm_b.dtype()), eps, f32(y), rows_of(x),
-                         last_dim(x), stream_);
+                         weight_type(norm_w.dtype()), norm_b.raw(), weight_type(norm_b.dtype()), eps, out.data, out.type,
+                         rows_of(x), last_dim(x), stream_);
   }
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const GpuTimer timer(*this, [&] { return op_cost::row_norm("layer_norm", x); });
-    cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, f32(y), rows_of(x),
-                     last_dim(x), stream_);
+    const ActivationOut out = activation_out(y);
+    cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, out.data, out.type,
+                     rows_of(x), last_dim(x), stream_);
   }
   void add(const Tensor& a, const Tensor& b, Tensor& y) override { elementwise(cuda::Elementwise::Add, a, &b, y); }
   void silu_mul(const Tensor& g, const Tensor& u, Tensor& y) override { elementwise(cuda::Elementwise::SiluMul, g, &u, y); }
@@ -353,10 +387,13 @@ public:
     }
     const bool split_keys = past_on_device || s * hq < profile_->split_below_pairs_per_sm * multiprocessors_;
     const int64_t floats = split_keys ? cuda::attention_split_workspace(s, hq, d, kv_len, multiprocessors_) : 0;
+    if (floats && s * hq > attention_arrivals_.numel())
+      fail("attention: ", s * hq, " (query, head) pairs with the position on the device; the split kernel counts up to ",
+           attention_arrivals_.numel());
     Tensor workspace = floats ? device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
     cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
-                    dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr, multiprocessors_,
-                    stream_);
+                    dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr,
+                    reinterpret_cast<unsigned*>(attention_arrivals_.raw()), multiprocessors_, stream_);
   }
   // Three kernels through a score matrix in memory, in chunks of queries whose scores fit 64 MB. A recorded decode
   // step (its position on the device) keeps the decode kernel: the reference is for prefill, vision and eager decode.
@@ -409,50 +446,34 @@ public:
   }
   void qkv_projection(const Tensor& x, const Tensor& wq, const Tensor* bq, const Tensor& wk, const Tensor* bk,
                       const Tensor& wv, const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) override {
-    const int64_t kx = last_dim(x), m = rows_of(x);
-    const Tensor* weights[3] = {&wq, &wk, &wv};
-    const Tensor* biases[3] = {bq, bk, bv};
-    Tensor* outputs[3] = {&q, &k, &v};
-    const Tensor* some_bias = bq ? bq : bk ? bk : bv;
-    cuda::QkvProjection p{};
-    bool fits = m <= profile_->gemv_max_rows;
-    for (int i = 0; i < 3 && fits; ++i) {
-      const Tensor& w = *weights[i];
-      fits = w.rank() == 2 && w.dim(1) == kx && w.dtype() == wq.dtype() && outputs[i]->numel() == m * w.dim(0) &&
-             (!biases[i] || (biases[i]->dtype() == some_bias->dtype() && biases[i]->numel() == w.dim(0)));
-      p.w[i] = w.raw();
-      p.bias[i] = biases[i] ? biases[i]->raw() : nullptr;
-      p.y[i] = f32(*outputs[i]);
-      p.n[i] = w.dim(0);
-    }
-    if (!fits || !cuda::gemv_qkv_fits(f32(x), p, weight_type(wq.dtype()), m, kx)) {
+    if (!gemv_qkv(x, nullptr, 0, wq, bq, wk, bk, wv, bv, q, k, v))
       Backend::qkv_projection(x, wq, bq, wk, bk, wv, bv, q, k, v);  // many rows (prefill): three GEMMs
-      return;
-    }
-    const GpuTimer timer(*this, [&] {
-      const int64_t rows = p.n[0] + p.n[1] + p.n[2];
-      return op_cost::make("linear q+k+v " + std::to_string(rows) + "x" + std::to_string(kx) + " " +
-                               std::string(dtype_name(wq.dtype())) + " m<=4",
-                           double(wq.nbytes() + wk.nbytes() + wv.nbytes() + x.nbytes() + q.nbytes() + k.nbytes() +
-                                  v.nbytes()),
-                           2.0 * double(m) * double(rows) * double(kx));
-    });
-    maybe_inject_fault();
-    cuda::gemv_qkv(f32(x), p, weight_type(wq.dtype()),
-                   some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32, m, kx, stream_);
+  }
+  void rms_norm_qkv_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed, const Tensor& wq,
+                               const Tensor* bq, const Tensor& wk, const Tensor* bk, const Tensor& wv, const Tensor* bv,
+                               Tensor& q, Tensor& k, Tensor& v) override {
+    if (!gemv_qkv(x, &norm_w, eps, wq, bq, wk, bk, wv, bv, q, k, v))
+      Backend::rms_norm_qkv_projection(x, norm_w, eps, normed, wq, bq, wk, bk, wv, bv, q, k, v);
   }
   void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) override {
-    const int64_t k = last_dim(x), m = rows_of(x), n = gate.dim(0);
-    const bool fits = gate.dtype() == up.dtype() && gate.shape() == up.shape() && gate.rank() == 2 && gate.dim(1) == k &&
-                      y.numel() == m * n && m <= profile_->gemv_max_rows &&
-                      cuda::gemv_swiglu_fits(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), m, k);
-    if (fits) {
-      const GpuTimer timer(*this, [&] { return op_cost::linear(x, gate, y, "linear+swiglu", 2); });
-      maybe_inject_fault();
-      cuda::gemv_swiglu(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), f32(y), m, n, k, stream_);
-      return;
-    }
-    Backend::swiglu_projection(x, gate, up, y, scratch);  // many rows (prefill): GEMMs are compute-bound anyway
+    // Many rows (prefill): GEMMs are compute-bound anyway.
+    if (!gemv_swiglu(x, nullptr, 0, gate, up, y)) Backend::swiglu_projection(x, gate, up, y, scratch);
+  }
+  void rms_norm_swiglu_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed, const Tensor& gate,
+                                  const Tensor& up, Tensor& y, Tensor& scratch) override {
+    if (!gemv_swiglu(x, &norm_w, eps, gate, up, y))
+      Backend::rms_norm_swiglu_projection(x, norm_w, eps, normed, gate, up, y, scratch);
+  }
+  bool folds_norms_into_projections(int64_t rows) const override { return rows <= profile_->gemv_max_rows; }
+  void linear_add(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x) override {
+    const int64_t k = last_dim(in), m = rows_of(in), n = w.dim(0);
+    const bool fits = m <= profile_->gemv_max_rows && w.rank() == 2 && w.dim(1) == k && x.numel() == m * n &&
+                      (!bias || bias->numel() == n) && cuda::gemv_fits(f32(in), w.raw(), weight_type(w.dtype()), m, k);
+    if (!fits) return Backend::linear_add(in, w, bias, scratch, x);  // many rows: a GEMM, then the add
+    const GpuTimer timer(*this, [&] { return op_cost::linear(in, w, x, "linear+add"); });
+    maybe_inject_fault();
+    const cuda::WeightType bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
+    cuda::gemv(f32(in), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr, bt, f32(x), m, n, k, true, stream_);
   }
   void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v, int64_t row,
@@ -558,6 +579,55 @@ private:
     const int64_t* bounds_ptr() const { return bounds.raw() ? bounds.data<int64_t>() : nullptr; }
     const int64_t* layout_ptr() const { return layout.raw() ? layout.data<int64_t>() : nullptr; }
   };
+  // The decode GEMVs of the fused projections, with the input RMSNorm folded in when `norm` is given. false: nothing
+  // ran (many rows, or a shape the kernel does not take), and the caller runs the unfused sequence.
+  bool gemv_qkv(const Tensor& x, const Tensor* norm, float eps, const Tensor& wq, const Tensor* bq, const Tensor& wk,
+                const Tensor* bk, const Tensor& wv, const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) {
+    const int64_t kx = last_dim(x), m = rows_of(x);
+    const Tensor* weights[3] = {&wq, &wk, &wv};
+    const Tensor* biases[3] = {bq, bk, bv};
+    Tensor* outputs[3] = {&q, &k, &v};
+    const Tensor* some_bias = bq ? bq : bk ? bk : bv;
+    cuda::QkvProjection p{};
+    bool fits = m <= profile_->gemv_max_rows && (!norm || norm->numel() == kx);
+    for (int i = 0; i < 3 && fits; ++i) {
+      const Tensor& w = *weights[i];
+      fits = w.rank() == 2 && w.dim(1) == kx && w.dtype() == wq.dtype() && outputs[i]->numel() == m * w.dim(0) &&
+             (!biases[i] || (biases[i]->dtype() == some_bias->dtype() && biases[i]->numel() == w.dim(0)));
+      p.w[i] = w.raw();
+      p.bias[i] = biases[i] ? biases[i]->raw() : nullptr;
+      p.y[i] = f32(*outputs[i]);
+      p.n[i] = w.dim(0);
+    }
+    if (!fits || !cuda::gemv_qkv_fits(f32(x), p, weight_type(wq.dtype()), m, kx, norm != nullptr)) return false;
+    const GpuTimer timer(*this, [&] {
+      const int64_t rows = p.n[0] + p.n[1] + p.n[2];
+      return op_cost::make(std::string(norm ? "rms_norm+" : "") + "linear q+k+v " + std::to_string(rows) + "x" +
+                               std::to_string(kx) + " " + std::string(dtype_name(wq.dtype())) + " m<=4",
+                           double(wq.nbytes() + wk.nbytes() + wv.nbytes() + x.nbytes() + q.nbytes() + k.nbytes() +
+                                  v.nbytes()),
+                           2.0 * double(m) * double(rows) * double(kx));
+    });
+    maybe_inject_fault();
+    cuda::gemv_qkv(f32(x), p, weight_type(wq.dtype()), some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32,
+                   m, kx, gemv_norm(norm, eps), stream_);
+    return true;
+  }
+  bool gemv_swiglu(const Tensor& x, const Tensor* norm, float eps, const Tensor& gate, const Tensor& up, Tensor& y) {
+    const int64_t k = last_dim(x), m = rows_of(x), n = gate.dim(0);
+    const bool fits = gate.dtype() == up.dtype() && gate.shape() == up.shape() && gate.rank() == 2 && gate.dim(1) == k &&
+                      y.numel() == m * n && m <= profile_->gemv_max_rows && (!norm || norm->numel() == k) &&
+                      cuda::gemv_swiglu_fits(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), m, k, norm != nullptr);
+    if (!fits) return false;
+    const GpuTimer timer(*this, [&] { return op_cost::linear(x, gate, y, norm ? "rms_norm+linear+swiglu" : "linear+swiglu", 2); });
+    maybe_inject_fault();
+    cuda::gemv_swiglu(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), f32(y), m, n, k, gemv_norm(norm, eps),
+                      stream_);
+    return true;
+  }
+  cuda::GemvNorm gemv_norm(const Tensor* norm, float eps) const {
+    return norm ? cuda::GemvNorm{norm->raw(), weight_type(norm->dtype()), eps} : cuda::GemvNorm{};
+  }
   // Whether linear() runs cuBLAS for m rows, and so adds the bias with a kernel of its own after the product (the
   // GEMV and the tiled GEMM add it in their epilogue).
   bool runs_cublas(int64_t m) const {
@@ -585,6 +655,7 @@ private:
   int multiprocessors_ = 1;
   const cuda::KernelProfile* profile_ = nullptr;
   bool tensor_core_attention_ = false;  // the profile asks for it and this device and build run it
+  Tensor attention_arrivals_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   int64_t fault_at_op_ = 0;
