@@ -112,6 +112,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
+      {"images", "N", "with --image-size: N such images in the prompt, encoded in one batch (default 1)"},
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
       {"trace", "FILE", "write the profiled run as a Chrome trace (opens in Perfetto or chrome://tracing)"},
       {"json", "", "print one JSON object"},
@@ -125,8 +126,11 @@ int run_bench(const std::vector<std::string>& argv) {
   if (!dtype) fail("qvl bench: --dtype must be bf16, f16 or f32");
   const std::filesystem::path dir = args.has("model") ? std::filesystem::path(args.get("model")) : preset_model(args.get("preset"), *dtype);
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),
-                image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3));
+                image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3)),
+                images = args.get_int("images", 1);
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
+  if (images < 1 || images > 64 || (images > 1 && image_size == 0))
+    fail("qvl bench: --images takes 1 to 64, with --image-size");
 
   EngineOptions options;
   options.cuda_profile = args.get("profile", "auto");
@@ -139,9 +143,9 @@ int run_bench(const std::vector<std::string>& argv) {
 
   GenerateRequest request;
   ChatMessage user{"user", {}};
-  if (image_size > 0) {
+  for (int64_t n = 0; image_size > 0 && n < images; ++n) {
     RgbImage image{image_size, image_size, std::vector<uint8_t>(std::size_t(image_size * image_size * 3))};
-    for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t((i * 2654435761u) >> 24);
+    for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t(((i + std::size_t(n)) * 2654435761u) >> 24);
     request.images.push_back(std::move(image));
     user.content.push_back(ContentItem::image());
   }
@@ -179,6 +183,8 @@ int run_bench(const std::vector<std::string>& argv) {
   const std::optional<FusionComparison> comparison =
       args.has("compare-fusion") ? std::optional(compare_fusions(*engine, request)) : std::nullopt;
 
+  int64_t image_tokens = 0;  // after the 2x2 merge
+  for (const auto& g : last.image_grids) image_tokens += g.t * g.h * g.w / 4;
   const MemoryReport memory = engine->memory_report();
   const uint64_t bytes_per_token = decode_weight_bytes(folder);
   const double bandwidth = engine->measure_read_bandwidth();
@@ -190,7 +196,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"device", engine->device()},
       {"cuda_graphs", engine->device() == "cuda" && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},
-      {"image_tokens", last.image_grids.empty() ? 0 : last.image_grids[0].h * last.image_grids[0].w / 4},
+      {"images", int64_t(request.images.size())},
+      {"image_tokens", image_tokens},
       {"decode_tokens", last.timing.generated_tokens},
       {"repeats", repeat},
       {"vision_ms", median(vision)},
@@ -222,10 +229,14 @@ int run_bench(const std::vector<std::string>& argv) {
   if (backend.find("profile sm61") != std::string::npos && backend.find("sm_6") == std::string::npos)
     std::printf("note             the SM61 profile forced on a newer GPU: these numbers check the Pascal code path, they\n"
                 "                 say nothing about a real Pascal card's speed\n");
-  std::printf("prompt           %lld tokens (%lld from the image)\n", (long long)out["prompt_tokens"].get<int64_t>(),
-              (long long)out["image_tokens"].get<int64_t>());
-  std::printf("vision encode    %.1f ms\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(vision),
-              median(prefill), out["prefill_tokens_per_s"].get<double>(), median(ttft));
+  std::printf("prompt           %lld tokens (%lld from %zu image(s))\n", (long long)out["prompt_tokens"].get<int64_t>(),
+              (long long)image_tokens, request.images.size());
+  std::printf("vision encode    %.1f ms", median(vision));
+  if (request.images.size() > 1)
+    std::printf(" (%.2f ms an image, %zu in one batch)", median(vision) / double(request.images.size()),
+                request.images.size());
+  std::printf("\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(prefill),
+              out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs%s\n", decode_ms, 1e3 / decode_ms,
               (long long)repeat, out["cuda_graphs"].get<bool>() ? ", steps replayed as a CUDA graph" : "");
   if (memory.available) {
