@@ -1,10 +1,10 @@
 #pragma once
 // The decode GEMV kernel, shared by the plain projection (gemv.cu), the fused q+k+v projection (gemv_qkv.cu) and the
 // fused SwiGLU projection (gemv_swiglu.cu): M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K
-// FLOPs), so it aims at the DRAM roofline. One warp per output row, 8 warps a block; a lane issues all the 16-byte
-// weight loads of a batch (8 vectors, 4 per matrix when gated) before it uses the first, and reads the activations
-// as float4 (scalar loads of x were 8 L1 wavefronts per 16 weight bytes: the kernel topped out near 2 TB/s on
-// L1 throughput, even on the 622 MB output head).
+// FLOPs), so it aims at the DRAM roofline. One warp per output row (two for few, long rows), 8 warps a block; a
+// lane issues all the 16-byte weight loads of a batch (8 vectors, 4 per matrix when gated) before it uses the first,
+// and reads the activations as float4 (scalar loads of x were 8 L1 wavefronts per 16 weight bytes: the kernel
+// topped out near 2 TB/s on L1 throughput, even on the 622 MB output head).
 // - Gated: a warp streams the same row of gate and up; silu(gate) ⊙ up is applied before anything leaves registers.
 // - Plain: the rows may come from up to three matrices of the same K and type, each with its own output (q, k and v
 //   in one launch: a small matrix alone does not fill the GPU long enough to amortise the launch and the ramp-up);
@@ -78,15 +78,23 @@ struct GemvParts {
   }
 };
 
-template <typename W, int M, GemvEpilogue E, bool kNormed>
+// Warps a row of a plain projection: 2 for few, long rows (the 2B model's down projection, 2048 rows of 6144: one
+// warp a row left half the warp slots empty and each warp three batches deep), else 1. The two halves of a row
+// interleave by vector.
+inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) { return rows <= 4096 && k >= 2 * 32 * 8 * vec ? 2 : 1; }
+
+template <typename W, int M, GemvEpilogue E, bool kNormed, int kSplit>
 __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 32 warps an SM
     gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up, WeightType bias_type, int64_t k,
                 GemvNorm norm) {
+  constexpr int split = kSplit;
   constexpr bool kGated = E == GemvEpilogue::SwiGlu;
   // 8 loads of 16 bytes in flight per lane at M = 1; more rows of x take more registers a load (64 is the cap).
   constexpr int kVec = Vec16<W>::kCount, kBatch = (kGated ? 4 : 8) / M > 0 ? (kGated ? 4 : 8) / M : 1;
   extern __shared__ float4 normed_x[];
-  int64_t row = int64_t(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums, merged by the row's first warp
+  const int warp = threadIdx.x / 32, half = warp % split;
+  int64_t row = int64_t(blockIdx.x) * (kGemvWarps / split) + warp / split;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
   GemvPart part = parts.part[0];
   for (int p = 1; p < GemvParts::kMax; ++p)
@@ -95,18 +103,20 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
   const int lane = threadIdx.x % 32;
   const W* r0 = static_cast<const W*>(part.w) + (active ? row : 0) * k;
   const W* r1 = kGated ? up + (active ? row : 0) * k : nullptr;
+  // Offsets along the row in int (a row is far below 2^31 elements): fewer registers than 64-bit ones.
+  const int kk = int(k), stride = 32 * kVec * split;  // between a lane's vectors
+  const int first = (lane + 32 * half) * kVec, step = stride * kBatch;
   uint4 wa[kBatch], wb[kBatch];
-  const auto load_batch = [&](int64_t base) {
+  const auto load_batch = [&](int base) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + int64_t(u) * 32 * kVec;
-      if (active && i < k) {
+      const int i = base + u * stride;
+      if (active && i < kk) {
         wa[u] = *reinterpret_cast<const uint4*>(r0 + i);
         if constexpr (kGated) wb[u] = *reinterpret_cast<const uint4*>(r1 + i);
       }
     }
   };
-  const int64_t first = int64_t(lane) * kVec, step = 32 * kVec * kBatch;
   const float* xs = x;
   if constexpr (kNormed) {
     // The first row of x is asked for before the weights, so that it does not queue behind them.
@@ -123,14 +133,14 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
   } else {
     load_batch(first);
   }
-  if (!active) return;
+  if (kSplit == 1 && !active) return;  // a split row's warps meet at a barrier below
   float acc0[M] = {}, acc1[M] = {};
-  for (int64_t base = first; base < k; base += step) {
+  for (int base = first; active && base < kk; base += step) {
     if (base != first) load_batch(base);
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
-      const int64_t i = base + int64_t(u) * 32 * kVec;
-      if (i >= k) break;
+      const int i = base + u * stride;
+      if (i >= kk) break;
       float a[kVec], b[kVec];
       Vec16<W>::widen(wa[u], a);
       if constexpr (kGated) Vec16<W>::widen(wb[u], b);
@@ -150,19 +160,24 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
       }
     }
   }
+  float sum0[M], sum1[M];
+  for (int m = 0; m < M; ++m) sum0[m] = warp_sum(acc0[m]), sum1[m] = kGated ? warp_sum(acc1[m]) : 0.0f;
+  if constexpr (kSplit > 1) {  // the row's second warp hands its sums to the first
+    if (lane == 0)
+      for (int m = 0; m < M; ++m) halves[warp][0][m] = sum0[m], halves[warp][1][m] = sum1[m];
+    __syncthreads();
+    if (half != 0) return;
+    for (int m = 0; m < M; ++m) sum0[m] += halves[warp + 1][0][m], sum1[m] += halves[warp + 1][1][m];
+  }
+  if (!active || lane != 0) return;
   const int64_t n = part.n;
   float* __restrict__ y = part.y;
   const float b0 = !kGated && part.bias ? load_weight(part.bias, bias_type, row) : 0.0f;
   for (int m = 0; m < M; ++m) {
-    const float s = warp_sum(acc0[m]);
-    if constexpr (kGated) {
-      const float up_sum = warp_sum(acc1[m]);
-      if (lane == 0) y[m * n + row] = s / (1.0f + expf(-s)) * up_sum;
-    } else if constexpr (E == GemvEpilogue::Accumulate) {
-      if (lane == 0) y[m * n + row] += s + b0;  // as the unfused add: y + (x·wᵀ + b), each rounded once
-    } else {
-      if (lane == 0) y[m * n + row] = s + b0;
-    }
+    const float s = sum0[m];
+    if constexpr (kGated) y[m * n + row] = s / (1.0f + expf(-s)) * sum1[m];
+    else if constexpr (E == GemvEpilogue::Accumulate) y[m * n + row] += s + b0;  // as the unfused add: y + (x·wᵀ + b)
+    else y[m * n + row] = s + b0;
   }
 }
 
@@ -171,23 +186,33 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
 inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, const void* w0, const void* w1,
                       bool normed = false) {
   const int64_t vec = w_type == WeightType::F32 ? 4 : 8;
+  if (k >= (int64_t(1) << 30)) return false;  // offsets along a row are int
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return m <= 4 && k % vec == 0 && aligned(x) && aligned(w0) && (!w1 || aligned(w1)) &&
          (!normed || m * k * int64_t(sizeof(float)) <= kGemvNormBytes);
+}
+
+template <typename W, GemvEpilogue E, bool kNormed, int kSplit>
+void launch_gemv_split(const float* x, const GemvParts& parts, const W* up, WeightType bias_type, int64_t m, int64_t k,
+                       const GemvNorm& norm, cudaStream_t stream) {
+  const dim3 grid(unsigned((parts.rows() + kGemvWarps / kSplit - 1) / (kGemvWarps / kSplit))), block(kGemvThreads);
+  const std::size_t shared = kNormed ? std::size_t(m * k) * sizeof(float) : 0;
+  const auto kernel = m == 1 ? gemv_kernel<W, 1, E, kNormed, kSplit>
+                      : m == 2 ? gemv_kernel<W, 2, E, kNormed, kSplit>
+                      : m == 3 ? gemv_kernel<W, 3, E, kNormed, kSplit>
+                               : gemv_kernel<W, 4, E, kNormed, kSplit>;
+  kernel<<<grid, block, shared, stream>>>(x, parts, up, bias_type, k, norm);
+  CUDA_CHECK_LAUNCH();
 }
 
 template <typename W, GemvEpilogue E, bool kNormed>
 void launch_gemv_typed(const float* x, const GemvParts& parts, const void* up, WeightType bias_type, int64_t m,
                        int64_t k, const GemvNorm& norm, cudaStream_t stream) {
   const auto* b = static_cast<const W*>(up);
-  const dim3 grid(unsigned((parts.rows() + kGemvWarps - 1) / kGemvWarps)), block(kGemvThreads);
-  const std::size_t shared = kNormed ? std::size_t(m * k) * sizeof(float) : 0;
-  const auto kernel = m == 1 ? gemv_kernel<W, 1, E, kNormed>
-                      : m == 2 ? gemv_kernel<W, 2, E, kNormed>
-                      : m == 3 ? gemv_kernel<W, 3, E, kNormed>
-                               : gemv_kernel<W, 4, E, kNormed>;
-  kernel<<<grid, block, shared, stream>>>(x, parts, b, bias_type, k, norm);
-  CUDA_CHECK_LAUNCH();
+  constexpr bool kPlain = !kNormed && E != GemvEpilogue::SwiGlu;
+  if (kPlain && gemv_warps_per_row(parts.rows(), k, Vec16<W>::kCount) == 2)
+    return launch_gemv_split<W, E, kNormed, kPlain ? 2 : 1>(x, parts, b, bias_type, m, k, norm, stream);
+  launch_gemv_split<W, E, kNormed, 1>(x, parts, b, bias_type, m, k, norm, stream);
 }
 
 template <GemvEpilogue E, bool kNormed>
