@@ -73,6 +73,15 @@ nlohmann::json comparison_json(const FusionComparison& c) {
                         {"first_step_logits", difference_json(c.difference)},
                         {"same_tokens", c.difference.same_tokens}};
   if (c.decode_difference) out["last_decode_step_logits"] = difference_json(*c.decode_difference);
+  nlohmann::json each = nlohmann::json::array();
+  for (const FusionEffect& e : c.each) {
+    nlohmann::json one = {{"fusion", e.name},
+                          {"first_step_logits", difference_json(e.difference)},
+                          {"same_tokens", e.difference.same_tokens}};
+    if (e.decode_difference) one["last_decode_step_logits"] = difference_json(*e.decode_difference);
+    each.push_back(std::move(one));
+  }
+  out["each_fusion_alone"] = std::move(each);
   return out;
 }
 
@@ -93,6 +102,15 @@ void print_comparison(const FusionComparison& c) {
   if (const auto& d = c.decode_difference)
     std::printf("  last decode step's logits: max abs %.3g, relative L2 %.3g, cosine %.7f\n", d->max_abs, d->relative_l2,
                 d->cosine);
+  if (c.each.empty()) return;
+  std::printf("\neach fusion alone against none (greedy; relative L2 and cosine of the logits):\n");
+  std::printf("  %-22s %12s %12s %14s %12s  %s\n", "fusion", "first L2", "cosine", "last decode L2", "cosine", "answer");
+  for (const FusionEffect& e : c.each) {
+    std::printf("  %-22s %12.3g %12.7f", e.name.c_str(), e.difference.relative_l2, e.difference.cosine);
+    if (e.decode_difference) std::printf(" %14.3g %12.7f", e.decode_difference->relative_l2, e.decode_difference->cosine);
+    else std::printf(" %14s %12s", "-", "-");
+    std::printf("  %s\n", e.difference.same_tokens ? "same" : "DIFFERS");
+  }
 }
 
 }  // namespace
@@ -107,7 +125,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
-      {"compare-fusion", "", "also run fused and unfused side by side: times, kernels, output difference"},
+      {"compare-fusion", "", "also run fused and unfused side by side: times, kernels, output difference (all fusions, and each alone)"},
       {"device", "NAME", "cpu (default) or cuda"},
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
@@ -181,7 +199,7 @@ int run_bench(const std::vector<std::string>& argv) {
                             {"tflop_per_s", k.tflop_per_s}, {"share", k.share}});
 
   const std::optional<FusionComparison> comparison =
-      args.has("compare-fusion") ? std::optional(compare_fusions(*engine, request)) : std::nullopt;
+      args.has("compare-fusion") ? std::optional(compare_fusions(*engine, request, nullptr, true)) : std::nullopt;
 
   int64_t image_tokens = 0;  // after the 2x2 merge
   for (const auto& g : last.image_grids) image_tokens += g.t * g.h * g.w / 4;

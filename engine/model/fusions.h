@@ -1,7 +1,9 @@
 #pragma once
 // Which fused ops the model asks the backend for. Each fusion has its unfused sequence as the reference (the
 // Backend's default implementation), so every switch here can be flipped at run time and compared.
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace qvl {
@@ -23,18 +25,23 @@ struct Fusions {
 
   static Fusions none() { return {false, false, false, false, false, false, false, false, false}; }
   bool operator==(const Fusions&) const = default;
+  // Every switch with its name in reports, in declaration order.
+  static constexpr std::array<std::pair<const char*, bool Fusions::*>, 9> kSwitches{{
+      {"add+rms_norm", &Fusions::add_rms_norm},
+      {"linear q+k+v", &Fusions::qkv_projection},
+      {"qk_norm+rope+append", &Fusions::qk_norm_rope_append},
+      {"linear+swiglu", &Fusions::swiglu_projection},
+      {"add+layer_norm", &Fusions::add_layer_norm},
+      {"bias+gelu", &Fusions::linear_gelu},
+      {"flash attention", &Fusions::flash_attention},
+      {"rms_norm+linear", &Fusions::norm_into_projection},
+      {"layer_norm+linear", &Fusions::layer_norm_linear},
+  }};
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {
     std::vector<std::string> names;
-    if (add_rms_norm) names.push_back("add+rms_norm");
-    if (qkv_projection) names.push_back("linear q+k+v");
-    if (qk_norm_rope_append) names.push_back("qk_norm+rope+append");
-    if (swiglu_projection) names.push_back("linear+swiglu");
-    if (add_layer_norm) names.push_back("add+layer_norm");
-    if (linear_gelu) names.push_back("bias+gelu");
-    if (flash_attention) names.push_back("flash attention");
-    if (norm_into_projection) names.push_back("rms_norm+linear");
-    if (layer_norm_linear) names.push_back("layer_norm+linear");
+    for (const auto& [name, on] : kSwitches)
+      if (this->*on) names.push_back(name);
     return names;
   }
 };

@@ -36,16 +36,29 @@ struct EngineStateGuard {
   }
 };
 
-FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions& fusions, std::vector<float>& logits,
-                  std::vector<float>& decode_logits, const std::atomic<bool>* cancel) {
+// A run's outputs: greedy tokens, the first step's and the last decode step's logits.
+struct Outputs {
+  std::vector<int32_t> ids;
+  std::vector<float> first, last;
+};
+
+GenerateResult plain_run(Engine& engine, const GenerateRequest& request, const Fusions& fusions, Outputs& out,
+                         const std::atomic<bool>* cancel) {
   engine.set_fusions(fusions);
   engine.set_profiler(nullptr);
-  FusionRun run;
   GenerateResult plain = engine.generate(request, nullptr, cancel);
+  out.ids = plain.generated_ids;
+  out.first = std::move(plain.first_step_logits);
+  out.last = std::move(plain.last_step_logits);
+  return plain;
+}
+
+FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions& fusions, Outputs& out,
+                  const std::atomic<bool>* cancel) {
+  FusionRun run;
+  const GenerateResult plain = plain_run(engine, request, fusions, out, cancel);
   run.timing = plain.timing;
   run.generated_ids = plain.generated_ids;
-  logits = std::move(plain.first_step_logits);
-  decode_logits = std::move(plain.last_step_logits);
 
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
@@ -56,24 +69,41 @@ FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions&
   return run;
 }
 
+// The candidate's logits against the reference's: first step always; the last decode step where both ran one after
+// the same tokens.
+void compare_outputs(const Outputs& reference, const Outputs& candidate, OutputDifference& first,
+                     std::optional<OutputDifference>& last) {
+  first = compare_logits(reference.first, candidate.first);
+  first.same_tokens = reference.ids == candidate.ids;
+  last.reset();
+  if (first.same_tokens && !reference.last.empty() && reference.last.size() == candidate.last.size()) {
+    last = compare_logits(reference.last, candidate.last);
+    last->same_tokens = true;
+  }
+}
+
 }  // namespace
 
-FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel) {
+FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel,
+                                 bool each_fusion) {
   const EngineStateGuard guard{engine, engine.fusions(), engine.profiler()};
   const Fusions fused = guard.fusions == Fusions::none() ? Fusions{} : guard.fusions;
   request.sampling = {};  // greedy: both ways must answer the same if the fusions are right
   request.keep_step_logits = true;
   FusionComparison out;
   out.fusions = fused.enabled();
-  std::vector<float> reference, candidate, decode_reference, decode_candidate;
-  out.unfused = run_one(engine, request, Fusions::none(), reference, decode_reference, cancel);
-  out.fused = run_one(engine, request, fused, candidate, decode_candidate, cancel);
-  out.difference = compare_logits(reference, candidate);
-  out.difference.same_tokens = out.unfused.generated_ids == out.fused.generated_ids;
-  // The decode kernels' own difference, where both ran a decode step after the same tokens.
-  if (out.difference.same_tokens && !decode_reference.empty() && decode_reference.size() == decode_candidate.size()) {
-    out.decode_difference = compare_logits(decode_reference, decode_candidate);
-    out.decode_difference->same_tokens = true;
+  Outputs reference, candidate;
+  out.unfused = run_one(engine, request, Fusions::none(), reference, cancel);
+  out.fused = run_one(engine, request, fused, candidate, cancel);
+  compare_outputs(reference, candidate, out.difference, out.decode_difference);
+  for (const auto& [name, on] : Fusions::kSwitches) {
+    if (!each_fusion || !(fused.*on)) continue;
+    Fusions alone = Fusions::none();
+    alone.*on = true;
+    FusionEffect effect{name, {}, std::nullopt};
+    plain_run(engine, request, alone, candidate, cancel);
+    compare_outputs(reference, candidate, effect.difference, effect.decode_difference);
+    out.each.push_back(std::move(effect));
   }
   return out;
 }

@@ -24,15 +24,25 @@ struct OutputDifference {
 };
 OutputDifference compare_logits(const std::vector<float>& reference, const std::vector<float>& candidate);
 
+// One fusion alone (every other switch off) against the unfused run.
+struct FusionEffect {
+  std::string name;
+  OutputDifference difference;
+  std::optional<OutputDifference> decode_difference;
+};
+
 struct FusionComparison {
   std::vector<std::string> fusions;  // the fusions the fused run used
   FusionRun unfused, fused;
   OutputDifference difference;                       // first step: the prefill's logits
   std::optional<OutputDifference> decode_difference;  // the last decode step's logits (decode-only fusions show here)
+  std::vector<FusionEffect> each;                     // when asked: each of `fusions` alone
 };
 
-// Runs `request` four times (each way plain, then profiled) and restores the engine's fusions and profiler. The
-// request is made greedy. Throws qvl::Error when the engine has no fusion switched on to compare.
-FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel = nullptr);
+// Runs `request` four times (each way plain, then profiled), and with each_fusion once more for each fusion alone,
+// and restores the engine's fusions and profiler. The request is made greedy. Throws qvl::Error when the engine has
+// no fusion switched on to compare.
+FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel = nullptr,
+                                 bool each_fusion = false);
 
 }  // namespace qvl

@@ -45,7 +45,15 @@ bool ran(const FusionRun& run, const std::string& kernel) {
 FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
-  const FusionComparison c = compare_fusions(engine, image_request());
+  const FusionComparison c = compare_fusions(engine, image_request(), nullptr, true);
+  // Each fusion alone, against none: every switch reported, the same answer, within the same bound.
+  EXPECT_EQ(c.each.size(), c.fusions.size());
+  for (std::size_t i = 0; i < c.each.size() && i < c.fusions.size(); ++i) {
+    EXPECT_EQ(c.each[i].name, c.fusions[i]);
+    EXPECT_TRUE(c.each[i].difference.same_tokens) << c.each[i].name;
+    EXPECT_LE(c.each[i].difference.relative_l2, max_relative_l2) << c.each[i].name;
+    EXPECT_TRUE(c.each[i].decode_difference.has_value()) << c.each[i].name;
+  }
   EXPECT_EQ(c.fusions,
             (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
                                       "add+layer_norm", "bias+gelu", "flash attention", "rms_norm+linear",
