@@ -1,11 +1,29 @@
 // One block per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
-// rotation and the writes need no shared memory beyond the block sum.
+// rotation and the writes need no shared memory beyond the block sum. Where D/2 is a multiple of 32 and D <= 256
+// (every Qwen3-VL head: 64, 128), the sum of squares is added up as the plain RMSNorm kernel adds it (per 32
+// consecutive elements, then those partial sums in order) and RoPE is the plain kernel's rope_rotate, so fused and
+// unfused give the same bits.
 #include "common.cuh"
 #include "qk_norm_rope_append.cuh"
 #include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
+
+// Σ a² + b² over the block's pairs (a: element t, b: element t + half). In the plain RMSNorm kernel's order where
+// half % 32 == 0 and d <= 256: each warp's a's are one run of 32 consecutive elements and its b's another, so the
+// 32-element partial sums are the plain kernel's warp sums; they are then added in element order.
+template <int kThreads> __device__ float sum_of_squares(float a, float b, int64_t half) {
+  if (half % 32 != 0 || half > 128) return block_sum<kThreads>(a * a + b * b);
+  __shared__ float partial[kThreads / 16];
+  const int warp = threadIdx.x / 32, warps = int(half / 32);
+  const float pa = warp_sum(__fmul_rn(a, a)), pb = warp_sum(__fmul_rn(b, b));
+  if (threadIdx.x % 32 == 0 && warp < warps) partial[warp] = pa, partial[warps + warp] = pb;
+  __syncthreads();
+  float total = 0.0f;
+  for (int g = 0; g < 2 * warps; ++g) total += partial[g];
+  return total;
+}
 
 // Threads per block: one per pair (64 for the usual D = 128; 256 up to D = 512).
 template <int kThreads>
@@ -20,12 +38,13 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
   const float a = t < half ? x[t] : 0.0f, b = t < half ? x[t + half] : 0.0f;
-  const float inv = rsqrtf(block_sum<kThreads>(a * a + b * b) / float(d) + eps);
+  const float inv = rsqrtf(sum_of_squares<kThreads>(a, b, half) / float(d) + eps);
   if (t >= half) return;
   const float na = load_weight(w, wt, t) * (a * inv), nb = load_weight(w, wt, t + half) * (b * inv);
   const float* c = cos + s * d;
   const float* sn = sin + s * d;
-  const float ra = na * c[t] - nb * sn[t], rb = nb * c[t + half] + na * sn[t + half];
+  float ra, rb;
+  rope_rotate(na, nb, c[t], sn[t], c[t + half], sn[t + half], ra, rb);
   x[t] = ra;
   x[t + half] = rb;
   if (is_q) return;

@@ -4,6 +4,7 @@
 
 #include "common.cuh"
 #include "rope.cuh"
+#include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -15,8 +16,8 @@ __global__ void rope_kernel(float* x, const float* cos, const float* sin, int64_
     const int64_t e = p % half, row = p / half / h;
     float* v = x + (p / half) * d;
     const float a = v[e], b = v[e + half];
-    v[e] = a * cos[row * d + e] - b * sin[row * d + e];
-    v[e + half] = b * cos[row * d + e + half] + a * sin[row * d + e + half];
+    rope_rotate(a, b, cos[row * d + e], sin[row * d + e], cos[row * d + e + half], sin[row * d + e + half], v[e],
+                v[e + half]);
   }
 }
 

@@ -61,6 +61,15 @@ __device__ __forceinline__ float add_squared_deviation(float acc, float x, float
   return __fmaf_rn(d, d, acc);
 }
 
+// One rotate_half pair of RoPE, x' = x·cos + rotate_half(x)·sin, each step rounded as written: the plain RoPE kernel
+// and the fused q/k norm + RoPE give the same bits (contracted differently, they differed by an ulp, which the
+// bf16 rounding of the next GEMM's inputs turns into visible logit differences).
+__device__ __forceinline__ void rope_rotate(float a, float b, float cos_lo, float sin_lo, float cos_hi, float sin_hi,
+                                            float& out_lo, float& out_hi) {
+  out_lo = __fsub_rn(__fmul_rn(a, cos_lo), __fmul_rn(b, sin_lo));
+  out_hi = __fadd_rn(__fmul_rn(b, cos_hi), __fmul_rn(a, sin_hi));
+}
+
 template <int kThreads> __device__ float block_sum(float v) {
   __shared__ float partial[kThreads / 32];
   v = warp_sum(v);
