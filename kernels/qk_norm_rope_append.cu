@@ -1,8 +1,7 @@
 // One block per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
-// rotation and the writes need no shared memory beyond the block sum. Where D/2 is a multiple of 32 and D <= 256
-// (every Qwen3-VL head: 64, 128), the sum of squares is added up as the plain RMSNorm kernel adds it (per 32
-// consecutive elements, then those partial sums in order) and RoPE is the plain kernel's rope_rotate, so fused and
-// unfused give the same bits.
+// rotation and the writes need no shared memory beyond the norm's sum. Up to D = 256 the sum of squares is added up
+// as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give the same
+// bits.
 #include "common.cuh"
 #include "qk_norm_rope_append.cuh"
 #include "weights.cuh"
@@ -10,18 +9,25 @@
 namespace qvl::cuda {
 namespace {
 
-// Σ a² + b² over the block's pairs (a: element t, b: element t + half). In the plain RMSNorm kernel's order where
-// half % 32 == 0 and d <= 256: each warp's a's are one run of 32 consecutive elements and its b's another, so the
-// 32-element partial sums are the plain kernel's warp sums; they are then added in element order.
+// Σ a² + b² over the block's pairs (a: element t, b: element t + half), added up as the plain RMSNorm kernel adds
+// a row of up to 256 (one element a thread): each run of 32 consecutive elements by a warp's shuffle tree, then
+// those partial sums in order. Wider heads take a plain block sum.
 template <int kThreads> __device__ float sum_of_squares(float a, float b, int64_t half) {
-  if (half % 32 != 0 || half > 128) return block_sum<kThreads>(a * a + b * b);
-  __shared__ float partial[kThreads / 16];
-  const int warp = threadIdx.x / 32, warps = int(half / 32);
-  const float pa = warp_sum(__fmul_rn(a, a)), pb = warp_sum(__fmul_rn(b, b));
-  if (threadIdx.x % 32 == 0 && warp < warps) partial[warp] = pa, partial[warps + warp] = pb;
+  const int64_t d = 2 * half;
+  if (d > 256) return block_sum<kThreads>(a * a + b * b);
+  __shared__ float squares[256];
+  __shared__ float partial[8];
+  const int t = threadIdx.x, lane = t % 32, groups = int((d + 31) / 32);
+  if (t < half) squares[t] = __fmul_rn(a, a), squares[t + half] = __fmul_rn(b, b);
+  __syncthreads();
+  for (int g = t / 32; g < groups; g += kThreads / 32) {
+    const int64_t e = int64_t(g) * 32 + lane;
+    const float sum = warp_sum(e < d ? squares[e] : 0.0f);
+    if (lane == 0) partial[g] = sum;
+  }
   __syncthreads();
   float total = 0.0f;
-  for (int g = 0; g < 2 * warps; ++g) total += partial[g];
+  for (int g = 0; g < groups; ++g) total += partial[g];
   return total;
 }
 

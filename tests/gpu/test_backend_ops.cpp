@@ -190,7 +190,7 @@ struct Runner {
         check(what + " cache k", gck, cck, kF32);
         check(what + " cache v", gcv, ccv, 0.0);
         // Against the GPU's own unfused sequence: the same bits where the kernel sums as the RMSNorm kernel does.
-        if (d % 64 == 0 && d <= 256) {
+        if (d <= 256) {
           Tensor uq = gpu.from_host(q), uk = gpu.from_host(k), uck = gpu.from_host(cache), ucv = gpu.from_host(cache);
           gpu.Backend::qk_norm_rope_append(uq, uk, gpu.from_host(v), gpu.upload(qn), gpu.upload(kn), 1e-6f,
                                            gpu.from_host(cos), gpu.from_host(sin), uck, ucv, on_device ? 0 : row,
