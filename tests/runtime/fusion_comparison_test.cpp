@@ -46,13 +46,19 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
   const FusionComparison c = compare_fusions(engine, image_request(), nullptr, true);
-  // Each fusion alone, against none: every switch reported, the same answer, within the same bound.
+  // Each fusion alone, against none: every switch reported, the same answer, and the unfused bits exactly but for the
+  // flash kernels' f16 rounding (at the first step and at the last decode step).
   EXPECT_EQ(c.each.size(), c.fusions.size());
   for (std::size_t i = 0; i < c.each.size() && i < c.fusions.size(); ++i) {
-    EXPECT_EQ(c.each[i].name, c.fusions[i]);
-    EXPECT_TRUE(c.each[i].difference.same_tokens) << c.each[i].name;
-    EXPECT_LE(c.each[i].difference.relative_l2, max_relative_l2) << c.each[i].name;
-    EXPECT_TRUE(c.each[i].decode_difference.has_value()) << c.each[i].name;
+    const FusionEffect& e = c.each[i];
+    EXPECT_EQ(e.name, c.fusions[i]);
+    EXPECT_TRUE(e.difference.same_tokens) << e.name;
+    const double limit = e.name == "flash attention" ? max_relative_l2 : 0.0;
+    EXPECT_LE(e.difference.relative_l2, limit) << e.name;
+    EXPECT_TRUE(e.decode_difference.has_value()) << e.name;
+    if (e.decode_difference) {
+      EXPECT_LE(e.decode_difference->relative_l2, limit) << e.name;
+    }
   }
   EXPECT_EQ(c.fusions,
             (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
