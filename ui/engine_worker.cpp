@@ -187,7 +187,7 @@ void EngineWorker::compareFusions(const ChatRequest& request) {
     return;
   }
   try {
-    emit fusionCompared(compare_fusions(*engine_, with_images(request), cancel_));
+    emit fusionCompared(compare_fusions(*engine_, with_images(request), cancel_, true));
   } catch (const std::exception& e) {
     emit fusionCompareFailed(QString::fromStdString(e.what()));
   }

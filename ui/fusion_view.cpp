@@ -42,7 +42,7 @@ FusionView::FusionView(QWidget* parent)
   verdict_->setWordWrap(true);
   verdict_->setObjectName("fusion_verdict");
   summary_->setText("Runs the chat's next answer both ways (greedy), each once plain for the times and once with "
-                    "per-kernel timing.");
+                    "per-kernel timing, then once with each fusion alone.");
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(run_);
   layout->addWidget(summary_);
@@ -67,6 +67,16 @@ void FusionView::show_comparison(const FusionComparison& c) {
   if (const auto& last = c.decode_difference)
     text += QString(" Last decode step: max |Δ| %1, relative L2 %2, cosine %3.")
                 .arg(last->max_abs, 0, 'g', 3).arg(last->relative_l2, 0, 'g', 3).arg(last->cosine, 0, 'f', 7);
+  // Each fusion alone against none: the unfused bits, or how far from them (first step; last decode step).
+  QStringList each;
+  for (const FusionEffect& e : c.each) {
+    const double last = e.decode_difference ? e.decode_difference->relative_l2 : 0.0;
+    const QString name = QString::fromStdString(e.name);
+    if (!e.difference.same_tokens) each << name + " answers differently";
+    else if (e.difference.relative_l2 == 0 && last == 0) each << name + " exact";
+    else each << QString("%1 relative L2 %2 / %3").arg(name).arg(e.difference.relative_l2, 0, 'g', 2).arg(last, 0, 'g', 2);
+  }
+  if (!each.isEmpty()) text += " Each alone: " + each.join(", ") + ".";
   verdict_->setText(text);
   phases_->setRowCount(0);
   add_row(phases_, "Prefill ms", c.unfused.timing.prefill_ms, c.fused.timing.prefill_ms, 2);

@@ -319,6 +319,7 @@ private slots:
     QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
     QVERIFY(view->verdict().contains("identical"));
     QVERIFY(view->verdict().contains("Last decode step"));  // the decode kernels compared too
+    QVERIFY(view->verdict().contains("Each alone: add+rms_norm exact"));  // the CPU's fused ops give the unfused bits
     QVERIFY(view->kernel_rows() > 3);
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
                              "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));  // left as it was
