@@ -145,6 +145,8 @@ __global__ void attention_chunk_kernel(const float* q, const float* k, const flo
   const int64_t pair = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = pair / hq, h = pair % hq;
+  allow_next_kernel();
+  wait_for_previous_kernel();  // q and the cache come from the kernels before
   load_scaled(q_scaled, q + (i * hq + h) * d, d, scale, 0, blockDim.x);
   __syncthreads();
   if (past_on_device) past = *past_on_device, kv_len = past + s;  // a replayed decode step: the current position
@@ -211,16 +213,15 @@ int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_l
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
                int64_t segments, float scale, bool split_keys, float* split_workspace, unsigned* arrivals,
-               int multiprocessors, cudaStream_t stream) {
+               int multiprocessors, bool overlap, cudaStream_t stream) {
   if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
   if (s * hq == 0) return;
   if (past_on_device && !split_keys) throw std::runtime_error("attention: a position on the device needs split_keys");
   if (split_keys) {
     const int64_t chunks = chunk_count(s * hq, kv_len, multiprocessors);
-    attention_chunk_kernel<<<dim3(unsigned(chunks), unsigned(s * hq)), kSplitWarps * 32, 0, stream>>>(
-        q, k, v, out, split_workspace, arrivals, s, hq, hkv, d, kv_len, causal, past, past_on_device, bounds, segments,
-        scale);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel(attention_chunk_kernel, dim3(unsigned(chunks), unsigned(s * hq)), dim3(kSplitWarps * 32), 0, stream,
+                  overlap, q, k, v, out, split_workspace, arrivals, s, hq, hkv, d, kv_len, causal, past, past_on_device,
+                  bounds, segments, scale);
     return;
   }
   const int warps = 4;

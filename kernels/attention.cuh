@@ -6,6 +6,7 @@
 // attention_split_workspace floats (nullptr when that is 0). past_on_device (split_keys only): `past` read on the
 // device when the kernel runs, kv_len = past + S; the host's kv_len then bounds it (a replayed decode step).
 // arrivals (split_keys with a workspace): S·Hq counters, zero before the first call (the kernel leaves them zero).
+// overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace qvl::cuda {
 void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
                int64_t kv_len, bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
                int64_t segments, float scale, bool split_keys, float* split_workspace, unsigned* arrivals,
-               int multiprocessors, cudaStream_t stream);
+               int multiprocessors, bool overlap, cudaStream_t stream);
 // Floats of workspace the split needs (0: one chunk, nothing to merge).
 int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_len, int multiprocessors);
 

@@ -86,7 +86,7 @@ inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) { return rows <=
 template <typename W, int M, GemvEpilogue E, bool kNormed, int kSplit>
 __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 32 warps an SM
     gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up, WeightType bias_type, int64_t k,
-                GemvNorm norm) {
+                GemvNorm norm, bool overlapped) {
   constexpr int split = kSplit;
   constexpr bool kGated = E == GemvEpilogue::SwiGlu;
   // 8 loads of 16 bytes in flight per lane at M = 1; more rows of x take more registers a load (64 is the cap).
@@ -118,12 +118,16 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
     }
   };
   const float* xs = x;
+  allow_next_kernel();
   if constexpr (kNormed) {
-    // The first row of x is asked for before the weights, so that it does not queue behind them.
+    // Without an overlapped launch, the first row of x is asked for before the weights, so that it does not queue
+    // behind them; with one, the weights come first, while the previous kernel drains.
     float* out = reinterpret_cast<float*>(normed_x);
     RmsNormRow<kGemvThreads, 8> normed;
+    if (overlapped) load_batch(first);
+    wait_for_previous_kernel();
     normed.load(x, k);
-    load_batch(first);
+    if (!overlapped) load_batch(first);
     for (int m = 0; m < M; ++m) {
       if (m > 0) normed.load(x + m * k, k);
       normed.finish(norm.w, norm.type, norm.eps, out + m * k, WeightType::F32);
@@ -131,7 +135,8 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
     __syncthreads();
     xs = out;
   } else {
-    load_batch(first);
+    load_batch(first);  // weights: nothing writes them, so they may come while the previous kernel drains
+    wait_for_previous_kernel();
   }
   if (kSplit == 1 && !active) return;  // a split row's warps meet at a barrier below
   float acc0[M] = {}, acc1[M] = {};
@@ -194,45 +199,44 @@ inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, co
 
 template <typename W, GemvEpilogue E, bool kNormed, int kSplit>
 void launch_gemv_split(const float* x, const GemvParts& parts, const W* up, WeightType bias_type, int64_t m, int64_t k,
-                       const GemvNorm& norm, cudaStream_t stream) {
+                       const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   const dim3 grid(unsigned((parts.rows() + kGemvWarps / kSplit - 1) / (kGemvWarps / kSplit))), block(kGemvThreads);
   const std::size_t shared = kNormed ? std::size_t(m * k) * sizeof(float) : 0;
   const auto kernel = m == 1 ? gemv_kernel<W, 1, E, kNormed, kSplit>
                       : m == 2 ? gemv_kernel<W, 2, E, kNormed, kSplit>
                       : m == 3 ? gemv_kernel<W, 3, E, kNormed, kSplit>
                                : gemv_kernel<W, 4, E, kNormed, kSplit>;
-  kernel<<<grid, block, shared, stream>>>(x, parts, up, bias_type, k, norm);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(kernel, grid, block, shared, stream, overlap, x, parts, up, bias_type, k, norm, overlap);
 }
 
 template <typename W, GemvEpilogue E, bool kNormed>
 void launch_gemv_typed(const float* x, const GemvParts& parts, const void* up, WeightType bias_type, int64_t m,
-                       int64_t k, const GemvNorm& norm, cudaStream_t stream) {
+                       int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   const auto* b = static_cast<const W*>(up);
   constexpr bool kPlain = !kNormed && E != GemvEpilogue::SwiGlu;
   if (kPlain && gemv_warps_per_row(parts.rows(), k, Vec16<W>::kCount) == 2)
-    return launch_gemv_split<W, E, kNormed, kPlain ? 2 : 1>(x, parts, b, bias_type, m, k, norm, stream);
-  launch_gemv_split<W, E, kNormed, 1>(x, parts, b, bias_type, m, k, norm, stream);
+    return launch_gemv_split<W, E, kNormed, kPlain ? 2 : 1>(x, parts, b, bias_type, m, k, norm, overlap, stream);
+  launch_gemv_split<W, E, kNormed, 1>(x, parts, b, bias_type, m, k, norm, overlap, stream);
 }
 
 template <GemvEpilogue E, bool kNormed>
 void launch_gemv_normed(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
-                        int64_t m, int64_t k, const GemvNorm& norm, cudaStream_t stream) {
+                        int64_t m, int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   if (m == 0 || parts.rows() == 0) return;
   if (w_type == WeightType::BF16)
-    launch_gemv_typed<uint16_t, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
+    launch_gemv_typed<uint16_t, E, kNormed>(x, parts, up, bias_type, m, k, norm, overlap, stream);
   else if (w_type == WeightType::F16)
-    launch_gemv_typed<__half, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
-  else launch_gemv_typed<float, E, kNormed>(x, parts, up, bias_type, m, k, norm, stream);
+    launch_gemv_typed<__half, E, kNormed>(x, parts, up, bias_type, m, k, norm, overlap, stream);
+  else launch_gemv_typed<float, E, kNormed>(x, parts, up, bias_type, m, k, norm, overlap, stream);
 }
 
 // Call after gemv_fits (with normed = norm.w != nullptr). up (gated only, one part): the up matrix, same type and
 // shape as the part's.
 template <GemvEpilogue E>
 void launch_gemv(WeightType w_type, const float* x, const GemvParts& parts, const void* up, WeightType bias_type,
-                 int64_t m, int64_t k, const GemvNorm& norm, cudaStream_t stream) {
-  if (norm.w) launch_gemv_normed<E, true>(w_type, x, parts, up, bias_type, m, k, norm, stream);
-  else launch_gemv_normed<E, false>(w_type, x, parts, up, bias_type, m, k, norm, stream);
+                 int64_t m, int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
+  if (norm.w) launch_gemv_normed<E, true>(w_type, x, parts, up, bias_type, m, k, norm, overlap, stream);
+  else launch_gemv_normed<E, false>(w_type, x, parts, up, bias_type, m, k, norm, overlap, stream);
 }
 
 }  // namespace qvl::cuda

@@ -10,11 +10,11 @@ bool gemv_qkv_fits(const float* x, const QkvProjection& p, WeightType w_type, in
 }
 
 void gemv_qkv(const float* x, const QkvProjection& p, WeightType w_type, WeightType bias_type, int64_t m, int64_t k,
-              const GemvNorm& norm, cudaStream_t stream) {
+              const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   GemvParts parts;
   for (int i = 0; i < 3; ++i) parts.part[i] = {p.w[i], p.bias[i], p.y[i], p.n[i]};
   parts.count = 3;
-  launch_gemv<GemvEpilogue::Store>(w_type, x, parts, nullptr, bias_type, m, k, norm, stream);
+  launch_gemv<GemvEpilogue::Store>(w_type, x, parts, nullptr, bias_type, m, k, norm, overlap, stream);
 }
 
 }  // namespace qvl::cuda

@@ -11,11 +11,11 @@ bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightTy
 }
 
 void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, const GemvNorm& norm, cudaStream_t stream) {
+                 int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   GemvParts parts;
   parts.part[0] = {gate, nullptr, y, n};
   parts.count = 1;
-  launch_gemv<GemvEpilogue::SwiGlu>(w_type, x, parts, up, WeightType::F32, m, k, norm, stream);
+  launch_gemv<GemvEpilogue::SwiGlu>(w_type, x, parts, up, WeightType::F32, m, k, norm, overlap, stream);
 }
 
 }  // namespace qvl::cuda

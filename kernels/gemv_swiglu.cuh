@@ -3,7 +3,7 @@
 // same stored type. One warp streams a row of both matrices, so twice the bytes are in flight per warp and the
 // gate/up results never leave registers: one launch instead of three (two GEMVs and silu_mul). Ask `fits` first:
 // other shapes (K not a multiple of the 16-byte vector, unaligned rows, M > 4; normed, M·K floats over 48 KB) take
-// the unfused ops. norm: the input RMSNorm folded in (gemv.cuh).
+// the unfused ops. norm: the input RMSNorm folded in, overlap as in gemv (gemv.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,6 +15,6 @@ namespace qvl::cuda {
 bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k,
                       bool normed);
 void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, const GemvNorm& norm, cudaStream_t stream);
+                 int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

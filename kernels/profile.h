@@ -25,12 +25,15 @@ struct KernelProfile {
   // The tiled attention on tensor cores (flash_attention_mma.cu: f16 products, f32 softmax and sums) where the GPU
   // and the build have SM80+ code for it; otherwise the f32 CUDA-core kernel above.
   bool tensor_core_attention;
+  // Decode kernels launched to start as the previous one drains, fetching their weights meanwhile (programmatic
+  // dependent launch, where the GPU has it: SM90+).
+  bool overlapped_launches;
 };
 
 // Pascal consumer parts (GTX 10xx, MX 3xx): no tensor cores, f16 math at 1/64 rate, no bf16, 48 KB of shared
 // memory per block (the flash tiles at D = 128 take 41 KB).
-inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 4, false};
+inline constexpr KernelProfile kSm61Profile{"sm61", true, 4, GemmKernel::Tiled, 16, 4, false, false};
 // Volta and later: tensor cores through cuBLAS, bf16 kept as stored.
-inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 4, true};
+inline constexpr KernelProfile kNativeProfile{"native", false, 4, GemmKernel::Cublas, 16, 4, true, true};
 
 }  // namespace qvl::cuda

@@ -40,6 +40,8 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   const int64_t s = blockIdx.x, head = blockIdx.y, half = d / 2, t = threadIdx.x;
   const bool is_q = head < hq;
   const int64_t kv_head = head - hq;
+  allow_next_kernel();
+  wait_for_previous_kernel();  // q, k and v come from the kernel before
   float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
@@ -69,16 +71,12 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
 void qk_norm_rope_append(float* q, float* k, const float* v, const void* q_norm, WeightType q_norm_type, const void* k_norm,
                          WeightType k_norm_type, float eps, const float* cos, const float* sin, float* cache_k,
                          float* cache_v, int64_t row, const int64_t* row_on_device, int64_t s, int64_t hq, int64_t hkv,
-                         int64_t d, cudaStream_t stream) {
+                         int64_t d, bool overlap, cudaStream_t stream) {
   if (s == 0) return;
   const dim3 grid(unsigned(s), unsigned(hq + hkv));
-  if (d <= 128)
-    qk_norm_rope_append_kernel<64><<<grid, 64, 0, stream>>>(q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps, cos,
-                                                            sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
-  else
-    qk_norm_rope_append_kernel<256><<<grid, 256, 0, stream>>>(q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps,
-                                                              cos, sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel(d <= 128 ? qk_norm_rope_append_kernel<64> : qk_norm_rope_append_kernel<256>, grid,
+                dim3(d <= 128 ? 64 : 256), 0, stream, overlap, q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps,
+                cos, sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
 }
 
 }  // namespace qvl::cuda

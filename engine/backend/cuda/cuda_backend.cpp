@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "backend/op_costs.h"
 #include "bandwidth.cuh"
+#include "barrier.cuh"
 #include "bias_gelu.cuh"
 #include "common.cuh"
 #include "convert.cuh"
@@ -101,6 +102,7 @@ public:
     profile_ = profile == "sm61" || (profile == "auto" && props.major < 7) ? &cuda::kSm61Profile : &cuda::kNativeProfile;
     multiprocessors_ = props.multiProcessorCount;  // queried once: kernels pick their shape from it
     tensor_core_attention_ = profile_->tensor_core_attention && cuda::flash_attention_mma_available();
+    overlapped_launches_ = profile_->overlapped_launches && props.major >= 9;
     name_ = std::string("cuda (") + props.name + ", sm_" + std::to_string(props.major * 10 + props.minor) +
             ", profile " + profile_->name + ")";
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -252,7 +254,7 @@ public:
       return;
     }
     if (m <= profile_->gemv_max_rows &&
-        cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, stream_))
+        cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, overlapped_launches_, stream_))
       return;
     if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
       cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_);
@@ -393,7 +395,8 @@ public:
     Tensor workspace = floats ? device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
     cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
                     dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr,
-                    reinterpret_cast<unsigned*>(attention_arrivals_.raw()), multiprocessors_, stream_);
+                    reinterpret_cast<unsigned*>(attention_arrivals_.raw()), multiprocessors_,
+                    overlapped_launches_, stream_);
   }
   // Three kernels through a score matrix in memory, in chunks of queries whose scores fit 64 MB. A recorded decode
   // step (its position on the device) keeps the decode kernel: the reference is for prefill, vision and eager decode.
@@ -473,7 +476,8 @@ public:
     const GpuTimer timer(*this, [&] { return op_cost::linear(in, w, x, "linear+add"); });
     maybe_inject_fault();
     const cuda::WeightType bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
-    cuda::gemv(f32(in), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr, bt, f32(x), m, n, k, true, stream_);
+    cuda::gemv(f32(in), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr, bt, f32(x), m, n, k, true,
+               overlapped_launches_, stream_);
   }
   void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm, float eps,
                            const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v, int64_t row,
@@ -487,7 +491,8 @@ public:
     const GpuTimer timer(*this, [&] { return op_cost::qk_norm_rope_append(q, k, cos); });
     cuda::qk_norm_rope_append(f32(q), f32(k), f32(v), q_norm.raw(), weight_type(q_norm.dtype()), k_norm.raw(),
                               weight_type(k_norm.dtype()), eps, f32(cos), f32(sin), f32(cache_k), f32(cache_v), row,
-                              row_on_device ? row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d, stream_);
+                              row_on_device ? row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d,
+                              overlapped_launches_, stream_);
   }
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, true); }
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override { scatter(x, src, rows, false); }
@@ -504,6 +509,7 @@ public:
   std::shared_ptr<RecordedWork> end_recording() override {
     if (!recording_) return nullptr;
     recording_ = false;
+    cuda::barrier(stream_);  // the graph is done when its last kernel is, not when that kernel lets others start
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     auto work = std::make_shared<Graph>();
@@ -610,7 +616,7 @@ private:
     });
     maybe_inject_fault();
     cuda::gemv_qkv(f32(x), p, weight_type(wq.dtype()), some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32,
-                   m, kx, gemv_norm(norm, eps), stream_);
+                   m, kx, gemv_norm(norm, eps), overlapped_launches_, stream_);
     return true;
   }
   bool gemv_swiglu(const Tensor& x, const Tensor* norm, float eps, const Tensor& gate, const Tensor& up, Tensor& y) {
@@ -622,7 +628,7 @@ private:
     const GpuTimer timer(*this, [&] { return op_cost::linear(x, gate, y, norm ? "rms_norm+linear+swiglu" : "linear+swiglu", 2); });
     maybe_inject_fault();
     cuda::gemv_swiglu(f32(x), gate.raw(), up.raw(), weight_type(gate.dtype()), f32(y), m, n, k, gemv_norm(norm, eps),
-                      stream_);
+                      overlapped_launches_, stream_);
     return true;
   }
   cuda::GemvNorm gemv_norm(const Tensor* norm, float eps) const {
@@ -655,6 +661,7 @@ private:
   int multiprocessors_ = 1;
   const cuda::KernelProfile* profile_ = nullptr;
   bool tensor_core_attention_ = false;  // the profile asks for it and this device and build run it
+  bool overlapped_launches_ = false;    // the profile asks for them and this device has them (SM90+)
   Tensor attention_arrivals_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
