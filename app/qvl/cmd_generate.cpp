@@ -44,6 +44,9 @@ int run_generate(const std::vector<std::string>& argv) {
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
       {"gpu-memory-mb", "N", "cap the GPU memory pool at N MiB, e.g. 2048 to behave like a 2 GB card"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
+      {"attention-window", "N",
+       "long contexts: prefill attention sees N blocks of 64 positions up to its own and the first block (0 = all, "
+       "the default; an approximation)"},
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
   };
@@ -58,6 +61,8 @@ int run_generate(const std::vector<std::string>& argv) {
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
   options.device_memory_limit = std::size_t(std::max<int64_t>(0, args.get_int("gpu-memory-mb", 0))) << 20;
   if (args.has("no-fusion")) options.fusions = Fusions::none();
+  options.attention_window.blocks = args.get_int("attention-window", 0);
+  if (options.attention_window.blocks < 0) fail("qvl generate: --attention-window takes 0 or more blocks");
   const std::filesystem::path model_dir = args.get("model", default_model_dir().string());
   const auto engine = Engine::load(model_dir, options);
 

@@ -6,6 +6,8 @@
 
 namespace qvl {
 
+constexpr int64_t kWindowedMinRows = 16;  // the tiled kernels' query blocks: where a block layout runs
+
 // The activations of one forward pass over `rows` tokens.
 struct DecoderActivations {
   Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits;
@@ -36,8 +38,11 @@ KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity) : capa
 KvCache::~KvCache() = default;
 
 TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps,
-                         Fusions fusions)
-    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), fusions_(fusions) {}
+                         Fusions fusions, AttentionWindow window)
+    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), fusions_(fusions),
+      window_(window) {
+  if (window.blocks < 0 || window.global < 0) fail("decoder: the attention window takes block counts of 0 or more");
+}
 
 DecoderActivations TextDecoder::allocate(int64_t s) {
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
@@ -107,8 +112,13 @@ Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const T
 void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache) {
   const int64_t s = b.x.dim(0), hq = c_.num_attention_heads, d = c_.head_dim;
   const float eps = float(c_.rms_norm_eps);
-  const AttentionMask mask =
+  AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
+  if (window_.blocks > 0 && !at.past_on_device && s >= kWindowedMinRows) {
+    const int64_t side = (at.past + s + AttentionMask::kSparseBlock - 1) / AttentionMask::kSparseBlock;
+    mask = AttentionMask::causal_block_sparse(at.past, AttentionMask::local_global_layout(side, window_.blocks,
+                                                                                          window_.global), side);
+  }
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
   // Folded (decode on a GPU): each norm rides in the projection that reads it, each residual add in the projection
   // that feeds it. Otherwise b.a holds each layer's normed input, made by the previous layer's closing add + norm.

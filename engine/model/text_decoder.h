@@ -36,13 +36,21 @@ struct VisionInjection {
   std::vector<int64_t> positions;
 };
 
+// Block-sparse prefill attention for long contexts (AttentionMask::local_global_layout): each query block of 64
+// positions sees the `blocks` key blocks up to its own and the first `global` blocks. blocks = 0: dense. Prefill
+// chunks of 16 tokens or more only; decode steps attend to every cached key. An approximation to choose: it changes
+// the answers (covering every block, it gives the dense logits exactly).
+struct AttentionWindow {
+  int64_t blocks = 0, global = 1;
+};
+
 class TextDecoder {
 public:
   // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
   // can record; the replay reads token id, position and rotary rows from device tensors written before it.
   // fusions: which fused ops to ask the backend for (each has its unfused sequence as the reference).
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
-              Fusions fusions = {});
+              Fusions fusions = {}, AttentionWindow window = {});
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
@@ -59,6 +67,7 @@ private:
   const TextWeights& w_;
   bool record_decode_steps_;
   Fusions fusions_;
+  AttentionWindow window_;
 };
 
 }  // namespace qvl

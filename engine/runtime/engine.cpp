@@ -144,7 +144,8 @@ private:
     t0 = Clock::now();
     const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
     KvCache cache(*backend_, config.text, needed);
-    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.fusions);
+    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.fusions,
+                        options_.attention_window);
     auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
     Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
     result.timing.prefill_ms = ms_since(t0);

@@ -12,6 +12,7 @@
 #include "io/model_folder.h"
 #include "model/fusions.h"
 #include "model/rope.h"
+#include "model/text_decoder.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "text/chat_template.h"
@@ -30,6 +31,7 @@ struct EngineOptions {
   std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)
+  AttentionWindow attention_window{};  // block-sparse prefill attention for long contexts (blocks = 0: dense)
 };
 
 struct GenerateRequest {

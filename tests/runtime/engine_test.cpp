@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -12,6 +13,7 @@
 #include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "runtime/engine.h"
+#include "runtime/fusion_comparison.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -118,6 +120,38 @@ TEST(Engine, BadRequestsFailClearlyAndTheEngineStaysUsable) {
   expect_error(text_request("x", 0), "max_new_tokens");
   // Still usable afterwards.
   EXPECT_EQ(demo_engine().generate(text_request("Still there?", 3)).generated_ids.size(), 3u);
+}
+
+// The long-context attention window (block-sparse prefill): covering every block of the prompt it gives the dense
+// logits exactly; narrower, the prefill skips blocks and the logits move (an approximation, still an answer).
+TEST(Engine, AnAttentionWindowCoveringThePromptGivesTheDenseAnswer) {
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += " shapes and colours";  // about 190 tokens: three blocks of 64
+  GenerateRequest r = text_request("Say it back:" + words, 4);
+  r.keep_step_logits = true;
+  std::vector<std::string> devices{"cpu"};
+  if (cuda_plugin().usable) devices.push_back("cuda");
+  else std::printf("[ note ] the CUDA half of this test is skipped: %s\n", cuda_plugin().reason.c_str());
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device);
+    EngineOptions options{device};
+    const GenerateResult dense = Engine::load(test::resource_dir() / "models" / "demo-tiny", options)->generate(r);
+    ASSERT_GT(dense.prompt_ids.size(), 128u);
+    options.attention_window = {4, 1};
+    const GenerateResult covered = Engine::load(test::resource_dir() / "models" / "demo-tiny", options)->generate(r);
+    EXPECT_EQ(covered.first_step_logits, dense.first_step_logits);
+    EXPECT_EQ(covered.generated_ids, dense.generated_ids);
+    options.attention_window = {1, 0};
+    const GenerateResult narrow = Engine::load(test::resource_dir() / "models" / "demo-tiny", options)->generate(r);
+    const OutputDifference d = compare_logits(dense.first_step_logits, narrow.first_step_logits);
+    EXPECT_GT(d.relative_l2, 1e-4);  // the window is in force
+    EXPECT_TRUE(std::all_of(narrow.first_step_logits.begin(), narrow.first_step_logits.end(),
+                            [](float v) { return std::isfinite(v); }));
+    EXPECT_EQ(narrow.generated_ids.size(), 4u);
+  }
+  EngineOptions negative{"cpu"};
+  negative.attention_window = {-1, 1};
+  EXPECT_THROW(Engine::load(test::resource_dir() / "models" / "demo-tiny", negative)->generate(r), Error);
 }
 
 TEST(Engine, RefusesAnUnknownOrUnavailableDevice) {
