@@ -10,10 +10,12 @@
 //   in one launch: a small matrix alone does not fill the GPU long enough to amortise the launch and the ramp-up);
 //   the result is stored, or added to y (the residual stream: the add that would follow as a kernel of its own).
 // - Normed: the input RMSNorm folded in. Each block normalises x into shared memory with the plain RMSNorm's own
-//   code (RmsNormRow: the same bits). It asks for x first, then for its first batch of
+//   code (RmsNormRow: the same bits). Launched the plain way, it asks for x first, then for its first batch of
 //   weights, so the norm's trip to L2 overlaps the weights' trip to DRAM (issued after the weights, the x loads
 //   queued behind them: the folded q+k+v GEMV took 5 µs more than the plain one). M·K floats of shared memory (48 KB
 //   at most).
+// - Overlapped (programmatic dependent launch, common.cuh): the first batch of weights is asked for while the
+//   previous kernel drains; x only once it has finished.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -87,14 +89,13 @@ template <typename W, int M, GemvEpilogue E, bool kNormed, int kSplit>
 __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 32 warps an SM
     gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up, WeightType bias_type, int64_t k,
                 GemvNorm norm, bool overlapped) {
-  constexpr int split = kSplit;
   constexpr bool kGated = E == GemvEpilogue::SwiGlu;
   // 8 loads of 16 bytes in flight per lane at M = 1; more rows of x take more registers a load (64 is the cap).
   constexpr int kVec = Vec16<W>::kCount, kBatch = (kGated ? 4 : 8) / M > 0 ? (kGated ? 4 : 8) / M : 1;
   extern __shared__ float4 normed_x[];
   __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums, merged by the row's first warp
-  const int warp = threadIdx.x / 32, half = warp % split;
-  int64_t row = int64_t(blockIdx.x) * (kGemvWarps / split) + warp / split;
+  const int warp = threadIdx.x / 32, half = warp % kSplit;
+  int64_t row = int64_t(blockIdx.x) * (kGemvWarps / kSplit) + warp / kSplit;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
   GemvPart part = parts.part[0];
   for (int p = 1; p < GemvParts::kMax; ++p)
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 3
   const W* r0 = static_cast<const W*>(part.w) + (active ? row : 0) * k;
   const W* r1 = kGated ? up + (active ? row : 0) * k : nullptr;
   // Offsets along the row in int (a row is far below 2^31 elements): fewer registers than 64-bit ones.
-  const int kk = int(k), stride = 32 * kVec * split;  // between a lane's vectors
+  const int kk = int(k), stride = 32 * kVec * kSplit;  // between a lane's vectors
   const int first = (lane + 32 * half) * kVec, step = stride * kBatch;
   uint4 wa[kBatch], wb[kBatch];
   const auto load_batch = [&](int base) {
