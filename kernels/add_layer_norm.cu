@@ -22,10 +22,7 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
   Slice sum;
   sum.load_sum(row, res, width, residual_bias, rbt);
   float total = sum.sum();
-  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
-    row[i] += residual_bias ? res[i] + load_weight(residual_bias, rbt, i) : res[i];  // read back below, no barrier
-    total += row[i];
-  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) total += row[i];
   const float mean = block_sum<kThreads>(total) / float(width);
   float var = 0;
 #pragma unroll

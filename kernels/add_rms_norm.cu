@@ -20,10 +20,7 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
   Slice sum;
   sum.load_sum(row, res, width);
   float sq = sum.sum_of_squares();
-  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) {
-    row[i] += res[i];
-    sq += row[i] * row[i];
-  }
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += row[i] * row[i];
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
   sum.write_scaled(out, yt, row, w, wt, inv, width);
 }

@@ -19,9 +19,10 @@ template <int kThreads, int kPerThread> struct RowSlice {
       v[n] = i < width ? row[i] : 0.0f;
     }
   }
-  // The fused residual add: the slice of row + (res + bias), written back to row (0 past the row's end). The bias
-  // (optional) is the residual's own, as a GEMM without its bias leaves it: res + bias is rounded first, as the
-  // unfused bias kernel stores it.
+  // The fused residual add over the whole row: row += res + bias, written back to row; the slice keeps its share of
+  // the sums (0 past the row's end), and this thread's elements past the slice are summed in memory, where it reads
+  // them back itself (no barrier). The bias (optional) is the residual's own, as a GEMM without its bias leaves it:
+  // res + bias is rounded first, as the unfused bias kernel stores it.
   __device__ __forceinline__ void load_sum(float* row, const float* res, int64_t width, const void* bias = nullptr,
                                            WeightType bias_type = WeightType::F32) {
     RowSlice add;
@@ -34,6 +35,8 @@ template <int kThreads, int kPerThread> struct RowSlice {
       v[n] += add.v[n];
       if (i < width) row[i] = v[n];
     }
+    for (int64_t i = threadIdx.x + kCapacity; i < width; i += kThreads)
+      row[i] += bias ? res[i] + load_weight(bias, bias_type, i) : res[i];
   }
   __device__ __forceinline__ float sum() const {
     float s = 0;

@@ -49,7 +49,6 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Sum over a block of kThreads threads (a multiple of 32); every thread gets the total. Safe to call repeatedly.
 // LayerNorm's output and variance terms, each step rounded as written (no FMA contraction left to the compiler), so
 // the fused add + LayerNorm and the plain LayerNorm give identical bits: a 1-ulp difference in a normed row flips
 // the bf16 rounding of some GEMM inputs downstream and showed up as a 3.6e-3 relative change in a tiny model's logits.
@@ -70,6 +69,7 @@ __device__ __forceinline__ void rope_rotate(float a, float b, float cos_lo, floa
   out_hi = __fadd_rn(__fmul_rn(b, cos_hi), __fmul_rn(a, sin_hi));
 }
 
+// Sum over a block of kThreads threads (a multiple of 32); every thread gets the total. Safe to call repeatedly.
 template <int kThreads> __device__ float block_sum(float v) {
   __shared__ float partial[kThreads / 32];
   v = warp_sum(v);

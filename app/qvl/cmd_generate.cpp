@@ -62,7 +62,6 @@ int run_generate(const std::vector<std::string>& argv) {
   options.device_memory_limit = std::size_t(std::max<int64_t>(0, args.get_int("gpu-memory-mb", 0))) << 20;
   if (args.has("no-fusion")) options.fusions = Fusions::none();
   options.attention_window.blocks = args.get_int("attention-window", 0);
-  if (options.attention_window.blocks < 0) fail("qvl generate: --attention-window takes 0 or more blocks");
   const std::filesystem::path model_dir = args.get("model", default_model_dir().string());
   const auto engine = Engine::load(model_dir, options);
 

@@ -40,9 +40,7 @@ KvCache::~KvCache() = default;
 TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps,
                          Fusions fusions, AttentionWindow window)
     : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), fusions_(fusions),
-      window_(window) {
-  if (window.blocks < 0 || window.global < 0) fail("decoder: the attention window takes block counts of 0 or more");
-}
+      window_(window) {}
 
 DecoderActivations TextDecoder::allocate(int64_t s) {
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;

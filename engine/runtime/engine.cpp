@@ -22,6 +22,9 @@ class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
       : options_(options), model_(ModelFolder::open(dir)), tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
+    if (options.attention_window.blocks < 0 || options.attention_window.global < 0)
+      fail("engine: the attention window takes block counts of 0 or more, not ", options.attention_window.blocks,
+           " and ", options.attention_window.global);
     preprocessor_ = with_token_budget(model_.preprocessor, options.image_min_tokens, options.image_max_tokens);
     place(options.device);
   }

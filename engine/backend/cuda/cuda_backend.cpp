@@ -245,23 +245,22 @@ public:
     maybe_inject_fault();
     const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
     const void* b = bias ? bias->raw() : nullptr;
-    if (x.dtype() != DType::F32) {  // written by a norm as cuBLAS's operand (alloc_matmul_input)
-      if (x.dtype() != w.dtype() || !runs_cublas(m))
-        fail("linear: ", dtype_name(x.dtype()), " activations are for cuBLAS products with ", dtype_name(x.dtype()),
-             " weights; here ", dtype_name(w.dtype()), " weights, ", m, " rows");
-      cublas_->run(nullptr, const_cast<void*>(x.raw()), w.raw(), wt, f32(y), m, n, k);
-      if (b) cuda::add_bias(f32(y), b, bt, m, n, stream_);
-      return;
-    }
-    if (m <= profile_->gemv_max_rows &&
+    const bool operand = x.dtype() != DType::F32;  // written by a norm as cuBLAS's operand (alloc_matmul_input)
+    if (operand && (x.dtype() != w.dtype() || !runs_cublas(m)))
+      fail("linear: ", dtype_name(x.dtype()), " activations are for cuBLAS products with ", dtype_name(x.dtype()),
+           " weights; here ", dtype_name(w.dtype()), " weights, ", m, " rows");
+    if (!operand && m <= profile_->gemv_max_rows &&
         cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, overlapped_launches_, stream_))
       return;
     if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
       cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, stream_);
       return;
     }
-    Tensor narrow = wt == cuda::WeightType::F32 ? Tensor() : device_tensor(w.dtype(), {m, k}, pool::Owner::Workspace);
-    cublas_->run(f32(x), wt == cuda::WeightType::F32 ? nullptr : narrow.raw(), w.raw(), wt, f32(y), m, n, k);
+    // 16-bit weights read the activations in their type: converted here, or already so.
+    Tensor narrow = operand || wt == cuda::WeightType::F32 ? Tensor()
+                                                           : device_tensor(w.dtype(), {m, k}, pool::Owner::Workspace);
+    cublas_->run(operand ? nullptr : f32(x), operand ? const_cast<void*>(x.raw()) : narrow.raw(), w.raw(), wt, f32(y),
+                 m, n, k);
     if (b) cuda::add_bias(f32(y), b, bt, m, n, stream_);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
@@ -576,12 +575,28 @@ private:
     write_indices(t, values);
     return t;
   }
+  // A host list on the device, uploaded once while it stays the same: every layer of a forward pass passes the same
+  // mask. A recording uploads its own copy (it keeps what it allocates; the cached copy may be replaced).
+  struct UploadedList {
+    std::vector<int64_t> host;
+    Tensor device;
+  };
+  Tensor uploaded(const std::vector<int64_t>& values, UploadedList& slot) {
+    const auto upload = [&] {
+      Tensor t = device_tensor(DType::I64, {int64_t(values.size())}, pool::Owner::Workspace);
+      write_indices(t, values);
+      return t;
+    };
+    if (recording_) return upload();
+    if (!slot.device.raw() || slot.host != values) slot = {values, upload()};
+    return slot.device;
+  }
   // An attention mask's host-side lists (segment bounds, block layout) on the device, for the kernels.
   struct DeviceMask {
     Tensor bounds, layout;  // empty where the mask has none
     DeviceMask(CudaBackend& be, const AttentionMask& mask)
-        : bounds(mask.kind == AttentionMask::Kind::Segments ? be.indices(mask.bounds) : Tensor()),
-          layout(mask.block_layout.empty() ? Tensor() : be.indices(mask.block_layout)) {}
+        : bounds(mask.kind == AttentionMask::Kind::Segments ? be.uploaded(mask.bounds, be.mask_bounds_) : Tensor()),
+          layout(mask.block_layout.empty() ? Tensor() : be.uploaded(mask.block_layout, be.mask_layout_)) {}
     const int64_t* bounds_ptr() const { return bounds.raw() ? bounds.data<int64_t>() : nullptr; }
     const int64_t* layout_ptr() const { return layout.raw() ? layout.data<int64_t>() : nullptr; }
   };
@@ -663,6 +678,7 @@ private:
   bool tensor_core_attention_ = false;  // the profile asks for it and this device and build run it
   bool overlapped_launches_ = false;    // the profile asks for them and this device has them (SM90+)
   Tensor attention_arrivals_;
+  UploadedList mask_bounds_, mask_layout_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
   int64_t fault_at_op_ = 0;
