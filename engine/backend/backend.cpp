@@ -27,4 +27,24 @@ void AttentionMask::check_block_layout(int64_t queries) const {
     if (!block_layout[std::size_t(b * side + b)]) fail("attention: block ", b, " of the layout does not see itself");
 }
 
+LinearWeights Backend::upload_linear(const Tensor& weight, const Tensor* bias) {
+  Tensor w = upload(weight, WeightRole::Matrix);
+  Tensor b = bias ? upload(*bias, WeightRole::Vector) : Tensor();
+  return LinearWeights::of(std::move(w), std::move(b));
+}
+
+void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op) {
+  be.rms_norm(*op.q, *op.q_norm, op.eps, *op.q);
+  be.rms_norm(*op.k, *op.k_norm, op.eps, *op.k);
+  be.rope(*op.q, *op.cos, *op.sin);
+  be.rope(*op.k, *op.cos, *op.sin);
+  if (op.row_on_device) {
+    be.copy_rows_at(*op.k, *op.cache_k, *op.row_on_device);
+    be.copy_rows_at(*op.v, *op.cache_v, *op.row_on_device);
+  } else {
+    be.copy_rows(*op.k, *op.cache_k, op.row);
+    be.copy_rows(*op.v, *op.cache_v, op.row);
+  }
+}
+
 }  // namespace qvl

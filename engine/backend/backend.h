@@ -1,21 +1,25 @@
 #pragma once
 // The ops Qwen3-VL needs, behind one interface. The model (engine/model) is written once against it; the CPU
-// backend implements it here, the CUDA plugin in kernels/. Activations are tensors the backend allocates in its
-// own activation type; weights are whatever upload() made of the checkpoint's tensors.
+// backend implements it in backend/cpu, the CUDA plugin in backend/cuda (its kernels in kernels/). Activations are tensors the backend allocates in its
+// own activation type; weights are whatever upload() made of the checkpoint's tensors. The model states each
+// projection site and attention once (projection.h); the backend picks fused kernels or the unfused reference.
 //
 // Shapes: "rows" are tokens. Linear weights are [out, in] (PyTorch layout). Per-head tensors are [S, H, D].
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "backend/fusions.h"
 #include "backend/kernel_timing.h"
+#include "backend/projection.h"
+#include "backend/weight_format.h"
 #include "core/tensor.h"
 
 namespace qvl {
-
-enum class GeluKind { Tanh, Erf };
 
 // Which keys each query may see. Causal: query i (absolute position past + i) sees keys [0, past + i].
 // Segments: bidirectional inside each [bounds[j], bounds[j+1]) block, nothing across (one block per image).
@@ -93,11 +97,54 @@ struct MemoryReport {
   std::vector<Segment> segment_map;  // only when asked for
 };
 
+// The attention prologue of a decoder layer: per-head RMSNorm of q and k (in place), RoPE on both, and k, v
+// appended to the layer's caches at `row` (or at the position read from `row_on_device`).
+struct HeadNormRopeAppend {
+  Tensor* q = nullptr;  // [S, Hq, D]
+  Tensor* k = nullptr;  // [S, Hkv, D]
+  const Tensor* v = nullptr;
+  const Tensor* q_norm = nullptr;  // [D]
+  const Tensor* k_norm = nullptr;
+  float eps = 0;
+  const Tensor* cos = nullptr;  // [S, D]
+  const Tensor* sin = nullptr;
+  Tensor* cache_k = nullptr;  // [capacity, Hkv, D]
+  Tensor* cache_v = nullptr;
+  int64_t row = 0;
+  const Tensor* row_on_device = nullptr;
+};
+class Backend;
+// The unfused reference: rms_norm, rope and copy_rows as separate ops.
+void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op);
+
+// What a backend can run, for the model and the GUI to ask instead of knowing backends by name.
+struct BackendLimits {
+  // Block-sparse causal attention (AttentionMask::block_layout) runs for chunks of at least this many queries (the
+  // CUDA tiled kernels' query blocks); shorter chunks attend densely.
+  int64_t block_sparse_min_queries = 1;
+};
+
+// The physical device behind a backend, where there is one (the Vulkan views match its UUID).
+struct DeviceIdentity {
+  std::string name;
+  int index = 0;
+  std::array<uint8_t, 16> uuid{};
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
+
+  // ---- Services ----
   virtual std::string name() const = 0;
   virtual DType activation_type() const = 0;
+  virtual BackendLimits limits() const { return {}; }
+  // Facets: nullopt / empty where the backend has no such thing.
+  virtual std::optional<DeviceIdentity> device_identity() const { return std::nullopt; }
+  // Which fused kernels project(), attention() and qk_norm_rope_append() may use (Fusions::none(): the unfused
+  // reference everywhere). Changed between requests; a recorded step keeps the choices it was recorded with.
+  void set_fusions(const Fusions& fusions) { fusions_ = fusions; }
+  const Fusions& fusions() const { return fusions_; }
 
   // Per-kernel timing: every op is reported to `sink` (nullptr: off, no timing work). collect_timings hands over
   // what has finished (wait = true: everything queued so far); host backends report as they go.
@@ -112,145 +159,71 @@ public:
   // process): the engine then fails the request with this and offers the CPU.
   virtual std::string device_error() { return {}; }
 
-  // A weight ready for this backend (the CPU uses the mapped checkpoint bytes in place).
-  virtual Tensor upload(const Tensor& host_weight) = 0;
+  // ---- Memory ----
+  // A weight ready for this backend, told what it is for (the CPU uses the mapped checkpoint bytes in place).
+  virtual Tensor upload(const Tensor& host_weight, WeightRole role) = 0;
+  // A linear layer's matrix and bias, uploaded as one unit in the format the backend stores them in.
+  LinearWeights upload_linear(const Tensor& weight, const Tensor* bias);
   virtual Tensor alloc(Shape shape) = 0;  // activation type
-  // An activation that only matrix products read (linear, the fused projections), made by a norm: stored in the
-  // type this backend's GEMM reads for `shape[0]` rows of weights of type `weights`, so that the norm writes the
-  // GEMM's operand and no product runs a conversion pass of its own (the CUDA backend with cuBLAS: the weights'
-  // 16-bit type, rounded as the conversion rounds: the same bits). Default: alloc (the CPU computes in f32).
-  virtual Tensor alloc_matmul_input(Shape shape, DType /*weights*/) { return alloc(std::move(shape)); }
+  // The norm slot of a projection (projection.h) in the type the products that read it take; `p` is the projection
+  // that reads it, or, for a closing norm, the residual projection that writes it (the layer's matrices share one
+  // format). The model never calls this. Default: alloc (the CPU computes in f32).
+  virtual Tensor alloc_normed(Shape shape, const Projection& /*p*/) { return alloc(std::move(shape)); }
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;
-
-  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N])
-  virtual void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) = 0;
-  // Per row over the last dimension. RMSNorm: y = w ⊙ (x / rms(x)); LayerNorm: y = w ⊙ (x − mean) / std + b.
-  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
-  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
-  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;  // y may alias a
-  // Fused residual add + RMSNorm: x += residual, then y = w ⊙ (x / rms(x)). This default is the unfused sequence
-  // (the reference every fused kernel is compared with); backends override it with one pass over the rows.
-  virtual void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) {
-    add(x, residual, x);
-    rms_norm(x, w, eps, y);
-  }
-  // Fused residual add + LayerNorm (the vision tower): x += residual, then y = LayerNorm(x; w, b). This default is the
-  // unfused sequence.
-  virtual void add_layer_norm(Tensor& x, const Tensor& residual, const Tensor& w, const Tensor& b, float eps, Tensor& y) {
-    add(x, residual, x);
-    layer_norm(x, w, b, eps, y);
-  }
-  // A linear layer whose bias, GELU or residual add + LayerNorm follow in one pass where the backend adds biases
-  // after the matrix product. linear_gelu: y = gelu(x · wᵀ + bias); this default is the unfused sequence.
-  // linear_add_layer_norm: scratch = in · wᵀ + bias, then this backend's add_layer_norm(x, scratch, ...).
-  virtual void linear_gelu(const Tensor& x, const Tensor& w, const Tensor* bias, GeluKind kind, Tensor& y) {
-    linear(x, w, bias, y);
-    gelu(y, kind, y);
-  }
-  virtual void linear_add_layer_norm(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x,
-                                     const Tensor& norm_w, const Tensor& norm_b, float eps, Tensor& y) {
-    linear(in, w, bias, scratch);
-    add_layer_norm(x, scratch, norm_w, norm_b, eps, y);
-  }
-  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
-  virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
   // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.
   virtual Tensor alloc_indices(int64_t count) = 0;
   virtual void write_indices(Tensor& dst, std::span<const int64_t> values) = 0;
   virtual void write(Tensor& dst, const Tensor& host_f32) = 0;
 
+  // ---- Composite ops: the backend picks fused kernels or the unfused reference (its Fusions) ----
+  // A projection site (projection.h). Default: project_unfused.
+  virtual void project(const Projection& p) { project_unfused(*this, p); }
+  // out [S, Hq, D] = softmax(q·kᵀ·scale + mask) · v with q [S, Hq, D], k/v [T, Hkv, D] (the first T rows used);
+  // query head h reads kv head h / (Hq / Hkv). Fused: one kernel, the scores never in memory; unfused: scores,
+  // softmax and weighted sum through memory (CUDA).
+  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                         float scale, Tensor& out) = 0;
+  // Per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v appended to the caches at
+  // `row` (or at the position in `row_on_device`). Default: qk_norm_rope_append_unfused.
+  virtual void qk_norm_rope_append(const HeadNormRopeAppend& op) { qk_norm_rope_append_unfused(*this, op); }
+
+  // ---- Basic ops (the unfused references are made of these) ----
+  // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N])
+  virtual void linear(const Tensor& x, const LinearWeights& w, Tensor& y) = 0;
+  // Per row over the last dimension. RMSNorm: y = w ⊙ (x / rms(x)); LayerNorm: y = w ⊙ (x − mean) / std + b.
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) = 0;
+  virtual void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) = 0;
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;  // y may alias a
+  virtual void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) = 0;
+  virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
   // image: [H, W, 3] u8 on the host (resized so that patch·merge divides both sides); out: [H/P·W/P, 3·T·P·P].
   virtual void patchify(const Tensor& image, const PatchLayout& layout, Tensor& out) = 0;
-
   // y[i] = table[ids[i]]; embed_at takes the ids from an index tensor.
   virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) = 0;
   virtual void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) = 0;
   // In place on x [S, H, D] with cos, sin [S, D]: x' = x·cos + rotate_half(x)·sin, rotate_half = [−x₂, x₁].
   virtual void rope(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
-  // out [S, Hq, D] = softmax(q·kᵀ·scale + mask) · v with q [S, Hq, D], k/v [T, Hkv, D] (the first T rows used);
-  // query head h reads kv head h / (Hq / Hkv).
-  virtual void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
-                         float scale, Tensor& out) = 0;
-  // The same attention as separate ops (scores, softmax, weighted sum through memory): the unfused reference for the
-  // flash kernels. A backend with one attention implementation runs it here too.
-  virtual void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
-                                 const AttentionMask& mask, float scale, Tensor& out) {
-    attention(q, k, v, kv_len, mask, scale, out);
-  }
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.
   virtual void copy_rows(const Tensor& src, Tensor& dst, int64_t row) = 0;
   virtual void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) = 0;
-  // Fused attention input projections: q, k and v from the same x (biases optional), in one pass where the backend
-  // can. This default is the unfused sequence (three linears).
-  virtual void qkv_projection(const Tensor& x, const Tensor& wq, const Tensor* bq, const Tensor& wk, const Tensor* bk,
-                              const Tensor& wv, const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) {
-    linear(x, wq, bq, q);
-    linear(x, wk, bk, k);
-    linear(x, wv, bv, v);
-  }
-  // Fused SwiGLU projection: y = silu(x · gateᵀ) ⊙ (x · upᵀ); `scratch` (y's shape) may be used for the up
-  // projection. This default is the unfused sequence (two linears and silu_mul).
-  virtual void swiglu_projection(const Tensor& x, const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) {
-    linear(x, gate, nullptr, y);
-    linear(x, up, nullptr, scratch);
-    silu_mul(y, scratch, y);
-  }
-  // The input RMSNorm folded into the projection that reads it, and the residual add into the projection that feeds
-  // it (decode): a layer is then qkv(norm(x)), attention, x += o(·), gate/up(norm(x)), x += down(·), with no norm or
-  // add kernel between the matrix products. folds_norms_into_projections says whether this backend does that for
-  // `rows` rows (the model then chooses that structure); the defaults below are the unfused sequences.
-  virtual bool folds_norms_into_projections(int64_t /*rows*/) const { return false; }
-  // q, k, v projected from rms_norm(x; norm_w); `normed` (x's shape) may hold the normed rows.
-  virtual void rms_norm_qkv_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed, const Tensor& wq,
-                                       const Tensor* bq, const Tensor& wk, const Tensor* bk, const Tensor& wv,
-                                       const Tensor* bv, Tensor& q, Tensor& k, Tensor& v) {
-    rms_norm(x, norm_w, eps, normed);
-    qkv_projection(normed, wq, bq, wk, bk, wv, bv, q, k, v);
-  }
-  // swiglu_projection of rms_norm(x; norm_w); `normed` (x's shape) may hold the normed rows.
-  virtual void rms_norm_swiglu_projection(const Tensor& x, const Tensor& norm_w, float eps, Tensor& normed,
-                                          const Tensor& gate, const Tensor& up, Tensor& y, Tensor& scratch) {
-    rms_norm(x, norm_w, eps, normed);
-    swiglu_projection(normed, gate, up, y, scratch);
-  }
-  // x += in · wᵀ (+ bias); `scratch` (x's shape) may hold the product.
-  virtual void linear_add(const Tensor& in, const Tensor& w, const Tensor* bias, Tensor& scratch, Tensor& x) {
-    linear(in, w, bias, scratch);
-    add(x, scratch, x);
-  }
-  // Fused attention prologue: per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v
-  // appended to the caches at `row` (or at the position in `row_on_device`). This default is the unfused sequence.
-  virtual void qk_norm_rope_append(Tensor& q, Tensor& k, const Tensor& v, const Tensor& q_norm, const Tensor& k_norm,
-                                   float eps, const Tensor& cos, const Tensor& sin, Tensor& cache_k, Tensor& cache_v,
-                                   int64_t row, const Tensor* row_on_device) {
-    rms_norm(q, q_norm, eps, q);
-    rms_norm(k, k_norm, eps, k);
-    rope(q, cos, sin);
-    rope(k, cos, sin);
-    if (row_on_device) {
-      copy_rows_at(k, cache_k, *row_on_device);
-      copy_rows_at(v, cache_v, *row_on_device);
-    } else {
-      copy_rows(k, cache_k, row);
-      copy_rows(v, cache_v, row);
-    }
-  }
   // x[rows[i]] += src[i]
   virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[rows[i]] = src[i]
   virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
 
-  // Recording: between begin_recording (false: this backend runs ops directly; then nothing is recorded) and
-  // end_recording, ops are recorded instead of run; replay runs them. Work that uploads from the host cannot be
-  // recorded (write its inputs before replaying). Backends record only while per-kernel timing is off.
+  // ---- Recording ----
+  // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,
+  // ops are recorded instead of run; replay runs them. Work that uploads from the host cannot be recorded (write its
+  // inputs before replaying). Backends record only while per-kernel timing is off.
   virtual bool begin_recording() { return false; }
   virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
   virtual void replay(const RecordedWork& /*work*/) {}
 
 protected:
   KernelTimingSink* timing_ = nullptr;
+  Fusions fusions_{};
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

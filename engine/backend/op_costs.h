@@ -14,12 +14,13 @@ inline KernelEvent make(std::string name, double bytes, double flops) { return {
 // (decode, memory-bound GEMV) and many (prefill and vision, compute-bound) are different kernels with different
 // rooflines.
 // `matrices` weight matrices of w's shape read in one pass (2: the fused SwiGLU gate/up projection).
-inline KernelEvent linear(const Tensor& x, const Tensor& w, const Tensor& y, const char* op = "linear", int matrices = 1) {
-  const int64_t m = y.numel() / std::max<int64_t>(1, w.dim(0));
-  return make(std::string(op) + " " + std::to_string(w.dim(0)) + "x" + std::to_string(w.dim(1)) + " " +
-                  std::string(dtype_name(w.dtype())) + (m <= 4 ? " m<=4" : " m>4"),
-              double(matrices) * double(w.nbytes()) + double(x.nbytes() + y.nbytes()),
-              2.0 * double(matrices) * double(m) * double(w.numel()));
+inline KernelEvent linear(const Tensor& x, const LinearWeights& w, const Tensor& y, const char* op = "linear",
+                          int matrices = 1) {
+  const int64_t m = y.numel() / std::max<int64_t>(1, w.rows());
+  return make(std::string(op) + " " + std::to_string(w.rows()) + "x" + std::to_string(w.cols()) + " " +
+                  std::string(format_traits(w.format).name) + (m <= 4 ? " m<=4" : " m>4"),
+              double(matrices) * double(w.weight.nbytes() + w.scales.nbytes()) + double(x.nbytes() + y.nbytes()),
+              2.0 * double(matrices) * double(m) * double(w.weight.numel()));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;

@@ -6,8 +6,6 @@
 
 namespace qvl {
 
-constexpr int64_t kWindowedMinRows = 16;  // the tiled kernels' query blocks: where a block layout runs
-
 // The activations of one forward pass over `rows` tokens.
 struct DecoderActivations {
   Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits;
@@ -38,19 +36,16 @@ KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity) : capa
 KvCache::~KvCache() = default;
 
 TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps,
-                         Fusions fusions, AttentionWindow window)
-    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), fusions_(fusions),
-      window_(window) {}
+                         AttentionWindow window)
+    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), window_(window) {}
 
 DecoderActivations TextDecoder::allocate(int64_t s) {
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
-  // a (the norms' output) feeds only the projections: with the norm folded in, it is their GEMMs' operand.
-  Tensor a = fusions_.norm_into_projection ? be_.alloc_matmul_input({s, hidden}, w_.layers.front().q.weight.dtype())
-                                           : be_.alloc({s, hidden});
-  return {be_.alloc({s, hidden}),     std::move(a),              be_.alloc({s, hq, d}),
+  // a is the projections' norm slot: the backend allocates it on first use, in the type its products read.
+  return {be_.alloc({s, hidden}),     Tensor(),                  be_.alloc({s, hq, d}),
           be_.alloc({s, hkv, d}),     be_.alloc({s, hkv, d}),    be_.alloc({s, hq, d}),
           be_.alloc({s, hidden}),     be_.alloc({s, c_.intermediate_size}), be_.alloc({s, c_.intermediate_size}),
-          be_.alloc({1, hidden}),     be_.alloc({1, w_.lm_head.dim(0)})};
+          Tensor(),                   be_.alloc({1, w_.lm_head.rows()})};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
@@ -107,74 +102,43 @@ Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const T
   return be_.to_host(step.buffers.logits);
 }
 
+// One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);
+// x += down(swiglu(norm(x))). Each projection states its norm and residual; the backend decides whether a norm runs
+// inside the product that reads it or after the add that feeds it (projection.h).
 void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache) {
   const int64_t s = b.x.dim(0), hq = c_.num_attention_heads, d = c_.head_dim;
   const float eps = float(c_.rms_norm_eps);
   AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
-  if (window_.blocks > 0 && !at.past_on_device && s >= kWindowedMinRows) {
+  // The window is for prefill: chunks the backend runs block-sparse (decode steps attend to every cached key).
+  if (window_.blocks > 0 && !at.past_on_device && s > 1 && s >= be_.limits().block_sparse_min_queries) {
     const int64_t side = (at.past + s + AttentionMask::kSparseBlock - 1) / AttentionMask::kSparseBlock;
     mask = AttentionMask::causal_block_sparse(at.past, AttentionMask::local_global_layout(side, window_.blocks,
                                                                                           window_.global), side);
   }
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
-  // Folded (decode on a GPU): each norm rides in the projection that reads it, each residual add in the projection
-  // that feeds it. Otherwise b.a holds each layer's normed input, made by the previous layer's closing add + norm.
-  const bool fold = fusions_.norm_into_projection && be_.folds_norms_into_projections(s);
-  // Residual add, then the RMSNorm that reads the sum: one fused pass, or the Backend's unfused sequence.
-  auto add_then_norm = [&](const Tensor& residual, const NormWeights& norm) {
-    if (fusions_.add_rms_norm) be_.add_rms_norm(b.x, residual, norm.weight, eps, b.a);
-    else be_.Backend::add_rms_norm(b.x, residual, norm.weight, eps, b.a);
-  };
-  if (!fold) be_.rms_norm(b.x, w_.layers.front().input_norm.weight, eps, b.a);
+  const auto rms = [&](const NormWeights& n) { return RowNorm::rms(n, eps); };
+  bool input_normed = false;  // b.a holds this layer's normed input (the previous layer's closing norm made it)
   for (std::size_t l = 0; l < w_.layers.size(); ++l) {
     const DecoderLayerWeights& L = w_.layers[l];
-    if (fold)
-      be_.rms_norm_qkv_projection(b.x, L.input_norm.weight, eps, b.a, L.q.weight, L.q.bias_or_null(), L.k.weight,
-                                  L.k.bias_or_null(), L.v.weight, L.v.bias_or_null(), b.q, b.k, b.v);
-    else if (fusions_.qkv_projection)
-      be_.qkv_projection(b.a, L.q.weight, L.q.bias_or_null(), L.k.weight, L.k.bias_or_null(), L.v.weight,
-                         L.v.bias_or_null(), b.q, b.k, b.v);
-    else
-      be_.Backend::qkv_projection(b.a, L.q.weight, L.q.bias_or_null(), L.k.weight, L.k.bias_or_null(), L.v.weight,
-                                  L.v.bias_or_null(), b.q, b.k, b.v);
-    // Per-head q/k norms before RoPE, then k and v into the cache: one fused op, or the Backend's unfused sequence.
-    if (fusions_.qk_norm_rope_append)
-      be_.qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin, cache.k_[l],
-                              cache.v_[l], at.past, at.past_on_device);
-    else
-      be_.Backend::qk_norm_rope_append(b.q, b.k, b.v, L.q_norm.weight, L.k_norm.weight, eps, at.cos, at.sin,
-                                       cache.k_[l], cache.v_[l], at.past, at.past_on_device);
-    if (fusions_.flash_attention)
-      be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
-    else
-      be_.attention_unfused(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
-    const Tensor attn = b.attn.reshaped({s, hq * d});
+    be_.project(Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed));
+    be_.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[l],
+                             &cache.v_[l], at.past, at.past_on_device});
+    be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+    be_.project(Projection::add_to(b.x, b.attn.reshaped({s, hq * d}), L.o, b.proj)
+                    .then(rms(L.post_attention_norm), b.a));
+    be_.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));
+    // DeepStack features join the residual after the layer: the next layer's norm reads the sum, so it runs then.
     const bool deepstack = vision && l < vision->deepstack.size();
-    if (fold) {
-      be_.linear_add(attn, L.o.weight, L.o.bias_or_null(), b.proj, b.x);
-      be_.rms_norm_swiglu_projection(b.x, L.post_attention_norm.weight, eps, b.a, L.gate.weight, L.up.weight, b.gate,
-                                     b.up);
-      be_.linear_add(b.gate, L.down.weight, nullptr, b.proj, b.x);
-      if (deepstack) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
-      continue;
-    }
-    be_.linear(attn, L.o.weight, L.o.bias_or_null(), b.proj);
-    add_then_norm(b.proj, L.post_attention_norm);
-    if (fusions_.swiglu_projection) be_.swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
-    else be_.Backend::swiglu_projection(b.a, L.gate.weight, L.up.weight, b.gate, b.up);
-    be_.linear(b.gate, L.down.weight, nullptr, b.proj);
-    if (l + 1 < w_.layers.size() && !deepstack) {
-      add_then_norm(b.proj, w_.layers[l + 1].input_norm);
-      continue;
-    }
-    be_.add(b.x, b.proj, b.x);
+    input_normed = l + 1 < w_.layers.size() && !deepstack;
+    Projection down = Projection::add_to(b.x, b.gate, L.down, b.proj);
+    if (input_normed) down.then(rms(w_.layers[l + 1].input_norm), b.a);
+    be_.project(down);
     if (deepstack) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
-    if (l + 1 < w_.layers.size()) be_.rms_norm(b.x, w_.layers[l + 1].input_norm.weight, eps, b.a);
   }
   // Only the last position's logits are needed (generation reads nothing else).
-  be_.rms_norm(b.x.slice_rows(s - 1, s), w_.final_norm.weight, eps, b.normed);
-  be_.linear(b.normed, w_.lm_head, nullptr, b.logits);
+  const Tensor last = b.x.slice_rows(s - 1, s);
+  be_.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
 }
 
 }  // namespace qvl

@@ -5,7 +5,6 @@
 #include <span>
 #include <vector>
 
-#include "model/fusions.h"
 #include "model/weights.h"
 
 namespace qvl {
@@ -48,9 +47,9 @@ class TextDecoder {
 public:
   // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
   // can record; the replay reads token id, position and rotary rows from device tensors written before it.
-  // fusions: which fused ops to ask the backend for (each has its unfused sequence as the reference).
+  // Fused or unfused kernels are the backend's choice (Backend::set_fusions).
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
-              Fusions fusions = {}, AttentionWindow window = {});
+              AttentionWindow window = {});
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
@@ -66,7 +65,6 @@ private:
   const TextConfig& c_;
   const TextWeights& w_;
   bool record_decode_steps_;
-  Fusions fusions_;
   AttentionWindow window_;
 };
 

@@ -3,7 +3,6 @@
 // pre-LN blocks with block-diagonal attention (one block per image), the 2x2 merger and the DeepStack mergers.
 #include <vector>
 
-#include "model/fusions.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -16,7 +15,6 @@ struct VisionOutput {
 
 // pixel_values: [Σ t·h·w, C·T·P·P] f32 on the backend, in merge-window row order (vision/preprocess.h).
 VisionOutput encode_images(Backend& backend, const ModelConfig& config, const VisionWeights& weights,
-                           const Tensor& pixel_values, const std::vector<ImageGrid>& grids,
-                           const Fusions& fusions = {});
+                           const Tensor& pixel_values, const std::vector<ImageGrid>& grids);
 
 }  // namespace qvl

@@ -17,15 +17,18 @@ struct Binder {
     return t;
   }
   Tensor host(const std::string& name) const { return counted(ck.tensor(name)); }
-  Tensor get(const std::string& name) const { return backend.upload(host(name)); }
+  Tensor vector(const std::string& name) const { return backend.upload(host(name), WeightRole::Vector); }
   LinearWeights linear(const std::string& p, bool bias) const {
-    return {get(p + ".weight"), bias ? get(p + ".bias") : Tensor()};
+    const Tensor b = bias ? host(p + ".bias") : Tensor();
+    return backend.upload_linear(host(p + ".weight"), bias ? &b : nullptr);
   }
-  NormWeights norm(const std::string& p, bool bias) const { return {get(p + ".weight"), bias ? get(p + ".bias") : Tensor()}; }
+  NormWeights norm(const std::string& p, bool bias) const {
+    return {vector(p + ".weight"), bias ? vector(p + ".bias") : Tensor()};
+  }
   // Rows [begin, end) of a linear layer (one of q/k/v inside a fused projection).
   LinearWeights linear_rows(const std::string& p, int64_t begin, int64_t end) const {
-    return {backend.upload(counted(ck.tensor(p + ".weight").slice_rows(begin, end))),
-            backend.upload(counted(ck.tensor(p + ".bias").slice_rows(begin, end)))};
+    const Tensor b = counted(ck.tensor(p + ".bias").slice_rows(begin, end));
+    return backend.upload_linear(counted(ck.tensor(p + ".weight").slice_rows(begin, end)), &b);
   }
   MergerWeights merger(const std::string& p) const {
     return {norm(p + ".norm", true), linear(p + ".linear_fc1", true), linear(p + ".linear_fc2", true)};
@@ -41,8 +44,8 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std:
 
   const std::string vis = "model.visual.";
   const Tensor conv = b.host(vis + "patch_embed.proj.weight");
-  w.vision.patch_embed = {backend.upload(conv.reshaped({c.vision.hidden_size, c.vision.patch_dim()})),
-                          b.get(vis + "patch_embed.proj.bias")};
+  const Tensor conv_bias = b.host(vis + "patch_embed.proj.bias");
+  w.vision.patch_embed = backend.upload_linear(conv.reshaped({c.vision.hidden_size, c.vision.patch_dim()}), &conv_bias);
   w.vision.position_table = b.host(vis + "pos_embed.weight").to(DType::F32);  // widened once, not per image
   const int64_t h = c.vision.hidden_size;
   for (int64_t i = 0; i < c.vision.depth; ++i) {
@@ -58,7 +61,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std:
 
   const std::string lm = "model.language_model.";
   const bool bias = c.text.attention_bias;
-  w.text.embed_tokens = b.get(lm + "embed_tokens.weight");
+  w.text.embed_tokens = backend.upload(b.host(lm + "embed_tokens.weight"), WeightRole::EmbeddingTable);
   for (int64_t l = 0; l < c.text.num_hidden_layers; ++l) {
     const std::string p = lm + "layers." + std::to_string(l) + ".";
     w.text.layers.push_back({b.norm(p + "input_layernorm", false), b.norm(p + "post_attention_layernorm", false),
@@ -70,7 +73,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std:
   }
   w.text.final_norm = b.norm(lm + "norm", false);
   // Tied checkpoints use the embedding as the output head even when an lm_head.weight is present (transformers).
-  w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.get("lm_head.weight");
+  w.text.lm_head = c.tie_word_embeddings ? LinearWeights::of(w.text.embed_tokens) : b.linear("lm_head", false);
   if (progress) progress(1.0);
   return w;
 }

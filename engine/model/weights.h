@@ -1,21 +1,14 @@
 #pragma once
+// Qwen3-VL's weights, bound by name from a checkpoint and handed to a backend (upload, told each weight's role).
+// The structure mirrors the Hugging Face module tree; q/k/v of a vision block are row slices of the fused qkv weight.
+// Linear layers are units (LinearWeights: matrix, bias, format; backend/weight_format.h).
 #include <functional>
-// Qwen3-VL's weights, bound by name from a checkpoint and handed to a backend (upload). The structure mirrors the
-// Hugging Face module tree; q/k/v of a vision block are row slices of the fused qkv weight.
 #include <vector>
 
 #include "backend/backend.h"
 #include "io/model_folder.h"
 
 namespace qvl {
-
-struct LinearWeights {
-  Tensor weight, bias;  // bias undefined (numel 0, no data) when the layer has none
-  const Tensor* bias_or_null() const { return bias.raw() ? &bias : nullptr; }
-};
-struct NormWeights {
-  Tensor weight, bias;  // bias only for LayerNorm
-};
 
 struct VisionBlockWeights {
   NormWeights norm1, norm2;
@@ -40,7 +33,7 @@ struct TextWeights {
   Tensor embed_tokens;
   std::vector<DecoderLayerWeights> layers;
   NormWeights final_norm;
-  Tensor lm_head;  // on the backend; the embedding itself when tied
+  LinearWeights lm_head;  // the embedding table itself when tied
 };
 
 struct ModelWeights {

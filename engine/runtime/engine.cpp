@@ -94,23 +94,59 @@ private:
   void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, const char* device, std::string fallback) {
     weights_ = {};  // the old weights go before their backend
     backend_ = std::move(backend);
+    backend_->set_fusions(options_.fusions);
     weights_ = std::move(weights);
     device_ = device;
     fallback_reason_ = std::move(fallback);
   }
 
+  // One request, phase by phase: images, prompt, vision tower, prefill, decode.
   GenerateResult run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) {
-    const ModelConfig& config = model_.config;
     GenerateResult result;
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
     const std::size_t images_in_prompt = count_images(request.messages);
     if (images_in_prompt != request.images.size())
       fail("the conversation has ", images_in_prompt, " images but ", request.images.size(), " were given");
-
-    // Images -> pixel values and grids.
     auto t0 = Clock::now();
+    const std::vector<Tensor> image_patches = prepare_prompt(request, result);
+    result.timing.preprocess_ms = ms_since(t0);
+    const auto prompt_len = int64_t(result.prompt_ids.size());
+    const int64_t needed = prompt_len + request.max_new_tokens;
+    const ModelConfig& config = model_.config;
+    if (needed > options_.max_context || needed > config.text.max_position_embeddings)
+      fail("the prompt has ", prompt_len, " tokens; with ", request.max_new_tokens, " new tokens that is ", needed,
+           ", over the context limit of ", std::min(options_.max_context, config.text.max_position_embeddings));
+
+    t0 = Clock::now();
+    const VisionInjection vision = encode_vision(image_patches, result);
+    result.timing.vision_ms = ms_since(t0);
+
+    t0 = Clock::now();
+    const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
+    KvCache cache(*backend_, config.text, needed);
+    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.attention_window);
+    auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
+    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
+    result.timing.prefill_ms = ms_since(t0);
+    result.timing.prompt_tokens = prompt_len;
+    if (sink) sink->on_prompt_done(result.timing);
+
+    t0 = Clock::now();
+    decode(request, decoder, cache, positions.delta, std::move(logits), sink, cancel, result);
+    result.timing.decode_ms = ms_since(t0);
+    if (profiler_) {
+      backend_->collect_timings(true);
+      profiler_->publish();
+    }
+    result.timing.generated_tokens = int64_t(result.generated_ids.size());
+    return result;
+  }
+
+  // Images -> patches on the backend (a GPU cuts image i while the host resizes image i + 1) and grids; the prompt's
+  // token ids with each image's placeholder tokens.
+  std::vector<Tensor> prepare_prompt(const GenerateRequest& request, GenerateResult& result) {
     std::vector<int64_t> tokens_per_image;
-    std::vector<Tensor> image_patches;  // on the backend; a GPU cuts image i while the host resizes image i + 1
+    std::vector<Tensor> image_patches;
     const PreprocessorConfig preprocessor =
         with_token_budget(preprocessor_, request.image_min_tokens, request.image_max_tokens);
     for (const auto& image : request.images) {
@@ -119,44 +155,28 @@ private:
       result.image_grids.push_back(p.grid);
       image_patches.push_back(patches(*backend_, p));
     }
-    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image, TokenId(config.image_token_id),
-                                     request.template_options);
-    result.timing.preprocess_ms = ms_since(t0);
-    const auto prompt_len = int64_t(result.prompt_ids.size());
-    const int64_t needed = prompt_len + request.max_new_tokens;
-    if (needed > options_.max_context || needed > config.text.max_position_embeddings)
-      fail("the prompt has ", prompt_len, " tokens; with ", request.max_new_tokens, " new tokens that is ", needed,
-           ", over the context limit of ", std::min(options_.max_context, config.text.max_position_embeddings));
+    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
+                                     TokenId(model_.config.image_token_id), request.template_options);
+    return image_patches;
+  }
 
-    // Vision tower.
-    t0 = Clock::now();
+  // The vision tower over all images in one batch, and where its embeddings go in the prompt.
+  VisionInjection encode_vision(const std::vector<Tensor>& image_patches, const GenerateResult& result) {
     VisionInjection vision;
-    if (!image_patches.empty()) {
-      VisionOutput v =
-          encode_images(*backend_, config, weights_.vision, stack_rows(*backend_, image_patches), result.image_grids,
-                        options_.fusions);
-      backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
-      vision.embeddings = std::move(v.embeddings);
-      vision.deepstack = std::move(v.deepstack);
-      for (int64_t i = 0; i < prompt_len; ++i)
-        if (result.prompt_ids[std::size_t(i)] == config.image_token_id) vision.positions.push_back(i);
-    }
-    result.timing.vision_ms = ms_since(t0);
+    if (image_patches.empty()) return vision;
+    VisionOutput v = encode_images(*backend_, model_.config, weights_.vision, stack_rows(*backend_, image_patches),
+                                   result.image_grids);
+    backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+    vision.embeddings = std::move(v.embeddings);
+    vision.deepstack = std::move(v.deepstack);
+    for (std::size_t i = 0; i < result.prompt_ids.size(); ++i)
+      if (result.prompt_ids[i] == model_.config.image_token_id) vision.positions.push_back(int64_t(i));
+    return vision;
+  }
 
-    // Prefill.
-    t0 = Clock::now();
-    const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
-    KvCache cache(*backend_, config.text, needed);
-    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.fusions,
-                        options_.attention_window);
-    auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
-    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
-    result.timing.prefill_ms = ms_since(t0);
-    result.timing.prompt_tokens = prompt_len;
-    if (sink) sink->on_prompt_done(result.timing);
-
-    // Decode loop.
-    t0 = Clock::now();
+  // Sample, stream, stop or step: one token at a time from the prefill's logits.
+  void decode(const GenerateRequest& request, TextDecoder& decoder, KvCache& cache, int64_t rope_delta, Tensor logits,
+              TokenSink* sink, const std::atomic<bool>* cancel, GenerateResult& result) {
     Sampler sampler(request.sampling);
     StreamingDetokenizer detok(tokenizer_, true);
     std::vector<int32_t> history = result.prompt_ids;
@@ -190,9 +210,9 @@ private:
       }
       if (step + 1 == request.max_new_tokens) break;
       // Decode positions: cache index + rope delta, the same on all three axes.
-      const int64_t pos = cache.length() + positions.delta;
+      const int64_t pos = cache.length() + rope_delta;
       const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
-      auto [c, s] = text_rope_tables(config.text, p, 0, 1);
+      auto [c, s] = text_rope_tables(model_.config.text, p, 0, 1);
       const int32_t id = next;
       logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
       ++result.timing.decode_steps;
@@ -200,13 +220,6 @@ private:
     const std::string tail = detok.finish();
     result.text += tail;
     if (sink && !tail.empty()) sink->on_token(-1, tail);
-    result.timing.decode_ms = ms_since(t0);
-    if (profiler_) {
-      backend_->collect_timings(true);
-      profiler_->publish();
-    }
-    result.timing.generated_tokens = int64_t(result.generated_ids.size());
-    return result;
   }
 
 public:
@@ -220,7 +233,10 @@ public:
   double measure_read_bandwidth() override { return backend_->measure_read_bandwidth(); }
   MemoryReport memory_report(bool with_segment_map) const override { return backend_->memory_report(with_segment_map); }
 
-  void set_fusions(const Fusions& fusions) override { options_.fusions = fusions; }
+  void set_fusions(const Fusions& fusions) override {
+    options_.fusions = fusions;
+    backend_->set_fusions(fusions);
+  }
   Fusions fusions() const override { return options_.fusions; }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }

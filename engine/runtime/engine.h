@@ -10,7 +10,7 @@
 
 #include "backend/backend.h"
 #include "io/model_folder.h"
-#include "model/fusions.h"
+#include "backend/fusions.h"
 #include "model/rope.h"
 #include "model/text_decoder.h"
 #include "runtime/profiler.h"

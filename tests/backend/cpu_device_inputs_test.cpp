@@ -40,20 +40,22 @@ TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   EXPECT_THROW(be->write_indices(past, std::vector<int64_t>{1, 2}), Error);
 }
 
-// The fused residual add + RMSNorm is the unfused sequence in one pass: same float operations, same results.
+// The fused residual add + RMSNorm (a projection's closing norm) is the unfused sequence in one pass: same float
+// operations, same results, for the sum and the normed rows.
 TEST(CpuBackend, FusedAddRmsNormEqualsAddThenRmsNorm) {
   const auto be = make_cpu_backend();
   for (int64_t width : {1, 7, 2048}) {
-    const Tensor residual = test::random_normal({3, width}, 5), w = test::random_normal({width}, 6);
-    Tensor fused_x = test::random_normal({3, width}, 7), unfused_x = fused_x.to(DType::F32);
-    Tensor fused_y = be->alloc({3, width}), unfused_y = be->alloc({3, width});
-    be->add_rms_norm(fused_x, residual, w, 1e-6f, fused_y);
-    be->Backend::add_rms_norm(unfused_x, residual, w, 1e-6f, unfused_y);
+    const Tensor in = test::random_normal({3, 5}, 5);
+    const LinearWeights w = LinearWeights::of(test::random_normal({width, 5}, 6));
+    const NormWeights norm{test::random_normal({width}, 7), {}};
+    Tensor fused_x = test::random_normal({3, width}, 8), unfused_x = fused_x.to(DType::F32);
+    Tensor fused_y, unfused_y, scratch = be->alloc({3, width});
+    be->set_fusions(Fusions{});
+    be->project(Projection::add_to(fused_x, in, w, scratch).then(RowNorm::rms(norm, 1e-6f), fused_y));
+    project_unfused(*be, Projection::add_to(unfused_x, in, w, scratch).then(RowNorm::rms(norm, 1e-6f), unfused_y));
     EXPECT_EQ(fused_x.to_f32_vector(), unfused_x.to_f32_vector()) << width;
     EXPECT_EQ(fused_y.to_f32_vector(), unfused_y.to_f32_vector()) << width;
   }
-  Tensor x = test::random_normal({2, 8}, 8), y = be->alloc({2, 8});
-  EXPECT_THROW(be->add_rms_norm(x, test::random_normal({2, 4}, 9), test::random_normal({8}, 10), 1e-6f, y), Error);
 }
 
 }  // namespace

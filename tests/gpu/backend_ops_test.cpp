@@ -45,9 +45,10 @@ protected:
 TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
   Profiler profiler;
   gpu->set_timing_sink(&profiler);
-  const Tensor x = gpu->from_host(random({4, 1024})), w = gpu->upload(random({4096, 1024}, DType::BF16));
+  const Tensor x = gpu->from_host(random({4, 1024}));
+  const LinearWeights w = gpu->upload_linear(random({4096, 1024}, DType::BF16), nullptr);
   Tensor y = gpu->alloc({4, 4096});
-  for (int i = 0; i < 10; ++i) gpu->linear(x, w, nullptr, y);
+  for (int i = 0; i < 10; ++i) gpu->linear(x, w, y);
   gpu->collect_timings(true);
   gpu->set_timing_sink(nullptr);
   const auto table = profiler.summary();
@@ -62,7 +63,7 @@ TEST_F(CudaOps, TimesKernelsWithEventsWithoutWaiting) {
 
 TEST_F(CudaOps, ReportsPoolOccupancyByOwnerAndTheBlockMap) {
   EXPECT_FALSE(cpu->memory_report(true).available);
-  const Tensor w = gpu->upload(random({256, 1024}, DType::BF16));  // 512 KiB of weights
+  const Tensor w = gpu->upload(random({256, 1024}, DType::BF16), WeightRole::Matrix);  // 512 KiB of weights
   const Tensor a = gpu->alloc({1000});                              // 4000 B of activations
   const MemoryReport r = gpu->memory_report(true);
   ASSERT_TRUE(r.available);
@@ -96,17 +97,28 @@ TEST_F(CudaOps, Sm61ProfileStoresF16AndMatchesTheCpu) {
   auto pascal = make_cuda_backend(0, 0, "sm61");
   EXPECT_NE(pascal->name().find("profile sm61"), std::string::npos) << pascal->name();
   const Tensor w = random({96, 512}, DType::BF16, 0.05f), x = random({1, 512});
-  const Tensor wg = pascal->upload(w);
-  EXPECT_EQ(wg.dtype(), DType::F16);  // Pascal has no bf16: stored as f16, computed in f32
+  const LinearWeights wg = pascal->upload_linear(w, nullptr);
+  EXPECT_EQ(wg.weight.dtype(), DType::F16);  // Pascal has no bf16: stored as f16, computed in f32
+  EXPECT_EQ(wg.format, WeightFormat::F16);
   Tensor y_cpu = cpu->alloc({1, 96}), y_gpu = pascal->alloc({1, 96});
-  cpu->linear(x, w, nullptr, y_cpu);
-  pascal->linear(pascal->from_host(x), wg, nullptr, y_gpu);
+  cpu->linear(x, LinearWeights::of(w), y_cpu);
+  pascal->linear(pascal->from_host(x), wg, y_gpu);
   EXPECT_LT(error(pascal->to_host(y_gpu), y_cpu), 1e-5);
   Tensor huge = Tensor::empty(DType::F32, {2});
   huge.data<float>()[0] = 1e6f;  // representable in bf16, not in f16
   huge.data<float>()[1] = 1.0f;
-  EXPECT_THROW(pascal->upload(huge.to(DType::BF16)), std::exception);
-  EXPECT_EQ(make_cuda_backend(0, 0, "native")->upload(w).dtype(), DType::BF16);
+  EXPECT_THROW(pascal->upload(huge.to(DType::BF16), WeightRole::Vector), std::exception);
+  EXPECT_EQ(make_cuda_backend(0, 0, "native")->upload(w, WeightRole::Matrix).dtype(), DType::BF16);
+}
+
+// The registry's questions: the device behind the backend (its UUID, for the Vulkan views) and its limits.
+TEST_F(CudaOps, ReportsItsDeviceAndLimits) {
+  const std::optional<DeviceIdentity> id = gpu->device_identity();
+  ASSERT_TRUE(id.has_value());
+  EXPECT_NE(gpu->name().find(id->name), std::string::npos) << gpu->name();
+  EXPECT_NE(id->uuid, (std::array<uint8_t, 16>{})) << "a CUDA device has a UUID";
+  EXPECT_FALSE(cpu->device_identity().has_value());
+  EXPECT_GT(gpu->limits().block_sparse_min_queries, 1);  // the tiled kernels' query blocks
 }
 
 TEST_F(CudaOps, ReportsOutOfMemoryWithNumbers) {

@@ -69,6 +69,18 @@ struct Runner {
     return w == DType::F16 ? kF16Inputs : kBf16Inputs;
   }
 
+  LinearWeights on_gpu(const Tensor& w, const Tensor* bias = nullptr) { return gpu.upload_linear(w, bias); }
+  NormWeights on_gpu(const NormWeights& n) {
+    return {gpu.upload(n.weight, WeightRole::Vector), n.bias.raw() ? gpu.upload(n.bias, WeightRole::Vector) : Tensor()};
+  }
+  // Runs `run` with the GPU's fusions set to `fusions` (the default: all on), then restores them.
+  template <typename Run> void with_fusions(const Fusions& fusions, Run run) {
+    const Fusions before = gpu.fusions();
+    gpu.set_fusions(fusions);
+    run();
+    gpu.set_fusions(before);
+  }
+
   void linear() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},      {1, 37, 129},   {3, 64, 64},
@@ -76,19 +88,21 @@ struct Runner {
                                                               {5, 100, 33},   {9, 100, 33},   {17, 256, 1024},
                                                               {64, 128, 256}, {130, 300, 520}, {300, 1024, 2048}}) {
         const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
+        const LinearWeights host = LinearWeights::of(w, b), wg = on_gpu(w, &b);
         Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
-        cpu.linear(x, w, &b, y_cpu);
-        const Tensor wg = gpu.upload(w), bg = gpu.upload(b);
-        gpu.linear(gpu.from_host(x), wg, &bg, y_gpu);
+        cpu.linear(x, host, y_cpu);
+        gpu.linear(gpu.from_host(x), wg, y_gpu);
         const std::string shape = std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                   " k=" + std::to_string(k);
         check("linear " + shape, y_gpu, y_cpu, linear_limit(wt, m));
-        // The residual add folded in: stream += x · wᵀ + b, against the CPU's linear and add.
+        // The residual add folded in (the GEMV's epilogue at decode rows): stream += x · wᵀ + b, against the CPU's
+        // linear and add.
         const Tensor stream = random({m, n});
         Tensor s_cpu = stream.to(DType::F32), s_gpu = gpu.from_host(stream), scratch_cpu = cpu.alloc({m, n}),
                scratch_gpu = gpu.alloc({m, n});
-        cpu.Backend::linear_add(x, w, &b, scratch_cpu, s_cpu);
-        gpu.linear_add(gpu.from_host(x), wg, &bg, scratch_gpu, s_gpu);
+        const Tensor xg = gpu.from_host(x);
+        project_unfused(cpu, Projection::add_to(s_cpu, x, host, scratch_cpu));
+        gpu.project(Projection::add_to(s_gpu, xg, wg, scratch_gpu));
         check("linear+add " + shape, s_gpu, s_cpu, linear_limit(wt, m));
       }
   }
@@ -99,7 +113,7 @@ struct Runner {
         const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(width);
         const Tensor x = random({rows, width}), w = random({width}, DType::BF16), b = random({width}, DType::F16);
         Tensor a = cpu.alloc({rows, width}), g = gpu.alloc({rows, width});
-        const Tensor xg = gpu.from_host(x), wg = gpu.upload(w), bg = gpu.upload(b);
+        const Tensor xg = gpu.from_host(x), wg = gpu.upload(w, WeightRole::Vector), bg = gpu.upload(b, WeightRole::Vector);
         cpu.rms_norm(x, w, 1e-6f, a);
         gpu.rms_norm(xg, wg, 1e-6f, g);
         check("rms_norm" + shape, g, a, kF32);
@@ -113,18 +127,8 @@ struct Runner {
         cpu.silu_mul(x, y, a);
         gpu.silu_mul(xg, yg, g);
         check("silu_mul" + shape, g, a, kF32);
-        // Fused residual add + RMSNorm against the CPU's unfused sequence (the Backend default): both outputs.
-        Tensor sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x);
-        cpu.Backend::add_rms_norm(sum_cpu, y, w, 1e-6f, a);
-        gpu.add_rms_norm(sum_gpu, yg, wg, 1e-6f, g);
-        check("add+rms_norm (normed)" + shape, g, a, kF32);
-        check("add+rms_norm (sum)" + shape, sum_gpu, sum_cpu, kF32);
-        Tensor lsum_cpu = x.to(DType::F32), lsum_gpu = gpu.from_host(x);
-        cpu.Backend::add_layer_norm(lsum_cpu, y, w, b, 1e-6f, a);
-        gpu.add_layer_norm(lsum_gpu, yg, wg, bg, 1e-6f, g);
-        check("add+layer_norm (normed)" + shape, g, a, kF32);
-        check("add+layer_norm (sum)" + shape, lsum_gpu, lsum_cpu, kF32);
-        norms_into_matmul_operands(x, y, w, b, shape);
+        add_norms(x, y, NormWeights{w, b}, shape);
+        if (width <= 2048) norms_into_matmul_operands(x, y, NormWeights{w, b}, shape);
         for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
           cpu.gelu(x, kind, a);
           gpu.gelu(xg, kind, g);
@@ -133,38 +137,73 @@ struct Runner {
       }
   }
 
-  // The norms writing a cuBLAS operand (alloc_matmul_input: bf16 for bf16 weights and rows past the GEMV), against
-  // the CPU's f32 result rounded to bf16 (a one-ulp f32 difference may flip a rounding: hence not exactly zero).
-  void norms_into_matmul_operands(const Tensor& x, const Tensor& y, const Tensor& w, const Tensor& b,
-                                  const std::string& shape) {
+  // An identity matrix of `width` in `type`: a projection whose product is its input exactly (any summation order
+  // adds zeros), so a residual projection's closing add + norm is checked on its own.
+  static Tensor identity(int64_t width, DType type) {
+    Tensor t = Tensor::zeros(DType::F32, {width, width});
+    for (int64_t i = 0; i < width; ++i) t.data<float>()[i * width + i] = 1.0f;
+    return type == DType::F32 ? t : t.to(type);
+  }
+
+  // The fused residual add + RMSNorm / LayerNorm (a residual projection's closing norm, rows the GEMV does not fold)
+  // against the CPU's unfused sequence: both outputs.
+  void add_norms(const Tensor& x, const Tensor& y, const NormWeights& norm, const std::string& shape) {
     const int64_t rows = x.dim(0), width = x.dim(1);
-    Tensor g = gpu.alloc_matmul_input({rows, width}, DType::BF16), a = cpu.alloc({rows, width});
-    const std::string type = " into " + std::string(dtype_name(g.dtype()));
-    const Tensor xg = gpu.from_host(x), yg = gpu.from_host(y), wg = gpu.upload(w), bg = gpu.upload(b);
-    const auto as_operand = [&](const Tensor& t) { return g.dtype() == DType::F32 ? t : t.to(g.dtype()); };
+    const LinearWeights eye = LinearWeights::of(identity(width, DType::F32)), eye_g = on_gpu(eye.weight);
+    const NormWeights norm_g = on_gpu(norm);
+    const Tensor yg = gpu.from_host(y);
+    Fusions fused;
+    fused.norm_into_projection = false;  // decode rows would leave the norm to the next projection's GEMV
+    for (const bool layer : {false, true}) {
+      const RowNorm n = layer ? RowNorm::layer(norm, 1e-6f) : RowNorm::rms(norm, 1e-6f);
+      const RowNorm ng = layer ? RowNorm::layer(norm_g, 1e-6f) : RowNorm::rms(norm_g, 1e-6f);
+      Tensor sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x), scratch_cpu = cpu.alloc({rows, width}),
+             scratch_gpu = gpu.alloc({rows, width}), a, g;
+      project_unfused(cpu, Projection::add_to(sum_cpu, y, eye, scratch_cpu).then(n, a));
+      with_fusions(fused, [&] { gpu.project(Projection::add_to(sum_gpu, yg, eye_g, scratch_gpu).then(ng, g)); });
+      const std::string what = layer ? "add+layer_norm" : "add+rms_norm";
+      check(what + " (normed)" + shape, g, a, kF32);
+      check(what + " (sum)" + shape, sum_gpu, sum_cpu, kF32);
+    }
+  }
+
+  // The norms writing a cuBLAS operand (the norm slot: bf16 for bf16 weights and rows past the GEMV), against the
+  // CPU's f32 result rounded to bf16 (a one-ulp f32 difference may flip a rounding: hence not exactly zero).
+  void norms_into_matmul_operands(const Tensor& x, const Tensor& y, const NormWeights& norm, const std::string& shape) {
+    const int64_t rows = x.dim(0), width = x.dim(1);
+    const NormWeights norm_g = on_gpu(norm);
+    const Tensor xg = gpu.from_host(x), y16 = y.to(DType::BF16).to(DType::F32), y16g = gpu.from_host(y16);
+    const Tensor m = random({37, width}, DType::BF16, 0.1f), mb = random({37}, DType::BF16);
+    const LinearWeights mg = on_gpu(m, &mb), eye = LinearWeights::of(identity(width, DType::BF16)),
+                        eye_g = on_gpu(eye.weight);
+    Tensor out_g = gpu.alloc({rows, 37}), out_c = cpu.alloc({rows, 37});
     constexpr double kRounding = 1e-8;
-    cpu.rms_norm(x, w, 1e-6f, a);
-    gpu.rms_norm(xg, wg, 1e-6f, g);
-    check("rms_norm" + type + shape, g, as_operand(a), kRounding);
-    cpu.layer_norm(x, w, b, 1e-6f, a);
-    gpu.layer_norm(xg, wg, bg, 1e-6f, g);
-    check("layer_norm" + type + shape, g, as_operand(a), kRounding);
-    Tensor sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x);
-    cpu.Backend::add_rms_norm(sum_cpu, y, w, 1e-6f, a);
-    gpu.add_rms_norm(sum_gpu, yg, wg, 1e-6f, g);
-    check("add+rms_norm" + type + shape, g, as_operand(a), kRounding);
-    sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x);
-    cpu.Backend::add_layer_norm(sum_cpu, y, w, b, 1e-6f, a);
-    gpu.add_layer_norm(sum_gpu, yg, wg, bg, 1e-6f, g);
-    check("add+layer_norm" + type + shape, g, as_operand(a), kRounding);
-    // The product reading the operand gives the bits of the product converting the f32 rows itself.
-    const Tensor mg = gpu.upload(random({37, width}, DType::BF16, 0.1f)), mb = gpu.upload(random({37}, DType::BF16));
-    Tensor from_operand = gpu.alloc({rows, 37}), from_f32 = gpu.alloc({rows, 37}), f32_rows = gpu.alloc({rows, width});
-    gpu.layer_norm(xg, wg, bg, 1e-6f, g);
-    gpu.layer_norm(xg, wg, bg, 1e-6f, f32_rows);
-    gpu.linear(g, mg, &mb, from_operand);
-    gpu.linear(f32_rows, mg, &mb, from_f32);
-    check("linear of layer_norm" + type + shape + " = of f32 rows", from_operand, gpu.to_host(from_f32), 0.0);
+    for (const bool layer : {false, true}) {
+      const RowNorm n = layer ? RowNorm::layer(norm, 1e-6f) : RowNorm::rms(norm, 1e-6f);
+      const RowNorm ng = layer ? RowNorm::layer(norm_g, 1e-6f) : RowNorm::rms(norm_g, 1e-6f);
+      const std::string name = layer ? "layer_norm" : "rms_norm";
+      Tensor g, a;
+      gpu.project(Projection::of(xg, mg, out_g).reading_norm(ng, g));
+      project_unfused(cpu, Projection::of(x, LinearWeights::of(m, mb), out_c).reading_norm(n, a));
+      const std::string type = " into " + std::string(dtype_name(g.dtype()));
+      const auto as_operand = [&](const Tensor& t) { return g.dtype() == DType::F32 ? t : t.to(g.dtype()); };
+      check(name + type + shape, g, as_operand(a), kRounding);
+      // The closing norm of a residual projection (the product: the bf16-exact y through an identity matrix).
+      Tensor sum_cpu = x.to(DType::F32), sum_gpu = gpu.from_host(x), s_cpu = cpu.alloc({rows, width}),
+             s_gpu = gpu.alloc({rows, width}), gc, ac;
+      project_unfused(cpu, Projection::add_to(sum_cpu, y16, eye, s_cpu).then(n, ac));
+      Fusions closing;  // at the GEMV's rows (profile.h: up to 4) the RMSNorm would fold into the next projection
+      closing.norm_into_projection = rows > 4;
+      with_fusions(closing, [&] { gpu.project(Projection::add_to(sum_gpu, y16g, eye_g, s_gpu).then(ng, gc)); });
+      check("add+" + name + type + shape, gc, as_operand(ac), kRounding);
+      // The product reading the operand gives the bits of the product converting the f32 rows itself.
+      Tensor from_operand = gpu.alloc({rows, 37}), from_f32 = gpu.alloc({rows, 37}), f32_slot;
+      gpu.project(Projection::of(xg, mg, from_operand).reading_norm(ng, g, true));
+      Fusions unnarrowed;
+      unnarrowed.norm_into_projection = unnarrowed.layer_norm_linear = false;
+      with_fusions(unnarrowed, [&] { gpu.project(Projection::of(xg, mg, from_f32).reading_norm(ng, f32_slot)); });
+      check("linear of " + name + type + shape + " = of f32 rows", from_operand, gpu.to_host(from_f32), 0.0);
+    }
   }
 
   // The fused attention prologue against the CPU's unfused sequence: q, k and both caches, host and device rows.
@@ -180,9 +219,12 @@ struct Runner {
         Tensor cpu_row = cpu.alloc_indices(1), gpu_row = gpu.alloc_indices(1);
         cpu.write_indices(cpu_row, std::vector<int64_t>{row});
         gpu.write_indices(gpu_row, std::vector<int64_t>{row});
-        cpu.Backend::qk_norm_rope_append(cq, ck, v, qn, kn, 1e-6f, cos, sin, cck, ccv, row, on_device ? &cpu_row : nullptr);
-        gpu.qk_norm_rope_append(gq, gk, gpu.from_host(v), gpu.upload(qn), gpu.upload(kn), 1e-6f, gpu.from_host(cos),
-                                gpu.from_host(sin), gck, gcv, on_device ? 0 : row, on_device ? &gpu_row : nullptr);
+        qk_norm_rope_append_unfused(cpu, {&cq, &ck, &v, &qn, &kn, 1e-6f, &cos, &sin, &cck, &ccv, row,
+                                          on_device ? &cpu_row : nullptr});
+        const Tensor vg = gpu.from_host(v), qng = gpu.upload(qn, WeightRole::Vector),
+                     kng = gpu.upload(kn, WeightRole::Vector), cosg = gpu.from_host(cos), sing = gpu.from_host(sin);
+        gpu.qk_norm_rope_append({&gq, &gk, &vg, &qng, &kng, 1e-6f, &cosg, &sing, &gck, &gcv, on_device ? 0 : row,
+                                 on_device ? &gpu_row : nullptr});
         const std::string what = "qk_norm+rope+append s=" + std::to_string(s) + " hq=" + std::to_string(hq) + " hkv=" +
                                  std::to_string(hkv) + " d=" + std::to_string(d) + (on_device ? " (row on device)" : "");
         check(what + " q", gq, cq, kF32);
@@ -192,9 +234,8 @@ struct Runner {
         // Against the GPU's own unfused sequence: the same bits where the kernel sums as the RMSNorm kernel does.
         if (d <= 256) {
           Tensor uq = gpu.from_host(q), uk = gpu.from_host(k), uck = gpu.from_host(cache), ucv = gpu.from_host(cache);
-          gpu.Backend::qk_norm_rope_append(uq, uk, gpu.from_host(v), gpu.upload(qn), gpu.upload(kn), 1e-6f,
-                                           gpu.from_host(cos), gpu.from_host(sin), uck, ucv, on_device ? 0 : row,
-                                           on_device ? &gpu_row : nullptr);
+          qk_norm_rope_append_unfused(gpu, {&uq, &uk, &vg, &qng, &kng, 1e-6f, &cosg, &sing, &uck, &ucv,
+                                            on_device ? 0 : row, on_device ? &gpu_row : nullptr});
           check(what + " q = unfused on the GPU", gq, gpu.to_host(uq), 0.0);
           check(what + " cache k = unfused on the GPU", gck, gpu.to_host(uck), 0.0);
         }
@@ -202,29 +243,31 @@ struct Runner {
   }
 
   // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
-  // rows (the backend falls back to the unfused ops).
+  // rows (the backend runs the unfused ops).
   void swiglu_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128}}) {
         const Tensor x = random({m, k}), gate = random({n, k}, wt, 0.1f), up = random({n, k}, wt, 0.1f);
+        const LinearWeights gate_c = LinearWeights::of(gate), up_c = LinearWeights::of(up), gate_g = on_gpu(gate),
+                            up_g = on_gpu(up);
         Tensor y_cpu = cpu.alloc({m, n}), s_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n}), s_gpu = gpu.alloc({m, n});
-        const Tensor gate_g = gpu.upload(gate), up_g = gpu.upload(up), x_g = gpu.from_host(x);
-        cpu.Backend::swiglu_projection(x, gate, up, y_cpu, s_cpu);
-        gpu.swiglu_projection(x_g, gate_g, up_g, y_gpu, s_gpu);
+        const Tensor x_g = gpu.from_host(x);
+        project_unfused(cpu, Projection::swiglu(x, gate_c, up_c, y_cpu, s_cpu));
+        gpu.project(Projection::swiglu(x_g, gate_g, up_g, y_gpu, s_gpu));
         const std::string shape = std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                   " k=" + std::to_string(k);
         check("linear+swiglu " + shape, y_gpu, y_cpu, linear_limit(wt, m));
         // The input RMSNorm folded in (decode rows), against the CPU's rms_norm, two linears and silu_mul.
-        const Tensor norm = random({k}, DType::BF16);
-        Tensor n_cpu = cpu.alloc({m, k}), n_gpu = gpu.alloc({m, k});
-        cpu.Backend::rms_norm_swiglu_projection(x, norm, 1e-6f, n_cpu, gate, up, y_cpu, s_cpu);
-        gpu.rms_norm_swiglu_projection(x_g, gpu.upload(norm), 1e-6f, n_gpu, gate_g, up_g, y_gpu, s_gpu);
+        const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
+        Tensor n_cpu, n_gpu;
+        project_unfused(cpu, Projection::swiglu(x, gate_c, up_c, y_cpu, s_cpu).reading_norm(RowNorm::rms(norm, 1e-6f), n_cpu));
+        gpu.project(Projection::swiglu(x_g, gate_g, up_g, y_gpu, s_gpu).reading_norm(RowNorm::rms(norm_g, 1e-6f), n_gpu));
         check("rms_norm+linear+swiglu " + shape, y_gpu, y_cpu, linear_limit(wt, m));
       }
   }
 
   // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
-  // biases, and prefill rows (the backend falls back to three GEMMs).
+  // biases, and prefill rows (the backend runs three GEMMs).
   void qkv_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},
@@ -233,14 +276,15 @@ struct Runner {
           const Tensor x = random({m, k}), wq = random({nq, k}, wt, 0.1f), wk = random({nkv, k}, wt, 0.1f),
                        wv = random({nkv, k}, wt, 0.1f), bq = random({nq}, DType::BF16), bk = random({nkv}, DType::BF16),
                        bv = random({nkv}, DType::BF16);
+          const auto unit = [&](const Tensor& w, const Tensor& b) { return LinearWeights::of(w, with_bias ? b : Tensor()); };
+          const LinearWeights q_c = unit(wq, bq), k_c = unit(wk, bk), v_c = unit(wv, bv);
+          const LinearWeights q_g = on_gpu(wq, with_bias ? &bq : nullptr), k_g = on_gpu(wk, with_bias ? &bk : nullptr),
+                              v_g = on_gpu(wv, with_bias ? &bv : nullptr);
           Tensor q_cpu = cpu.alloc({m, nq}), k_cpu = cpu.alloc({m, nkv}), v_cpu = cpu.alloc({m, nkv});
           Tensor q_gpu = gpu.alloc({m, nq}), k_gpu = gpu.alloc({m, nkv}), v_gpu = gpu.alloc({m, nkv});
-          cpu.Backend::qkv_projection(x, wq, with_bias ? &bq : nullptr, wk, with_bias ? &bk : nullptr, wv,
-                                      with_bias ? &bv : nullptr, q_cpu, k_cpu, v_cpu);
-          const Tensor wqg = gpu.upload(wq), wkg = gpu.upload(wk), wvg = gpu.upload(wv), bqg = gpu.upload(bq),
-                       bkg = gpu.upload(bk), bvg = gpu.upload(bv);
-          gpu.qkv_projection(gpu.from_host(x), wqg, with_bias ? &bqg : nullptr, wkg, with_bias ? &bkg : nullptr, wvg,
-                             with_bias ? &bvg : nullptr, q_gpu, k_gpu, v_gpu);
+          const Tensor xg = gpu.from_host(x);
+          project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu));
+          gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu));
           const std::string what = "linear q+k+v " + std::string(dtype_name(wt)) + " m=" + std::to_string(m) +
                                    " n=" + std::to_string(nq) + "+2x" + std::to_string(nkv) + " k=" + std::to_string(k) +
                                    (with_bias ? " bias" : "");
@@ -248,14 +292,11 @@ struct Runner {
           check(what + " (k)", k_gpu, k_cpu, linear_limit(wt, m));
           check(what + " (v)", v_gpu, v_cpu, linear_limit(wt, m));
           // The input RMSNorm folded in (decode rows), against the CPU's rms_norm and three linears.
-          const Tensor norm = random({k}, DType::BF16);
-          Tensor n_cpu = cpu.alloc({m, k}), n_gpu = gpu.alloc({m, k});
-          cpu.Backend::rms_norm_qkv_projection(x, norm, 1e-6f, n_cpu, wq, with_bias ? &bq : nullptr, wk,
-                                               with_bias ? &bk : nullptr, wv, with_bias ? &bv : nullptr, q_cpu, k_cpu,
-                                               v_cpu);
-          gpu.rms_norm_qkv_projection(gpu.from_host(x), gpu.upload(norm), 1e-6f, n_gpu, wqg, with_bias ? &bqg : nullptr,
-                                      wkg, with_bias ? &bkg : nullptr, wvg, with_bias ? &bvg : nullptr, q_gpu, k_gpu,
-                                      v_gpu);
+          const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
+          Tensor n_cpu, n_gpu;
+          project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu)
+                                   .reading_norm(RowNorm::rms(norm, 1e-6f), n_cpu));
+          gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).reading_norm(RowNorm::rms(norm_g, 1e-6f), n_gpu));
           check("rms_norm+" + what + " (q)", q_gpu, q_cpu, linear_limit(wt, m));
           check("rms_norm+" + what + " (k)", k_gpu, k_cpu, linear_limit(wt, m));
           check("rms_norm+" + what + " (v)", v_gpu, v_cpu, linear_limit(wt, m));
@@ -268,20 +309,21 @@ struct Runner {
     for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{3, 64, 48}, {37, 256, 64}, {300, 1024, 256}}) {
       const std::string shape = " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
       const Tensor x = random({m, k}), w = random({n, k}, DType::BF16, 0.1f), bias = random({n}, DType::BF16);
-      const Tensor wg = gpu.upload(w), bg = gpu.upload(bias), xg = gpu.from_host(x);
+      const LinearWeights host = LinearWeights::of(w, bias), wg = on_gpu(w, &bias);
+      const Tensor xg = gpu.from_host(x);
       for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
         Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
-        cpu.Backend::linear_gelu(x, w, &bias, kind, y_cpu);
-        gpu.linear_gelu(xg, wg, &bg, kind, y_gpu);
+        project_unfused(cpu, Projection::of(x, host, y_cpu).gelu(kind));
+        gpu.project(Projection::of(xg, wg, y_gpu).gelu(kind));
         check(std::string(kind == GeluKind::Tanh ? "linear+bias+gelu_tanh" : "linear+bias+gelu_erf") + shape, y_gpu,
               y_cpu, linear_limit(DType::BF16, m));
       }
-      const Tensor stream = random({m, n}), nw = random({n}, DType::BF16), nb = random({n}, DType::BF16);
+      const Tensor stream = random({m, n});
+      const NormWeights norm{random({n}, DType::BF16), random({n}, DType::BF16)}, norm_g = on_gpu(norm);
       Tensor x_cpu = stream.to(DType::F32), x_gpu = gpu.from_host(stream);
-      Tensor s_cpu = cpu.alloc({m, n}), s_gpu = gpu.alloc({m, n}), y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
-      cpu.linear(x, w, &bias, s_cpu);
-      cpu.Backend::add_layer_norm(x_cpu, s_cpu, nw, nb, 1e-6f, y_cpu);
-      gpu.linear_add_layer_norm(xg, wg, &bg, s_gpu, x_gpu, gpu.upload(nw), gpu.upload(nb), 1e-6f, y_gpu);
+      Tensor s_cpu = cpu.alloc({m, n}), s_gpu = gpu.alloc({m, n}), y_cpu, y_gpu;
+      project_unfused(cpu, Projection::add_to(x_cpu, x, host, s_cpu).then(RowNorm::layer(norm, 1e-6f), y_cpu));
+      gpu.project(Projection::add_to(x_gpu, xg, wg, s_gpu).then(RowNorm::layer(norm_g, 1e-6f), y_gpu));
       // LayerNorm divides by the row's spread, so the narrowed inputs' error shows through about as it does in linear.
       check("linear+bias+add+layer_norm (normed)" + shape, y_gpu, y_cpu, linear_limit(DType::BF16, m));
       check("linear+bias+add+layer_norm (sum)" + shape, x_gpu, x_cpu, linear_limit(DType::BF16, m));
@@ -294,7 +336,7 @@ struct Runner {
       const std::vector<int32_t> ids{3, 0, 499, 3, 250, 17, 17};
       Tensor a = cpu.alloc({7, 72}), g = gpu.alloc({7, 72});
       cpu.embed(table, ids, a);
-      gpu.embed(gpu.upload(table), ids, g);
+      gpu.embed(gpu.upload(table, WeightRole::EmbeddingTable), ids, g);
       check("embed " + std::string(dtype_name(dt)), g, a, stored_table_limit(dt));
       const Tensor src = random({3, 72});
       const std::vector<int64_t> rows{1, 3, 6};
@@ -351,7 +393,9 @@ struct Runner {
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
     // The unfused reference (scores, softmax, weighted sum as three kernels), f32 throughout.
     Tensor u = gpu.alloc({s, hq, d});
-    gpu.attention_unfused(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, u);
+    Fusions unfused;
+    unfused.flash_attention = false;
+    with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, u); });
     check(what + " unfused", u, a, kF32);
   }
 
@@ -390,7 +434,7 @@ struct Runner {
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
   void recorded_step() {
     const int64_t capacity = 300, hq = 16, hkv = 8, d = 128, vocab = 1000;
-    const Tensor table = random({vocab, hq * d}, DType::BF16), table_g = gpu.upload(table);
+    const Tensor table = random({vocab, hq * d}, DType::BF16), table_g = gpu.upload(table, WeightRole::EmbeddingTable);
     Tensor cache_cpu = random({capacity, hkv, d}), cache_gpu = gpu.from_host(cache_cpu);
     Tensor ids = gpu.alloc_indices(1), past = gpu.alloc_indices(1);
     Tensor x = gpu.alloc({1, hq * d}), out = gpu.alloc({1, hq, d});
@@ -453,34 +497,34 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
 void perf(Backend& gpu) {
   const int64_t hidden = 2048, inter = 6144, hq = 16, hkv = 8, d = 128, vocab = 151936;
   auto profiler = std::make_shared<Profiler>();
-  const Tensor wq = gpu.upload(random({hq * d, hidden}, DType::BF16, 0.02f)),
-               wkv = gpu.upload(random({hkv * d, hidden}, DType::BF16, 0.02f)),
-               wup = gpu.upload(random({inter, hidden}, DType::BF16, 0.02f)),
-               wdown = gpu.upload(random({hidden, inter}, DType::BF16, 0.02f)),
-               head = gpu.upload(random({vocab, hidden}, DType::BF16, 0.02f)), norm = gpu.upload(random({hidden}, DType::BF16));
+  const auto matrix = [&](int64_t rows, int64_t cols) { return gpu.upload_linear(random({rows, cols}, DType::BF16, 0.02f), nullptr); };
+  const LinearWeights wq = matrix(hq * d, hidden), wkv = matrix(hkv * d, hidden), wup = matrix(inter, hidden),
+                      wdown = matrix(hidden, inter), head = matrix(vocab, hidden);
+  const NormWeights norm{gpu.upload(random({hidden}, DType::BF16), WeightRole::Vector), {}};
+  const RowNorm rms = RowNorm::rms(norm, 1e-6f);
   const Tensor kc = gpu.from_host(random({4096, hkv, d})), vc = gpu.from_host(random({4096, hkv, d}));
   const auto run = [&](int64_t m) {
     const Tensor x = gpu.from_host(random({m, hidden})), xi = gpu.from_host(random({m, inter}));
     Tensor yq = gpu.alloc({m, hq * d}), ykv = gpu.alloc({m, hkv * d}), yup = gpu.alloc({m, inter}), yh = gpu.alloc({m, hidden});
     Tensor q = gpu.alloc({m, hq, d}), out = gpu.alloc({m, hq, d});
-    gpu.linear(x, wq, nullptr, yq);
-    gpu.linear(x, wkv, nullptr, ykv);
+    gpu.linear(x, wq, yq);
+    gpu.linear(x, wkv, ykv);
     Tensor yv = gpu.alloc({m, hkv * d});
-    gpu.qkv_projection(x, wq, nullptr, wkv, nullptr, wkv, nullptr, yq, ykv, yv);  // decode: one launch for all three
-    Tensor normed = gpu.alloc({m, hidden}), stream = gpu.from_host(random({m, hidden})), up = gpu.alloc({m, inter});
-    gpu.rms_norm_qkv_projection(x, norm, 1e-6f, normed, wq, nullptr, wkv, nullptr, wkv, nullptr, yq, ykv, yv);
-    gpu.rms_norm_swiglu_projection(x, norm, 1e-6f, normed, wup, wup, yup, up);
-    gpu.linear_add(xi, wdown, nullptr, normed, stream);
-    gpu.linear(x, wup, nullptr, yup);
-    gpu.linear(xi, wdown, nullptr, yh);
-    gpu.rms_norm(x, norm, 1e-6f, yh);
+    gpu.project(Projection::of(x, wq, wkv, wkv, yq, ykv, yv));  // decode: one launch for all three
+    Tensor normed, stream = gpu.from_host(random({m, hidden})), up = gpu.alloc({m, inter});
+    gpu.project(Projection::of(x, wq, wkv, wkv, yq, ykv, yv).reading_norm(rms, normed));
+    gpu.project(Projection::swiglu(x, wup, wup, yup, up).reading_norm(rms, normed));
+    gpu.project(Projection::add_to(stream, xi, wdown, yh));
+    gpu.linear(x, wup, yup);
+    gpu.linear(xi, wdown, yh);
+    gpu.rms_norm(x, norm.weight, 1e-6f, yh);
     gpu.silu_mul(yup, yup, yup);
     gpu.add(yh, yh, yh);
     const int64_t past = m == 1 ? 255 : 0;
     gpu.attention(q, kc, vc, past + m, AttentionMask::causal(past), 0.088f, out);
     if (m == 1) {
       Tensor logits = gpu.alloc({1, vocab});
-      gpu.linear(x, head, nullptr, logits);
+      gpu.linear(x, head, logits);
     }
   };
   for (int i = 0; i < 3; ++i) run(1), run(512);  // warm-up (cuBLAS picks its kernels, the pool fills)

@@ -50,20 +50,22 @@ public:
 
   double measure_read_bandwidth() override { return cpu::measure_read_bandwidth(); }
 
-  Tensor upload(const Tensor& w) override { return w; }
+  Tensor upload(const Tensor& w, WeightRole) override { return w; }
   Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }
   Tensor from_host(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
   Tensor to_host(const Tensor& t) override { return t; }
 
-  void linear(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y) override {
+  void linear(const Tensor& x, const LinearWeights& weights, Tensor& y) override {
+    const Tensor& w = weights.weight;
+    const Tensor* bias = weights.bias_or_null();
     expect_f32(x, "linear", "x");
     expect_f32(y, "linear", "y");
     const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
-    const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(x, w, y); });
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(x, weights, y); });
     if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
       fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
     const auto& kernels = cpu::dot_kernels();
-    const std::size_t row_bytes = std::size_t(k) * dtype_size(w.dtype());
+    const std::size_t row_bytes = std::size_t(format_traits(weights.format).row_bytes(k));
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
     const auto* wp = static_cast<const char*>(w.raw());
@@ -99,7 +101,22 @@ public:
     }, y);
   }
 
-  void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) override {
+  // The residual add + RMSNorm of a projection's closing norm in one pass over the rows (Fusions::add_rms_norm);
+  // everything else runs as the unfused reference.
+  void project(const Projection& p) override {
+    if (!fusions_.add_rms_norm || p.epilogue != Epilogue::Residual || p.then_norm.kind != RowNorm::Kind::Rms ||
+        p.then_norm.width() != last_dim(*p.residual))
+      return project_unfused(*this, p);
+    check_projection(p);
+    linear(unfused_prologue(*this, p), *p.weights[0], *p.outputs[0]);
+    Tensor& y = *p.then_normed;
+    if (!y.raw()) y = alloc_normed(p.residual->shape(), p);
+    add_rms_norm(*p.residual, *p.outputs[0], p.then_norm.weights->weight, p.then_norm.eps, y);
+  }
+
+private:
+  // x += residual, then y = w ⊙ (x / rms(x)), one pass over each row.
+  void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::add_row_norm("add+rms_norm", x); });
     expect_f32(x, "add_rms_norm", "x");
     expect_f32(residual, "add_rms_norm", "residual");
@@ -126,6 +143,7 @@ public:
     });
   }
 
+public:
   void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::row_norm("layer_norm", x); });
     expect_f32(x, "layer_norm", "x");

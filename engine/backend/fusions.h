@@ -1,6 +1,7 @@
 #pragma once
-// Which fused ops the model asks the backend for. Each fusion has its unfused sequence as the reference (the
-// Backend's default implementation), so every switch here can be flipped at run time and compared.
+// Which fused kernels a backend may use (Backend::set_fusions). Each fusion has its unfused sequence as the
+// reference (project_unfused, qk_norm_rope_append_unfused, the unfused attention), so every switch here can be
+// flipped at run time and compared. A backend without a fused kernel for a switch runs the reference either way.
 #include <array>
 #include <string>
 #include <utility>
@@ -19,7 +20,8 @@ struct Fusions {
   // The input RMSNorm folded into the projections that read it. Decode rows (where the backend folds, the GPU): the
   // norm runs inside the q+k+v and gate/up GEMVs and the residual add inside the o and down GEMVs; those
   // projections are then fused as above whatever qkv_projection and swiglu_projection say. Prefill rows: the norm
-  // writes the GEMMs' 16-bit operand (Backend::alloc_matmul_input), so no product converts its input itself.
+  // writes the GEMMs' 16-bit operand (the projection's norm slot, Backend::alloc_normed), so no product converts its
+  // input itself.
   bool norm_into_projection = true;
   bool layer_norm_linear = true;  // vision: the LayerNorm writes the q, k, v and fc1 GEMMs' 16-bit operand the same way
 

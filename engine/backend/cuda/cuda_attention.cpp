@@ -1,0 +1,139 @@
+// Attention on the CUDA backend: the fused kernels (tiled flash on tensor cores or CUDA cores for prefill and vision,
+// one warp per pair or the split decode kernel for few queries) or, with the flash fusion off, the unfused reference
+// through a score matrix in memory; and the decoder's attention prologue (q/k head norms, RoPE, cache append).
+#include <algorithm>
+
+#include "attention.cuh"
+#include "attention_unfused.cuh"
+#include "backend/op_costs.h"
+#include "common.cuh"
+#include "core/error.h"
+#include "cuda_backend.h"
+#include "flash_attention.cuh"
+#include "flash_attention_mma.cuh"
+#include "qk_norm_rope_append.cuh"
+
+namespace qvl {
+
+// An attention mask's host-side lists (segment bounds, block layout) on the device, for the kernels.
+struct CudaBackend::DeviceMask {
+  Tensor bounds, layout;  // empty where the mask has none
+  DeviceMask(CudaBackend& be, const AttentionMask& mask)
+      : bounds(mask.kind == AttentionMask::Kind::Segments ? be.uploaded(mask.bounds, be.mask_bounds_) : Tensor()),
+        layout(mask.block_layout.empty() ? Tensor() : be.uploaded(mask.block_layout, be.mask_layout_)) {}
+  const int64_t* bounds_ptr() const { return bounds.raw() ? bounds.data<int64_t>() : nullptr; }
+  const int64_t* layout_ptr() const { return layout.raw() ? layout.data<int64_t>() : nullptr; }
+};
+
+Tensor CudaBackend::uploaded(const std::vector<int64_t>& values, UploadedList& slot) {
+  const auto upload = [&] {
+    Tensor t = ctx_.device_tensor(DType::I64, {int64_t(values.size())}, pool::Owner::Workspace);
+    write_indices(t, values);
+    return t;
+  };
+  if (ctx_.recording) return upload();
+  if (!slot.device.raw() || slot.host != values) slot = {values, upload()};
+  return slot.device;
+}
+
+void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                            float scale, Tensor& out) {
+  if (fusions_.flash_attention) attention_fused(q, k, v, kv_len, mask, scale, out);
+  else attention_unfused(q, k, v, kv_len, mask, scale, out);
+}
+
+void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
+                                  const AttentionMask& mask, float scale, Tensor& out) {
+  const bool causal = mask.kind == AttentionMask::Kind::Causal;
+  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+  const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
+  const bool tiled = !past_on_device && s >= ctx_.profile->flash_min_queries;
+  const bool tensor_cores = tiled && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(d);
+  const bool sparse = !mask.block_layout.empty();
+  static_assert(cuda::kFlashLayoutBlock == AttentionMask::kSparseBlock);
+  mask.check_block_layout(s);
+  if (sparse && !(tiled && (tensor_cores || cuda::flash_attention_fits(d))))
+    fail("attention: a block-sparse layout runs in the tiled kernels only: at least ", ctx_.profile->flash_min_queries,
+         " queries (prefill) and head_dim a multiple of 4 up to 128; here ", s, " and ", d);
+  const GpuTimer timer = timed([&] {
+    KernelEvent event = op_cost::attention(q, k, kv_len, mask);
+    if (tensor_cores) event.name += " tensor cores";
+    return event;
+  });
+  const DeviceMask dev(*this, mask);
+  const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
+  if (tensor_cores) {
+    cuda::flash_attention_mma(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
+                              segments, scale, dev_layout, mask.layout_side, ctx_.stream);
+    return;
+  }
+  if (tiled && cuda::flash_attention_fits(d)) {
+    cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
+                          segments, scale, dev_layout, mask.layout_side, ctx_.stream);
+    return;
+  }
+  const bool split_keys = past_on_device || s * hq < ctx_.profile->split_below_pairs_per_sm * ctx_.multiprocessors;
+  const int64_t floats = split_keys ? cuda::attention_split_workspace(s, hq, d, kv_len, ctx_.multiprocessors) : 0;
+  if (floats && s * hq > attention_arrivals_.numel())
+    fail("attention: ", s * hq, " (query, head) pairs with the position on the device; the split kernel counts up to ",
+         attention_arrivals_.numel());
+  Tensor workspace = floats ? ctx_.device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
+  cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
+                  dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr,
+                  reinterpret_cast<unsigned*>(attention_arrivals_.raw()), ctx_.multiprocessors,
+                  ctx_.overlapped_launches, ctx_.stream);
+}
+// Three kernels through a score matrix in memory, in chunks of queries whose scores fit 64 MB. A recorded decode
+// step (its position on the device) keeps the decode kernel: the reference is for prefill, vision and eager decode.
+void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
+                                    const AttentionMask& mask, float scale, Tensor& out) {
+  if (mask.past_on_device) return attention_fused(q, k, v, kv_len, mask, scale, out);
+  const bool causal = mask.kind == AttentionMask::Kind::Causal;
+  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+  if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
+  mask.check_block_layout(s);
+  if (s == 0 || hq == 0 || kv_len == 0) return;
+  const DeviceMask dev(*this, mask);
+  const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
+  const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / 4 / std::max<int64_t>(1, hq * kv_len), 1, s);
+  Tensor scores = ctx_.device_tensor(DType::F32, {std::max<int64_t>(1, chunk * hq * kv_len)}, pool::Owner::Workspace);
+  for (int64_t first = 0; first < s; first += chunk) {
+    const int64_t rows = std::min(chunk, s - first);
+    const double matrix = double(rows * hq * kv_len) * 4, keys = double(kv_len * hkv * d) * 4;
+    {
+      const GpuTimer timer = timed([&] {
+        return op_cost::make("attention scores d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
+      });
+      cuda::attention_scores(f32(q), f32(k), scores.data<float>(), first, rows, hq, hkv, d, kv_len, causal,
+                             mask.past, dev_bounds, segments, dev_layout, mask.layout_side, scale, ctx_.stream);
+    }
+    {
+      const GpuTimer timer = timed([&] { return op_cost::make("attention softmax", 3 * matrix, 3 * matrix / 4); });
+      cuda::attention_softmax(scores.data<float>(), rows, hq, kv_len, ctx_.stream);
+    }
+    const GpuTimer timer = timed([&] {
+      return op_cost::make("attention weighted sum d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
+    });
+    cuda::attention_weighted_sum(scores.data<float>(), f32(v), f32(out), first, rows, hq, hkv, d, kv_len, ctx_.stream);
+  }
+}
+
+// The fused prologue where the fusion is on; the GPU's unfused sequence otherwise.
+void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
+  if (!fusions_.qk_norm_rope_append) return qk_norm_rope_append_unfused(*this, op);
+  const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
+  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
+  if (k.dim(0) != s || k.dim(2) != d || op.v->numel() != k.numel() || d % 2 || d > 512 || cache_k.dim(1) != hkv ||
+      cache_k.dim(2) != d || op.q_norm->numel() != d || op.k_norm->numel() != d || op.cos->numel() != s * d ||
+      (!op.row_on_device && op.row + s > cache_k.dim(0)))
+    fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
+         shape_to_string(cache_k.shape()));
+  const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
+  cuda::qk_norm_rope_append(f32(q), f32(k), f32(*op.v), op.q_norm->raw(), weight_type(op.q_norm->dtype()),
+                            op.k_norm->raw(), weight_type(op.k_norm->dtype()), op.eps, f32(*op.cos), f32(*op.sin),
+                            f32(cache_k), f32(*op.cache_v), op.row,
+                            op.row_on_device ? op.row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d,
+                            ctx_.overlapped_launches, ctx_.stream);
+}
+
+}  // namespace qvl

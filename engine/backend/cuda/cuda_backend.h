@@ -1,0 +1,116 @@
+#pragma once
+// The CUDA backend: the Backend interface on one GPU. Lives in the plugin (libqvl-cuda), so the core never links
+// CUDA. Activations are f32 (but a projection's norm slot, which may hold cuBLAS's 16-bit operand); weights keep
+// their stored type on the device (kernels/weights.cuh). Which kernel runs
+// for which shape comes from the profile's table (profile.h), and fused or unfused from the backend's Fusions.
+// The class is spread over files by concern:
+//   cuda_backend.cpp      services and memory (upload, allocation, host copies, the pool report, identity)
+//   cuda_recording.cpp    CUDA graph capture and replay
+//   cuda_projections.cpp  linear and project(): GEMV, tiled GEMM, cuBLAS, the fused projections and epilogues
+//   cuda_attention.cpp    attention (flash, split decode, the unfused reference), its mask cache, q/k norm + RoPE
+//   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "cuda_context.h"
+#include "cuda_timing.h"
+#include "elementwise.cuh"
+
+namespace qvl {
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(int device, std::size_t capacity, const std::string& profile);
+  ~CudaBackend() override;
+
+  // cuda_backend.cpp
+  std::string name() const override { return ctx_.name; }
+  DType activation_type() const override { return DType::F32; }
+  BackendLimits limits() const override;
+  std::optional<DeviceIdentity> device_identity() const override;
+  void set_timing_sink(KernelTimingSink* sink) override;
+  void collect_timings(bool wait) override { timer_.collect(wait); }
+  void synchronize() override;
+  std::string device_error() override;
+  double measure_read_bandwidth() override;
+  MemoryReport memory_report(bool with_segment_map) const override;
+  Tensor upload(const Tensor& host, WeightRole role) override;
+  Tensor alloc(Shape shape) override;
+  Tensor alloc_normed(Shape shape, const Projection& reader) override;
+  Tensor from_host(const Tensor& host) override;
+  Tensor to_host(const Tensor& t) override;
+  Tensor alloc_indices(int64_t count) override;
+  void write_indices(Tensor& dst, std::span<const int64_t> values) override;
+  void write(Tensor& dst, const Tensor& host) override;
+
+  // cuda_recording.cpp
+  bool begin_recording() override;
+  std::shared_ptr<RecordedWork> end_recording() override;
+  void replay(const RecordedWork& work) override;
+
+  // cuda_projections.cpp
+  void linear(const Tensor& x, const LinearWeights& w, Tensor& y) override;
+  void project(const Projection& p) override;
+
+  // cuda_attention.cpp
+  void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                 float scale, Tensor& out) override;
+  void qk_norm_rope_append(const HeadNormRopeAppend& op) override;
+
+  // cuda_rows.cpp
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;
+  void layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) override;
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void silu_mul(const Tensor& g, const Tensor& u, Tensor& y) override;
+  void gelu(const Tensor& x, GeluKind kind, Tensor& y) override;
+  void patchify(const Tensor& image, const PatchLayout& layout, Tensor& out) override;
+  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override;
+  void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override;
+  void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override;
+  void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override;
+  void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override;
+  void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
+  void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
+
+private:
+  template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }
+  Tensor indices(std::span<const int64_t> values);
+
+  // cuda_projections.cpp: the pieces project() chooses between.
+  void linear_into(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
+  bool folds_norm(const RowNorm& norm, int64_t rows) const;
+  bool runs_cublas(int64_t rows) const;
+  bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
+  bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
+  bool gemv_accumulate(const Projection& p, const Tensor& in);
+  void products(const Projection& p, const Tensor& in, bool fused_gemvs);
+  void residual_epilogue(const Projection& p, const Tensor& in);
+
+  // cuda_rows.cpp
+  void add_norm(Tensor& x, const Tensor& residual, const Tensor* residual_bias, const RowNorm& norm, Tensor& y);
+  void elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y);
+  void scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate);
+
+  // cuda_attention.cpp: the mask's host lists on the device, uploaded once while they stay the same (every layer of
+  // a forward pass passes the same mask). A recording uploads its own copy (it keeps what it allocates).
+  struct UploadedList {
+    std::vector<int64_t> host;
+    Tensor device;
+  };
+  struct DeviceMask;
+  Tensor uploaded(const std::vector<int64_t>& values, UploadedList& slot);
+  void attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                       float scale, Tensor& out);
+  void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                         float scale, Tensor& out);
+
+  CudaContext ctx_;
+  CudaEventTimer timer_;
+  Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
+  UploadedList mask_bounds_, mask_layout_;
+};
+
+}  // namespace qvl

@@ -1,0 +1,70 @@
+#pragma once
+// What every op of the CUDA backend runs against: one GPU, its architecture profile, one stream of our own, the
+// caching memory pool (every allocation tagged with its owner, so the GUI can draw who holds the memory), the
+// pinned staging ring for host <-> device copies (so nothing waits for the GPU until a result is read back) and
+// cuBLAS. Recording state lives here too: tensors allocated while a CUDA graph is being captured stay with it.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "gemm_cublas.cuh"
+#include "memory_pool.h"
+#include "pinned_staging.h"
+#include "profile.h"
+#include "weight_type.h"
+
+namespace qvl {
+
+class CudaContext {
+public:
+  CudaContext(int device, std::size_t capacity, const std::string& profile);
+  ~CudaContext();
+  CudaContext(const CudaContext&) = delete;
+  CudaContext& operator=(const CudaContext&) = delete;
+
+  // A tensor from the pool (kept by the recording when one is being captured).
+  Tensor device_tensor(DType dtype, Shape shape, pool::Owner owner);
+  // Host -> device through the staging ring; refused while recording (a recorded copy would read the ring at replay
+  // time, long after it moved on).
+  void stage(void* dst, const void* src, std::size_t bytes);
+  // Fault injection for the tests of the "kernel fault during generation" path ($QVL_CUDA_FAULT_AT_LINEAR=N: the
+  // N-th matrix product traps on the GPU).
+  void maybe_inject_fault();
+
+  int device = 0;
+  int multiprocessors = 1;  // queried once: kernels pick their shape from it
+  std::string device_name;
+  std::array<uint8_t, 16> uuid{};
+  const cuda::KernelProfile* profile = nullptr;
+  bool tensor_core_attention = false;  // the profile asks for it and this device and build run it
+  bool overlapped_launches = false;    // the profile asks for them and this device has them (SM90+)
+  std::string name;                    // "cuda (NVIDIA H100, sm_90, profile native)"
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<pool::MemoryPool> pool;
+  std::unique_ptr<PinnedStaging> staging;
+  std::unique_ptr<cuda::CublasGemm> cublas;  // the native profile's GEMM
+  bool recording = false;
+  std::vector<Tensor> recorded_tensors;
+
+private:
+  int64_t fault_at_op_ = 0;
+};
+
+// Helpers shared by the backend's files.
+cuda::WeightType weight_type(DType t);
+int64_t last_dim(const Tensor& t);
+int64_t rows_of(const Tensor& t);
+float* f32(const Tensor& t);  // throws unless an f32 device tensor
+// An activation a norm writes: f32, or a 16-bit operand for cuBLAS (the norm slot of a projection).
+struct ActivationOut {
+  void* data;
+  cuda::WeightType type;
+};
+ActivationOut activation_out(const Tensor& t);
+
+}  // namespace qvl

@@ -1,0 +1,230 @@
+// Projections on the CUDA backend. Few rows (decode): the memory-bound GEMV, with the fused variants (q+k+v in one
+// launch, gate/up with SwiGLU, the input RMSNorm folded in, the residual add in the output); many rows (prefill,
+// vision): cuBLAS on tensor cores (native profile) or our tiled f32 GEMM (SM61), with the bias riding in the
+// kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add it with a pass of its own. Which of these
+// runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
+#include "backend/op_costs.h"
+#include "bias_gelu.cuh"
+#include "common.cuh"
+#include "convert.cuh"
+#include "core/error.h"
+#include "cuda_backend.h"
+#include "gemm_tiled.cuh"
+#include "gemv.cuh"
+#include "gemv_qkv.cuh"
+#include "gemv_swiglu.cuh"
+
+namespace qvl {
+
+namespace {
+
+cuda::GemvNorm gemv_norm(const RowNorm& norm, bool fold) {
+  if (!fold) return {};
+  const Tensor& w = norm.weights->weight;
+  return {w.raw(), weight_type(w.dtype()), norm.eps};
+}
+
+}  // namespace
+
+void CudaBackend::linear(const Tensor& x, const LinearWeights& w, Tensor& y) { linear_into(x, w, w.bias_or_null(), y); }
+
+// y = x · wᵀ (+ bias): the GEMV for few rows, else cuBLAS or the tiled GEMM. `bias` is w's, or null where the caller
+// adds it in a kernel of its own.
+void CudaBackend::linear_into(const Tensor& x, const LinearWeights& lw, const Tensor* bias, Tensor& y) {
+  const Tensor& w = lw.weight;
+  const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
+  if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)
+    fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
+  const GpuTimer timer = timed([&] { return op_cost::linear(x, lw, y); });
+  ctx_.maybe_inject_fault();
+  const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
+  const void* b = bias ? bias->raw() : nullptr;
+  const bool operand = x.dtype() != DType::F32;  // written by a norm as cuBLAS's operand (alloc_normed)
+  if (operand && (x.dtype() != w.dtype() || !runs_cublas(m)))
+    fail("linear: ", dtype_name(x.dtype()), " activations are for cuBLAS products with ", dtype_name(x.dtype()),
+         " weights; here ", dtype_name(w.dtype()), " weights, ", m, " rows");
+  if (!operand && m <= ctx_.profile->gemv_max_rows &&
+      cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, ctx_.overlapped_launches, ctx_.stream))
+    return;
+  if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
+    cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, ctx_.stream);
+    return;
+  }
+  // 16-bit weights read the activations in their type: converted here, or already so.
+  Tensor narrow = operand || wt == cuda::WeightType::F32 ? Tensor()
+                                                         : ctx_.device_tensor(w.dtype(), {m, k}, pool::Owner::Workspace);
+  ctx_.cublas->run(operand ? nullptr : f32(x), operand ? const_cast<void*>(x.raw()) : narrow.raw(), w.raw(), wt, f32(y),
+                   m, n, k);
+  if (b) cuda::add_bias(f32(y), b, bt, m, n, ctx_.stream);
+}
+
+// Whether linear() runs cuBLAS for m rows, and so adds the bias with a kernel of its own after the product (the
+// GEMV and the tiled GEMM add it in their epilogue).
+bool CudaBackend::runs_cublas(int64_t m) const {
+  return ctx_.profile->gemm == cuda::GemmKernel::Cublas && m > ctx_.profile->gemv_max_rows;
+}
+
+// Whether an RMSNorm runs inside the GEMV that reads it (decode rows, the rms_norm+linear fusion). Asked with the
+// same rows for a projection's closing norm and for the next projection's input norm, so the closing norm is left
+// out exactly when the next projection folds it in.
+bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows) const {
+  return norm.kind == RowNorm::Kind::Rms && fusions_.norm_into_projection && rows <= ctx_.profile->gemv_max_rows;
+}
+
+void CudaBackend::project(const Projection& p) {
+  check_projection(p);
+  const bool fold = p.norm && folds_norm(p.norm, p.rows());
+  if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
+    if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return;
+    if (p.epilogue == Epilogue::SwiGLU && gemv_swiglu(p, *p.input, true)) return;
+  }
+  // Otherwise the products read the norm slot: made by the previous projection's closing norm, or here (always where
+  // the norm folds: the previous projection then left it out).
+  const Tensor* in = p.input;
+  if (p.norm) {
+    if (fold || !p.normed_ready || !p.normed->raw()) normalise(*this, p.norm, *p.input, *p.normed, p);
+    in = p.normed;
+  }
+  products(p, *in, fold);
+}
+
+// The matrices and the epilogue, reading `in`. fold: the projection folds its norm, so its products are fused
+// whatever the q+k+v and SwiGLU switches say (as the GEMVs with the norm folded in would have been).
+void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
+  const LinearWeights& w0 = *p.weights[0];
+  switch (p.epilogue) {
+    case Epilogue::Store:
+      if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return;
+      for (int i = 0; i < p.count; ++i) linear(in, *p.weights[std::size_t(i)], *p.outputs[std::size_t(i)]);
+      return;
+    case Epilogue::SwiGLU:
+      if ((fusions_.swiglu_projection || fold) && gemv_swiglu(p, in, false)) return;
+      linear(in, w0, *p.outputs[0]);
+      linear(in, *p.weights[1], *p.outputs[1]);
+      silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
+      return;
+    case Epilogue::Gelu: {
+      Tensor& y = *p.outputs[0];
+      const Tensor* bias = w0.bias_or_null();
+      // With cuBLAS the bias is a kernel of its own after the GEMM: here it rides along with the GELU instead (the
+      // same bits: bias_gelu.cu). The GEMV and the tiled GEMM add it in their epilogue already.
+      if (!fusions_.linear_gelu || !bias || !runs_cublas(rows_of(in))) {
+        linear(in, w0, y);
+        gelu(y, p.gelu_kind, y);
+        return;
+      }
+      linear_into(in, w0, nullptr, y);
+      const GpuTimer timer = timed([&] { return op_cost::elementwise("bias+gelu", y, 2); });
+      cuda::bias_gelu(f32(y), bias->raw(), weight_type(bias->dtype()), rows_of(y), last_dim(y),
+                      p.gelu_kind == GeluKind::Tanh, ctx_.stream);
+      return;
+    }
+    case Epilogue::Residual:
+      residual_epilogue(p, in);
+      return;
+  }
+}
+
+// residual += in · wᵀ (+ bias), then the closing norm if any: the add and the norm in one kernel (with the GEMM's
+// bias where cuBLAS leaves it out), or the add in the GEMV (decode, where the next projection folds the norm), or
+// the unfused sequence.
+void CudaBackend::residual_epilogue(const Projection& p, const Tensor& in) {
+  const LinearWeights& w = *p.weights[0];
+  Tensor &x = *p.residual, &scratch = *p.outputs[0];
+  const RowNorm& next = p.then_norm;
+  const int64_t rows = rows_of(in);
+  const bool whole_rows = next && next.width() == last_dim(x);
+  const auto slot = [&]() -> Tensor& {
+    if (!p.then_normed->raw()) *p.then_normed = alloc_normed(x.shape(), p);
+    return *p.then_normed;
+  };
+  if (whole_rows && next.kind == RowNorm::Kind::Layer && fusions_.add_layer_norm) {
+    const Tensor* bias = w.bias_or_null();
+    const bool bias_after = bias && runs_cublas(rows);
+    linear_into(in, w, bias_after ? nullptr : bias, scratch);
+    add_norm(x, scratch, bias_after ? bias : nullptr, next, slot());
+    return;
+  }
+  if (whole_rows && next.kind == RowNorm::Kind::Rms && !folds_norm(next, rows) && fusions_.add_rms_norm) {
+    linear(in, w, scratch);
+    add_norm(x, scratch, nullptr, next, slot());
+    return;
+  }
+  if (!(fusions_.norm_into_projection && gemv_accumulate(p, in))) {
+    linear(in, w, scratch);
+    add(x, scratch, x);
+  }
+  if (next && !folds_norm(next, rows)) normalise(*this, next, x, slot(), p);
+}
+
+// x += in · wᵀ (+ bias) in the GEMV's epilogue. false: nothing ran (many rows, or a shape the kernel does not take).
+bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
+  const LinearWeights& lw = *p.weights[0];
+  const Tensor& w = lw.weight;
+  const Tensor* bias = lw.bias_or_null();
+  Tensor& x = *p.residual;
+  const int64_t k = last_dim(in), m = rows_of(in), n = w.dim(0);
+  if (in.dtype() != DType::F32 || m > ctx_.profile->gemv_max_rows ||
+      !cuda::gemv_fits(f32(in), w.raw(), weight_type(w.dtype()), m, k))
+    return false;
+  const GpuTimer timer = timed([&] { return op_cost::linear(in, lw, x, "linear+add"); });
+  ctx_.maybe_inject_fault();
+  const cuda::WeightType bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
+  cuda::gemv(f32(in), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr, bt, f32(x), m, n, k, true,
+             ctx_.overlapped_launches, ctx_.stream);
+  return true;
+}
+
+// q, k and v in one GEMV launch, with the input RMSNorm folded in when fold_norm. false: nothing ran.
+bool CudaBackend::gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm) {
+  const int64_t kx = last_dim(in), m = rows_of(in);
+  const Tensor& wq = p.weights[0]->weight;
+  if (in.dtype() != DType::F32 || m > ctx_.profile->gemv_max_rows || (fold_norm && p.norm.width() != kx)) return false;
+  const Tensor* some_bias = nullptr;
+  for (const LinearWeights* w : p.weights)
+    if (!some_bias) some_bias = w->bias_or_null();
+  cuda::QkvProjection q{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const LinearWeights& w = *p.weights[i];
+    const Tensor* bias = w.bias_or_null();
+    if (w.weight.dtype() != wq.dtype() || (bias && bias->dtype() != some_bias->dtype())) return false;
+    q.w[i] = w.weight.raw();
+    q.bias[i] = bias ? bias->raw() : nullptr;
+    q.y[i] = f32(*p.outputs[i]);
+    q.n[i] = w.rows();
+  }
+  if (!cuda::gemv_qkv_fits(f32(in), q, weight_type(wq.dtype()), m, kx, fold_norm)) return false;
+  const GpuTimer timer = timed([&] {
+    const int64_t rows = q.n[0] + q.n[1] + q.n[2];
+    double bytes = double(in.nbytes());
+    for (std::size_t i = 0; i < 3; ++i) bytes += double(p.weights[i]->weight.nbytes() + p.outputs[i]->nbytes());
+    return op_cost::make(std::string(fold_norm ? "rms_norm+" : "") + "linear q+k+v " + std::to_string(rows) + "x" +
+                             std::to_string(kx) + " " + std::string(format_traits(p.weights[0]->format).name) + " m<=4",
+                         bytes, 2.0 * double(m) * double(rows) * double(kx));
+  });
+  ctx_.maybe_inject_fault();
+  cuda::gemv_qkv(f32(in), q, weight_type(wq.dtype()), some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32,
+                 m, kx, gemv_norm(p.norm, fold_norm), ctx_.overlapped_launches, ctx_.stream);
+  return true;
+}
+
+// silu(in · gateᵀ) ⊙ (in · upᵀ) in one GEMV launch, with the input RMSNorm folded in when fold_norm.
+bool CudaBackend::gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm) {
+  const LinearWeights &gate = *p.weights[0], &up = *p.weights[1];
+  Tensor& y = *p.outputs[0];
+  const int64_t k = last_dim(in), m = rows_of(in), n = gate.rows();
+  const bool fits = in.dtype() == DType::F32 && gate.weight.dtype() == up.weight.dtype() &&
+                    m <= ctx_.profile->gemv_max_rows && (!fold_norm || p.norm.width() == k) &&
+                    cuda::gemv_swiglu_fits(f32(in), gate.weight.raw(), up.weight.raw(), weight_type(gate.weight.dtype()),
+                                           m, k, fold_norm);
+  if (!fits) return false;
+  const GpuTimer timer = timed([&] {
+    return op_cost::linear(in, gate, y, fold_norm ? "rms_norm+linear+swiglu" : "linear+swiglu", 2);
+  });
+  ctx_.maybe_inject_fault();
+  cuda::gemv_swiglu(f32(in), gate.weight.raw(), up.weight.raw(), weight_type(gate.weight.dtype()), f32(y), m, n, k,
+                    gemv_norm(p.norm, fold_norm), ctx_.overlapped_launches, ctx_.stream);
+  return true;
+}
+
+}  // namespace qvl

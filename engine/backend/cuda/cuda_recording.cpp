@@ -1,0 +1,51 @@
+// Recording is stream capture into a CUDA graph; every tensor allocated meanwhile stays with the graph (its kernels
+// keep using those addresses on every replay).
+#include "barrier.cuh"
+#include "common.cuh"
+#include "core/error.h"
+#include "cuda_backend.h"
+
+namespace qvl {
+
+namespace {
+
+struct Graph final : RecordedWork {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<Tensor> tensors;
+  ~Graph() override {
+    if (exec) cudaGraphExecDestroy(exec);
+  }
+};
+
+}  // namespace
+
+bool CudaBackend::begin_recording() {
+  if (timing_ || ctx_.recording) return false;  // per-kernel timing needs events around each op: run directly
+  CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeRelaxed));
+  ctx_.recording = true;
+  ctx_.recorded_tensors.clear();
+  return true;
+}
+
+std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
+  if (!ctx_.recording) return nullptr;
+  ctx_.recording = false;
+  cuda::barrier(ctx_.stream);  // the graph is done when its last kernel is, not when that kernel lets others start
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
+  auto work = std::make_shared<Graph>();
+  work->tensors = std::move(ctx_.recorded_tensors);
+  // WithFlags: the one spelling CUDA 11 (the Pascal build) and CUDA 12+ share.
+  const cudaError_t e = cudaGraphInstantiateWithFlags(&work->exec, graph, 0);
+  cudaGraphDestroy(graph);
+  CUDA_CHECK(e);
+  return work;
+}
+
+void CudaBackend::replay(const RecordedWork& work) {
+  const auto* graph = dynamic_cast<const Graph*>(&work);
+  if (!graph) fail("CUDA backend: replay of work recorded by another backend");
+  CUDA_CHECK(cudaGraphLaunch(graph->exec, ctx_.stream));
+}
+
+}  // namespace qvl

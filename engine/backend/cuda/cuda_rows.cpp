@@ -1,0 +1,126 @@
+// Row-wise and element-wise ops of the CUDA backend: norms (also with the residual add folded in), element-wise
+// activations, embedding lookups, RoPE, row copies and scatters, patchify.
+#include "add_layer_norm.cuh"
+#include "add_rms_norm.cuh"
+#include "backend/op_costs.h"
+#include "common.cuh"
+#include "core/error.h"
+#include "cuda_backend.h"
+#include "norm.cuh"
+#include "patchify.cuh"
+#include "rope.cuh"
+#include "rows.cuh"
+
+namespace qvl {
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
+  const GpuTimer timer = timed([&] { return op_cost::row_norm("rms_norm", x); });
+  const ActivationOut out = activation_out(y);
+  cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, out.data, out.type, rows_of(x), last_dim(x), ctx_.stream);
+}
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) {
+  const GpuTimer timer = timed([&] { return op_cost::row_norm("layer_norm", x); });
+  const ActivationOut out = activation_out(y);
+  cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, out.data, out.type,
+                   rows_of(x), last_dim(x), ctx_.stream);
+}
+
+// x += residual (+ residual_bias, LayerNorm only: the bias of the GEMM that made the residual), then y = norm(x), one
+// pass over each row; the norm runs over whole rows.
+void CudaBackend::add_norm(Tensor& x, const Tensor& residual, const Tensor* residual_bias, const RowNorm& norm, Tensor& y) {
+  const int64_t width = last_dim(x);
+  if (residual.numel() != x.numel() || norm.width() != width || (residual_bias && residual_bias->numel() != width))
+    fail("add+norm: shapes x ", shape_to_string(x.shape()), " residual ", shape_to_string(residual.shape()), " norm ",
+         norm.width());
+  const ActivationOut out = activation_out(y);
+  const Tensor& w = norm.weights->weight;
+  if (norm.kind == RowNorm::Kind::Rms) {
+    if (residual_bias) fail("add+rms_norm: no residual bias");
+    const GpuTimer timer = timed([&] { return op_cost::add_row_norm("add+rms_norm", x); });
+    cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), norm.eps, out.data, out.type, rows_of(x),
+                       width, ctx_.stream);
+    return;
+  }
+  const Tensor& b = norm.weights->bias;
+  const GpuTimer timer = timed([&] { return op_cost::add_row_norm("add+layer_norm", x); });
+  cuda::add_layer_norm(f32(x), f32(residual), residual_bias ? residual_bias->raw() : nullptr,
+                       residual_bias ? weight_type(residual_bias->dtype()) : cuda::WeightType::F32, w.raw(),
+                       weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), norm.eps, out.data, out.type, rows_of(x),
+                       width, ctx_.stream);
+}
+
+void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& y) { elementwise(cuda::Elementwise::Add, a, &b, y); }
+void CudaBackend::silu_mul(const Tensor& g, const Tensor& u, Tensor& y) { elementwise(cuda::Elementwise::SiluMul, g, &u, y); }
+void CudaBackend::gelu(const Tensor& x, GeluKind kind, Tensor& y) {
+  elementwise(kind == GeluKind::Tanh ? cuda::Elementwise::GeluTanh : cuda::Elementwise::GeluErf, x, nullptr, y);
+}
+
+void CudaBackend::elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
+  if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
+  static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
+  const GpuTimer timer = timed([&] { return op_cost::elementwise(names[int(op)], a, b ? 3 : 2); });
+  cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), ctx_.stream);
+}
+
+void CudaBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) {
+  const std::vector<int64_t> wide(ids.begin(), ids.end());
+  for (int64_t id : wide)
+    if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
+  embed_at(table, indices(wide), y);
+}
+
+// The ids are not checked here (they are on the device); embed checks them, and recorded decode steps get them
+// from the sampler, which picks inside the vocabulary.
+void CudaBackend::embed_at(const Tensor& table, const Tensor& ids, Tensor& y) {
+  const GpuTimer timer = timed([&] { return op_cost::embed(table, std::size_t(ids.numel())); });
+  cuda::gather_rows(table.raw(), weight_type(table.dtype()), ids.data<int64_t>(), f32(y), ids.numel(), table.dim(1),
+                    ctx_.stream);
+}
+
+void CudaBackend::patchify(const Tensor& image, const PatchLayout& p, Tensor& out) {
+  check_patchify(image, p, out);
+  const int64_t h = image.dim(0), w = image.dim(1), ps = p.patch, m = p.merge, tp = p.temporal;
+  Tensor pixels = ctx_.device_tensor(DType::U8, image.shape(), pool::Owner::Workspace);
+  ctx_.stage(pixels.raw(), image.raw(), image.nbytes());
+  const GpuTimer timer = timed([&] { return op_cost::make("patchify", double(image.nbytes() + out.nbytes()), 0); });
+  cuda::PatchParams params{h, w, ps, tp, m, {p.mean[0], p.mean[1], p.mean[2]}, {p.std[0], p.std[1], p.std[2]}};
+  cuda::patchify(pixels.data<uint8_t>(), params, f32(out), ctx_.stream);
+}
+
+void CudaBackend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
+  const GpuTimer timer = timed([&] { return op_cost::rope(x, cos); });
+  cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), ctx_.stream);
+}
+
+void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, int64_t row) {
+  const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
+  if (row + src.dim(0) > dst.dim(0) || src.nbytes() != std::size_t(src.dim(0)) * row_bytes) fail("copy_rows: does not fit");
+  const GpuTimer timer = timed([&] { return op_cost::rows("copy_rows", src, 2); });
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
+                             cudaMemcpyDeviceToDevice, ctx_.stream));
+}
+
+// The position is on the device: the caller keeps it below dst rows - src rows (the KV cache's capacity).
+void CudaBackend::copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) {
+  // Rows along the first dimension, as copy_rows: a cache row is [kv heads, head_dim].
+  const int64_t rows = src.dim(0), width = src.numel() / std::max<int64_t>(1, rows);
+  if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
+  const GpuTimer timer = timed([&] { return op_cost::rows("copy_rows", src, 2); });
+  cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, ctx_.stream);
+}
+
+void CudaBackend::add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) { scatter(x, src, rows, true); }
+void CudaBackend::set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) { scatter(x, src, rows, false); }
+
+void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {
+  if (last_dim(src) != last_dim(x) || rows_of(src) != int64_t(rows.size())) fail("scatter: shapes do not fit");
+  for (int64_t r : rows)
+    if (r < 0 || r >= rows_of(x)) fail("scatter: row ", r, " out of range");
+  const Tensor dev_rows = indices(rows);
+  const GpuTimer timer = timed([&] { return op_cost::rows(accumulate ? "add_rows" : "set_rows", src, accumulate ? 3 : 2); });
+  cuda::scatter_rows(f32(x), f32(src), dev_rows.data<int64_t>(), int64_t(rows.size()), last_dim(x), accumulate,
+                     ctx_.stream);
+}
+
+}  // namespace qvl
