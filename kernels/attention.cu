@@ -210,23 +210,22 @@ int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_l
   return chunks > 1 ? s * hq * chunks * (d + 2) : 0;
 }
 
-void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
-               int64_t kv_len, bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
-               int64_t segments, float scale, bool split_keys, float* split_workspace, unsigned* arrivals,
-               int multiprocessors, bool overlap, cudaStream_t stream) {
-  if (d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
-  if (s * hq == 0) return;
-  if (past_on_device && !split_keys) throw std::runtime_error("attention: a position on the device needs split_keys");
-  if (split_keys) {
-    const int64_t chunks = chunk_count(s * hq, kv_len, multiprocessors);
-    launch_kernel(attention_chunk_kernel, dim3(unsigned(chunks), unsigned(s * hq)), dim3(kSplitWarps * 32), 0, stream,
-                  overlap, q, k, v, out, split_workspace, arrivals, s, hq, hkv, d, kv_len, causal, past, past_on_device,
-                  bounds, segments, scale);
+void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream) {
+  if (a.d > 32 * kMaxPerLane) throw std::runtime_error("attention: head_dim over 256 is not supported");
+  if (a.layout) throw std::runtime_error("attention: a block layout runs in the tiled kernels only");
+  if (a.s * a.hq == 0) return;
+  if (split.past_on_device && !split.split_keys)
+    throw std::runtime_error("attention: a position on the device needs split_keys");
+  if (split.split_keys) {
+    const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, split.multiprocessors);
+    launch_kernel(attention_chunk_kernel, dim3(unsigned(chunks), unsigned(a.s * a.hq)), dim3(kSplitWarps * 32), 0,
+                  stream, split.overlap, a.q, a.k, a.v, a.out, split.workspace, split.arrivals, a.s, a.hq, a.hkv, a.d,
+                  a.kv_len, a.causal, a.past, split.past_on_device, a.bounds, a.segments, a.scale);
     return;
   }
   const int warps = 4;
-  attention_kernel<<<unsigned((s * hq + warps - 1) / warps), warps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, d, kv_len,
-                                                                                   causal, past, bounds, segments, scale);
+  attention_kernel<<<unsigned((a.s * a.hq + warps - 1) / warps), warps * 32, 0, stream>>>(
+      a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.scale);
   CUDA_CHECK_LAUNCH();
 }
 

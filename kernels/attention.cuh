@@ -11,12 +11,22 @@
 
 #include <cstdint>
 
+#include "attention_args.h"
+
 namespace qvl::cuda {
 
-void attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
-               int64_t kv_len, bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
-               int64_t segments, float scale, bool split_keys, float* split_workspace, unsigned* arrivals,
-               int multiprocessors, bool overlap, cudaStream_t stream);
+// How the decode kernel splits and where it reads the position (the fields the comment above names).
+struct SplitDecode {
+  bool split_keys = false;
+  const int64_t* past_on_device = nullptr;
+  float* workspace = nullptr;
+  unsigned* arrivals = nullptr;
+  int multiprocessors = 1;
+  bool overlap = false;
+};
+
+// Segments and causal masks; no block layout (the tiled kernels take those).
+void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream);
 // Floats of workspace the split needs (0: one chunk, nothing to merge).
 int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_len, int multiprocessors);
 

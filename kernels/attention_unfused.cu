@@ -72,12 +72,11 @@ __global__ void weighted_sum_kernel(const float* __restrict__ p, const float* __
 
 }  // namespace
 
-void attention_scores(const float* q, const float* k, float* workspace, int64_t first, int64_t rows, int64_t hq,
-                      int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                      int64_t segments, const int64_t* layout, int64_t layout_side, float scale, cudaStream_t stream) {
-  if (rows * hq == 0) return;
-  scores_kernel<<<unsigned(rows * hq), kThreads, std::size_t(d) * sizeof(float), stream>>>(
-      q, k, workspace, first, hq, hkv, d, kv_len, causal, past, bounds, segments, layout, layout_side, scale);
+void attention_scores(const AttentionArgs& a, int64_t first, int64_t rows, float* workspace, cudaStream_t stream) {
+  if (rows * a.hq == 0) return;
+  scores_kernel<<<unsigned(rows * a.hq), kThreads, std::size_t(a.d) * sizeof(float), stream>>>(
+      a.q, a.k, workspace, first, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.layout,
+      a.layout_side, a.scale);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -87,10 +86,11 @@ void attention_softmax(float* workspace, int64_t rows, int64_t hq, int64_t kv_le
   CUDA_CHECK_LAUNCH();
 }
 
-void attention_weighted_sum(const float* workspace, const float* v, float* out, int64_t first, int64_t rows,
-                            int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, cudaStream_t stream) {
-  if (rows * hq == 0) return;
-  weighted_sum_kernel<<<unsigned(rows * hq), kThreads, 0, stream>>>(workspace, v, out, first, hq, hkv, d, kv_len);
+void attention_weighted_sum(const AttentionArgs& a, int64_t first, int64_t rows, const float* workspace,
+                            cudaStream_t stream) {
+  if (rows * a.hq == 0) return;
+  weighted_sum_kernel<<<unsigned(rows * a.hq), kThreads, 0, stream>>>(workspace, a.v, a.out, first, a.hq, a.hkv, a.d,
+                                                                      a.kv_len);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -11,13 +11,13 @@
 
 #include <cstdint>
 
+#include "attention_args.h"
+
 namespace qvl::cuda {
 
-void attention_scores(const float* q, const float* k, float* workspace, int64_t first, int64_t rows, int64_t hq,
-                      int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                      int64_t segments, const int64_t* layout, int64_t layout_side, float scale, cudaStream_t stream);
+void attention_scores(const AttentionArgs& a, int64_t first, int64_t rows, float* workspace, cudaStream_t stream);
 void attention_softmax(float* workspace, int64_t rows, int64_t hq, int64_t kv_len, cudaStream_t stream);
-void attention_weighted_sum(const float* workspace, const float* v, float* out, int64_t first, int64_t rows,
-                            int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, cudaStream_t stream);
+void attention_weighted_sum(const AttentionArgs& a, int64_t first, int64_t rows, const float* workspace,
+                            cudaStream_t stream);
 
 }  // namespace qvl::cuda

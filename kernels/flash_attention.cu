@@ -145,15 +145,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <int kChunks>
-void launch(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv, int64_t d,
-            int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-            const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
-  const std::size_t shared = std::size_t(kQueries * d + kKeys * (d + 4) + kKeys * d) * sizeof(float);
-  const dim3 grid(unsigned((s + kQueries - 1) / kQueries), unsigned(hq));
-  flash_attention_kernel<kChunks><<<grid, kWarps * 32, shared, stream>>>(q, k, v, out, s, hq, hkv, int(d), kv_len,
-                                                                         causal, past, bounds, segments, scale,
-                                                                         layout, layout_side);
+template <int kChunks> void launch(const AttentionArgs& a, cudaStream_t stream) {
+  const std::size_t shared = std::size_t(kQueries * a.d + kKeys * (a.d + 4) + kKeys * a.d) * sizeof(float);
+  const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
+  flash_attention_kernel<kChunks><<<grid, kWarps * 32, shared, stream>>>(a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv,
+                                                                         int(a.d), a.kv_len, a.causal, a.past,
+                                                                         a.bounds, a.segments, a.scale, a.layout,
+                                                                         a.layout_side);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -161,15 +159,12 @@ void launch(const float* q, const float* k, const float* v, float* out, int64_t 
 
 bool flash_attention_fits(int64_t d) { return d > 0 && d % 4 == 0 && d <= 128; }
 
-void flash_attention(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv,
-                     int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments,
-                     float scale, const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
-  if (!flash_attention_fits(d)) throw std::runtime_error("flash_attention: head_dim must be a multiple of 4, at most 128");
-  if (s == 0 || hq == 0) return;
+void flash_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (!flash_attention_fits(a.d)) throw std::runtime_error("flash_attention: head_dim must be a multiple of 4, at most 128");
+  if (a.s == 0 || a.hq == 0) return;
   using Launch = decltype(&launch<1>);
   const Launch by_chunks[] = {launch<1>, launch<2>, launch<3>, launch<4>};  // D <= 32 · chunks
-  by_chunks[(d + 31) / 32 - 1](q, k, v, out, s, hq, hkv, d, kv_len, causal, past, bounds, segments, scale, layout,
-                               layout_side, stream);
+  by_chunks[(a.d + 31) / 32 - 1](a, stream);
 }
 
 }  // namespace qvl::cuda

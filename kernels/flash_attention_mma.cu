@@ -223,13 +223,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 #endif
 }
 
-template <int D>
-void launch(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq, int64_t hkv,
-            int64_t kv_len, bool causal, int64_t past, const int64_t* bounds, int64_t segments, float scale,
-            const int64_t* layout, int64_t layout_side, cudaStream_t stream) {
-  const dim3 grid(unsigned((s + kQueries - 1) / kQueries), unsigned(hq));
-  flash_attention_mma_kernel<D><<<grid, kWarps * 32, 0, stream>>>(q, k, v, out, s, hq, hkv, kv_len, causal, past,
-                                                                  bounds, segments, scale, layout, layout_side);
+template <int D> void launch(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
+  flash_attention_mma_kernel<D><<<grid, kWarps * 32, 0, stream>>>(a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv, a.kv_len,
+                                                                  a.causal, a.past, a.bounds, a.segments, a.scale,
+                                                                  a.layout, a.layout_side);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -252,18 +250,14 @@ bool flash_attention_mma_available() {
 
 bool flash_attention_mma_fits(int64_t d) { return d > 0 && d % 16 == 0 && d <= 128; }
 
-void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
-                         int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                         int64_t segments, float scale, const int64_t* layout, int64_t layout_side,
-                         cudaStream_t stream) {
-  if (!flash_attention_mma_fits(d))
+void flash_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
+  if (!flash_attention_mma_fits(a.d))
     throw std::runtime_error("flash_attention_mma: head_dim must be a multiple of 16, at most 128");
-  if (s == 0 || hq == 0) return;
+  if (a.s == 0 || a.hq == 0) return;
   using Launch = decltype(&launch<16>);
   const Launch by_size[] = {launch<16>, launch<32>, launch<48>, launch<64>, launch<80>, launch<96>, launch<112>,
                             launch<128>};
-  by_size[d / 16 - 1](q, k, v, out, s, hq, hkv, kv_len, causal, past, bounds, segments, scale, layout, layout_side,
-                      stream);
+  by_size[a.d / 16 - 1](a, stream);
 }
 
 }  // namespace qvl::cuda

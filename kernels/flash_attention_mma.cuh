@@ -18,9 +18,6 @@ namespace qvl::cuda {
 bool flash_attention_mma_available();
 // The head sizes it takes: multiples of 16 up to 128.
 bool flash_attention_mma_fits(int64_t d);
-void flash_attention_mma(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
-                         int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
-                         int64_t segments, float scale, const int64_t* layout, int64_t layout_side,
-                         cudaStream_t stream);
+void flash_attention_mma(const AttentionArgs& a, cudaStream_t stream);
 
 }  // namespace qvl::cuda

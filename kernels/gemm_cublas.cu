@@ -9,15 +9,28 @@
 #include "convert.cuh"
 #include "gemm_cublas.cuh"
 
-#define CUBLAS_CHECK(expr)                                                                                      \
-  do {                                                                                                          \
-    const cublasStatus_t qvl_status_ = (expr);                                                                  \
-    if (qvl_status_ != CUBLAS_STATUS_SUCCESS)                                                                   \
-      throw std::runtime_error(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " #expr " failed: " + \
-                               cublasGetStatusString(qvl_status_));                                             \
+// As CUDA_CHECK (common.cuh): where the call failed, the status's name and its meaning.
+#define CUBLAS_CHECK(expr)                                                                                  \
+  do {                                                                                                      \
+    const cublasStatus_t qvl_status_ = (expr);                                                              \
+    if (qvl_status_ != CUBLAS_STATUS_SUCCESS) ::qvl::cuda::throw_cublas_error(qvl_status_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 namespace qvl::cuda {
+
+namespace {
+
+struct CublasError : std::runtime_error {
+  cublasStatus_t status;
+  CublasError(cublasStatus_t s, const std::string& what) : std::runtime_error(what), status(s) {}
+};
+
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
+  throw CublasError(status, std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
+                                cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+}
+
+}  // namespace
 
 CublasGemm::CublasGemm(cudaStream_t stream) : stream_(stream) {
   cublasHandle_t h = nullptr;

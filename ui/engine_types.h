@@ -3,6 +3,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <QVector>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -10,13 +11,26 @@
 
 namespace qvl::ui {
 
+// A backend the device toggle offers (the engine's registry, backend/registry.h).
+struct BackendChoice {
+  QString id, label;     // "cuda", "GPU (CUDA)"
+  bool available = false;
+  QString reason;        // why it cannot be used at all (empty when it can)
+  bool has_device_memory = false;  // a memory pool to watch and cap
+  bool has_profiles = false;       // architecture profiles (the SM61 toggle)
+};
+
 // What is open and where it runs.
 struct ModelInfo {
   QString folder, summary;
   bool demo = false;                         // the embedded demo model (random weights)
-  QString device, backend, fallback_reason;  // "cpu"/"cuda", e.g. "cpu (avx512)", why "auto" did not get the GPU
-  bool cuda_usable = false;
-  QString cuda_reason;   // why the GPU cannot be used at all (empty when it can)
+  QString device, backend, fallback_reason;  // the backend's id, e.g. "cpu (avx512)", why "auto" did not get the GPU
+  QVector<BackendChoice> backends;           // every backend of this build, the CPU first
+  const BackendChoice* current() const {
+    for (const BackendChoice& b : backends)
+      if (b.id == device) return &b;
+    return nullptr;
+  }
   QString device_error;  // the GPU failed during this session and cannot be used again
   QStringList fusions;  // the fused ops in use
   MemoryReport memory;              // the device pool right after loading or moving (with the segment map)

@@ -3,7 +3,7 @@
 #include <QElapsedTimer>
 #include <vector>
 
-#include "backend/cuda_plugin.h"
+#include "backend/registry.h"
 #include "core/paths.h"
 #include "vision/image.h"
 
@@ -85,8 +85,9 @@ ModelInfo EngineWorker::info() const {
   i.device = QString::fromStdString(engine_->device());
   i.backend = QString::fromStdString(engine_->backend_name());
   i.fallback_reason = QString::fromStdString(engine_->fallback_reason());
-  i.cuda_usable = cuda_plugin().usable;
-  i.cuda_reason = QString::fromStdString(cuda_plugin().reason);
+  for (const BackendInfo& b : backend_registry())
+    i.backends.push_back({QString::fromStdString(b.id), QString::fromStdString(b.label), b.available,
+                          QString::fromStdString(b.reason), b.has_device_memory, b.has_profiles});
   i.device_error = QString::fromStdString(engine_->device_error());
   for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
   i.memory = engine_->memory_report(true);

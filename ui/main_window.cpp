@@ -34,6 +34,16 @@
 namespace qvl::ui {
 
 namespace {
+
+// Whether the backend the model runs on has a memory pool of its own to watch and cap.
+bool has_device_memory(const ModelInfo& info) {
+  const BackendChoice* b = info.current();
+  return b && b->has_device_memory;
+}
+
+}  // namespace
+
+namespace {
 constexpr int kRecentModels = 8;
 const char* const kDemoModelNote =
     "This is the demo model: a 13M-parameter Qwen3-VL that qvl's project trained for eight minutes on pictures of "
@@ -98,9 +108,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   statusBar()->addWidget(model_label_, 1);
   statusBar()->addPermanentWidget(progress_);
 
-  device_->addItem("CPU", "cpu");
-  device_->addItem("GPU", "cuda");
-  device_->setObjectName("device");
+  device_->setObjectName("device");  // its items come from the engine's registry (apply_model)
   fusions_->setObjectName("fusions");
   sm61_->setObjectName("sm61");
   sm61_->setToolTip(kSm61Tip);
@@ -125,7 +133,8 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   });
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
-    QSettings().setValue("engine/device", device == "cuda" ? "auto" : "cpu");  // next start: the GPU if it is there
+    // Next start: the CPU if that was chosen, else "auto" (the GPU if it is there).
+    QSettings().setValue("engine/device", device == engine_->model().backends.value(0).id ? device : "auto");
     show_move_progress();
     engine_->setDevice(device);
   });
@@ -135,7 +144,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   });
   connect(sm61_, &QCheckBox::toggled, this, [this](bool on) {
     QSettings().setValue("engine/cuda_profile", on ? "sm61" : "auto");
-    if (engine_->model().device == "cuda") show_move_progress();
+    if (const BackendChoice* b = engine_->model().current(); b && b->has_profiles) show_move_progress();
     engine_->configureGpu(on ? "sm61" : "auto", capacity_mib_);
   });
   connect(pool_, &PoolView::capacityChosen, this, [this](qint64 mib) {
@@ -289,7 +298,7 @@ void MainWindow::connect_engine() {
   connect(engine_, &EngineController::perfUpdated, this, [this](const PerfSnapshot& s) {
     throughput_->update_from(s);
     kernels_->update_from(s);
-    pool_->update_from(s.memory, engine_->model().device);
+    pool_->update_from(s.memory, has_device_memory(engine_->model()));
   });
   connect(engine_, &EngineController::answerFinished, this, [this](const Answer& a) {
     chat_->finish_last(answer_stats(a));
@@ -314,8 +323,12 @@ void MainWindow::apply_model(const ModelInfo& info) {
   model_label_->setText(QString("%1 — %2 · %3").arg(info.folder, info.summary, info.backend));
   composer_->set_preprocessor(settings_->image_budget(info.preprocessor));
   QSignalBlocker block(device_);
-  device_->setCurrentIndex(info.device == "cuda" ? 1 : 0);
-  pool_->update_from(info.memory, info.device);
+  if (device_->count() != info.backends.size()) {
+    device_->clear();
+    for (const BackendChoice& b : info.backends) device_->addItem(b.label, b.id);
+  }
+  device_->setCurrentIndex(device_->findData(info.device));
+  pool_->update_from(info.memory, has_device_memory(info));
   update_controls();
 }
 
@@ -333,10 +346,12 @@ void MainWindow::update_controls() {
   regenerate_->setEnabled(model && !busy && !turns.isEmpty() && turns.last().role == "assistant");
   fusion_->set_available(model && !busy, model ? "" : "Open a model first");
 
-  // The GPU toggle says why it is off: no usable GPU (the engine's reason) or a GPU that failed in this session.
+  // The device toggle says why it is off: a backend that cannot be used (the engine's reason) or a GPU that failed
+  // in this session.
   QString why_not;
-  if (!info.cuda_usable) why_not = "No usable GPU: " + info.cuda_reason;
-  else if (!info.device_error.isEmpty()) why_not = "The GPU failed in this session: " + info.device_error;
+  for (const BackendChoice& b : info.backends)
+    if (!b.available) why_not = "No usable " + b.label + ": " + b.reason;
+  if (why_not.isEmpty() && !info.device_error.isEmpty()) why_not = "The GPU failed in this session: " + info.device_error;
   device_->setEnabled(model && !busy && why_not.isEmpty());
   device_->setToolTip(why_not.isEmpty() ? (info.fallback_reason.isEmpty() ? "Where the model runs" : "Started on the CPU: " + info.fallback_reason)
                                         : why_not);

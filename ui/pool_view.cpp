@@ -88,15 +88,15 @@ PoolView::PoolView(QWidget* parent)
   auto label = [this](int v) { capacity_label_->setText(v == 0 ? "no limit" : QString("%1 MiB").arg(v * kStepMib)); };
   connect(capacity_, &QSlider::valueChanged, this, label);
   connect(capacity_, &QSlider::sliderReleased, this, [this] { emit capacityChosen(qint64(capacity_->value()) * kStepMib); });
-  update_from({}, "cpu");
+  update_from({}, false);
 }
 
-void PoolView::update_from(const MemoryReport& r, const QString& device) {
+void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   bar_->set_report(r);
   map_->set_report(r);
-  capacity_->setEnabled(device == "cuda");
+  capacity_->setEnabled(device_memory);
   if (!r.available) {
-    summary_->setText(device == "cuda" ? "No pool report yet."
+    summary_->setText(device_memory ? "No pool report yet."
                                        : "The model runs on the CPU, which has no device memory pool. Switch to the GPU "
                                          "to watch the pool.");
     return;

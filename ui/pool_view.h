@@ -42,7 +42,8 @@ class PoolView : public QWidget {
   Q_OBJECT
 public:
   explicit PoolView(QWidget* parent = nullptr);
-  void update_from(const MemoryReport& r, const QString& device);
+  // device_memory: the backend the model runs on has a pool of its own (the slider caps it).
+  void update_from(const MemoryReport& r, bool device_memory);
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit

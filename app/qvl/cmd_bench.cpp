@@ -217,7 +217,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"device", engine->device()},
-      {"cuda_graphs", engine->device() == "cuda" && options.cuda_graphs},
+      {"cuda_graphs", backend_info(engine->backend_kind()).records_work && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},
       {"images", int64_t(request.images.size())},
       {"image_tokens", image_tokens},

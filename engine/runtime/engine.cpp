@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "backend/backend.h"
-#include "backend/cuda_plugin.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "io/model_folder.h"
 #include "model/text_decoder.h"
@@ -33,7 +33,7 @@ public:
     const EngineOptions before = options_;
     options_.cuda_profile = cuda_profile;
     options_.device_memory_limit = device_memory_limit;
-    if (device_ != "cuda") return;
+    if (kind_ != BackendKind::Cuda) return;
     try {
       place("cuda");
     } catch (...) {
@@ -51,7 +51,7 @@ public:
   }
 
   GenerateResult generate(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) override {
-    if (device_ == "cuda" && !device_error_.empty())
+    if (kind_ == BackendKind::Cuda && !device_error_.empty())
       fail("the GPU failed earlier (", device_error_, "); switch the device to cpu to go on");
     try {
       return run(request, sink, cancel);
@@ -64,39 +64,42 @@ public:
   }
 
 private:
-  // Loads the weights onto `device`; on failure the engine keeps what it had.
+  // Loads the weights onto `device` ("auto": the GPU where there is a usable one, else the CPU); on failure the
+  // engine keeps what it had.
   void place(const std::string& device) {
-    if (device != "auto" && device != "cpu" && device != "cuda")
-      fail("device must be auto, cpu or cuda (got '", device, "')");
-    const CudaPluginStatus& cuda = cuda_plugin();
-    if (device == "cuda" && !cuda.usable) fail("--device cuda: CUDA is not available (", cuda.reason, ")");
+    const std::optional<BackendKind> named = qvl::backend_kind(device);
+    if (device != "auto" && !named) fail("device must be auto, ", backend_ids(), " (got '", device, "')");
+    const BackendInfo& gpu_info = backend_info(BackendKind::Cuda);
+    if (named == BackendKind::Cuda && !gpu_info.available)
+      fail("--device cuda: CUDA is not available (", gpu_info.reason, ")");
     std::string fallback;
-    if (device != "cpu" && cuda.usable && device_error_.empty()) {
+    if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
       try {
-        auto gpu = make_cuda_backend(0, options_.device_memory_limit, options_.cuda_profile);
+        auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
         ModelWeights weights = bind_weights(model_, *gpu, options_.load_progress);
-        adopt(std::move(gpu), std::move(weights), "cuda", "");
+        adopt(std::move(gpu), std::move(weights), BackendKind::Cuda, "");
         return;
       } catch (const std::exception& e) {
         // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
-        if (device == "cuda") fail("the model could not be loaded on the GPU: ", e.what(), " (--device cpu runs it on the CPU)");
+        if (named == BackendKind::Cuda)
+          fail("the model could not be loaded on the GPU: ", e.what(), " (--device cpu runs it on the CPU)");
         fallback = std::string("the GPU could not take the model: ") + e.what();
       }
-    } else if (device == "cuda") {
+    } else if (named == BackendKind::Cuda) {
       fail("the GPU failed earlier (", device_error_, "); it cannot be used again in this process");
-    } else if (device == "auto") {
-      fallback = device_error_.empty() ? cuda.reason : "the GPU failed earlier: " + device_error_;
+    } else if (!named) {
+      fallback = device_error_.empty() ? gpu_info.reason : "the GPU failed earlier: " + device_error_;
     }
-    auto cpu = make_cpu_backend();
+    auto cpu = create_backend(BackendKind::Cpu);
     ModelWeights weights = bind_weights(model_, *cpu, options_.load_progress);
-    adopt(std::move(cpu), std::move(weights), "cpu", fallback);
+    adopt(std::move(cpu), std::move(weights), BackendKind::Cpu, fallback);
   }
-  void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, const char* device, std::string fallback) {
+  void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, BackendKind kind, std::string fallback) {
     weights_ = {};  // the old weights go before their backend
     backend_ = std::move(backend);
     backend_->set_fusions(options_.fusions);
     weights_ = std::move(weights);
-    device_ = device;
+    kind_ = kind;
     fallback_reason_ = std::move(fallback);
   }
 
@@ -242,7 +245,8 @@ public:
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
   const ModelFolder& model() const override { return model_; }
   const PreprocessorConfig& image_preprocessor() const override { return preprocessor_; }
-  std::string device() const override { return device_; }
+  std::string device() const override { return backend_info(kind_).id; }
+  BackendKind backend_kind() const override { return kind_; }
   std::string backend_name() const override { return backend_->name(); }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
@@ -268,7 +272,7 @@ private:
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;
   std::string device_error_;  // set once a GPU fault has made the CUDA backend unusable
-  std::string device_ = "cpu";
+  BackendKind kind_ = BackendKind::Cpu;
   std::shared_ptr<Profiler> profiler_;
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "io/model_folder.h"
 #include "backend/fusions.h"
 #include "model/rope.h"
@@ -109,7 +110,8 @@ public:
   virtual const ModelFolder& model() const = 0;
   // The image preprocessing the engine applies (the model's, with EngineOptions' token budget).
   virtual const PreprocessorConfig& image_preprocessor() const = 0;
-  virtual std::string device() const = 0;           // "cpu" or "cuda"
+  virtual std::string device() const = 0;           // the backend's id: "cpu" or "cuda" (backend/registry.h)
+  virtual BackendKind backend_kind() const = 0;     // what it can do: backend_info(kind)
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise

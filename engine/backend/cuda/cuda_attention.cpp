@@ -21,8 +21,20 @@ struct CudaBackend::DeviceMask {
   DeviceMask(CudaBackend& be, const AttentionMask& mask)
       : bounds(mask.kind == AttentionMask::Kind::Segments ? be.uploaded(mask.bounds, be.mask_bounds_) : Tensor()),
         layout(mask.block_layout.empty() ? Tensor() : be.uploaded(mask.block_layout, be.mask_layout_)) {}
-  const int64_t* bounds_ptr() const { return bounds.raw() ? bounds.data<int64_t>() : nullptr; }
-  const int64_t* layout_ptr() const { return layout.raw() ? layout.data<int64_t>() : nullptr; }
+  // The kernels' arguments for this mask.
+  cuda::AttentionArgs args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
+                           float scale, Tensor& out) const {
+    return {f32(q),        f32(k),
+            f32(v),        f32(out),
+            q.dim(0),      q.dim(1),
+            k.dim(1),      q.dim(2),
+            kv_len,        scale,
+            mask.kind == AttentionMask::Kind::Causal,
+            mask.past,     bounds.raw() ? bounds.data<int64_t>() : nullptr,
+            int64_t(mask.bounds.size()) - 1,
+            layout.raw() ? layout.data<int64_t>() : nullptr,
+            mask.layout_side};
+  }
 };
 
 Tensor CudaBackend::uploaded(const std::vector<int64_t>& values, UploadedList& slot) {
@@ -44,8 +56,7 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 
 void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
                                   const AttentionMask& mask, float scale, Tensor& out) {
-  const bool causal = mask.kind == AttentionMask::Kind::Causal;
-  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+  const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2);
   const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
   const bool tiled = !past_on_device && s >= ctx_.profile->flash_min_queries;
   const bool tensor_cores = tiled && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(d);
@@ -60,16 +71,14 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
     if (tensor_cores) event.name += " tensor cores";
     return event;
   });
-  const DeviceMask dev(*this, mask);
-  const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
+  const DeviceMask dev(*this, mask);  // holds the lists' device copies while the kernels are queued
+  const cuda::AttentionArgs args = dev.args(q, k, v, kv_len, mask, scale, out);
   if (tensor_cores) {
-    cuda::flash_attention_mma(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
-                              segments, scale, dev_layout, mask.layout_side, ctx_.stream);
+    cuda::flash_attention_mma(args, ctx_.stream);
     return;
   }
   if (tiled && cuda::flash_attention_fits(d)) {
-    cuda::flash_attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, dev_bounds,
-                          segments, scale, dev_layout, mask.layout_side, ctx_.stream);
+    cuda::flash_attention(args, ctx_.stream);
     return;
   }
   const bool split_keys = past_on_device || s * hq < ctx_.profile->split_below_pairs_per_sm * ctx_.multiprocessors;
@@ -78,23 +87,23 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
     fail("attention: ", s * hq, " (query, head) pairs with the position on the device; the split kernel counts up to ",
          attention_arrivals_.numel());
   Tensor workspace = floats ? ctx_.device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
-  cuda::attention(f32(q), f32(k), f32(v), f32(out), s, hq, hkv, d, kv_len, causal, mask.past, past_on_device,
-                  dev_bounds, segments, scale, split_keys, floats ? workspace.data<float>() : nullptr,
-                  reinterpret_cast<unsigned*>(attention_arrivals_.raw()), ctx_.multiprocessors,
-                  ctx_.overlapped_launches, ctx_.stream);
+  const cuda::SplitDecode split{split_keys, past_on_device, floats ? workspace.data<float>() : nullptr,
+                                 reinterpret_cast<unsigned*>(attention_arrivals_.raw()), ctx_.multiprocessors,
+                                 ctx_.overlapped_launches};
+  cuda::attention(args, split, ctx_.stream);
 }
+
 // Three kernels through a score matrix in memory, in chunks of queries whose scores fit 64 MB. A recorded decode
 // step (its position on the device) keeps the decode kernel: the reference is for prefill, vision and eager decode.
 void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
                                     const AttentionMask& mask, float scale, Tensor& out) {
   if (mask.past_on_device) return attention_fused(q, k, v, kv_len, mask, scale, out);
-  const bool causal = mask.kind == AttentionMask::Kind::Causal;
-  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2), segments = int64_t(mask.bounds.size()) - 1;
+  const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
   if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
   mask.check_block_layout(s);
   if (s == 0 || hq == 0 || kv_len == 0) return;
   const DeviceMask dev(*this, mask);
-  const int64_t *dev_bounds = dev.bounds_ptr(), *dev_layout = dev.layout_ptr();
+  const cuda::AttentionArgs args = dev.args(q, k, v, kv_len, mask, scale, out);
   const int64_t chunk = std::clamp<int64_t>((int64_t(64) << 20) / 4 / std::max<int64_t>(1, hq * kv_len), 1, s);
   Tensor scores = ctx_.device_tensor(DType::F32, {std::max<int64_t>(1, chunk * hq * kv_len)}, pool::Owner::Workspace);
   for (int64_t first = 0; first < s; first += chunk) {
@@ -104,8 +113,7 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
       const GpuTimer timer = timed([&] {
         return op_cost::make("attention scores d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
       });
-      cuda::attention_scores(f32(q), f32(k), scores.data<float>(), first, rows, hq, hkv, d, kv_len, causal,
-                             mask.past, dev_bounds, segments, dev_layout, mask.layout_side, scale, ctx_.stream);
+      cuda::attention_scores(args, first, rows, scores.data<float>(), ctx_.stream);
     }
     {
       const GpuTimer timer = timed([&] { return op_cost::make("attention softmax", 3 * matrix, 3 * matrix / 4); });
@@ -114,7 +122,7 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
     const GpuTimer timer = timed([&] {
       return op_cost::make("attention weighted sum d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
     });
-    cuda::attention_weighted_sum(scores.data<float>(), f32(v), f32(out), first, rows, hq, hkv, d, kv_len, ctx_.stream);
+    cuda::attention_weighted_sum(args, first, rows, scores.data<float>(), ctx_.stream);
   }
 }
 
