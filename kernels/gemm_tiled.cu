@@ -13,10 +13,6 @@ namespace {
 
 constexpr int kTile = 64, kStep = 16, kThreads = 256;
 
-__device__ __forceinline__ float widen(float v) { return v; }
-__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
-__device__ __forceinline__ float widen(uint16_t bf16) { return __uint_as_float(uint32_t(bf16) << 16); }
-
 template <typename W>
 __global__ void __launch_bounds__(kThreads)
     gemm_tiled_kernel(const float* __restrict__ x, const W* __restrict__ w, const void* __restrict__ bias,

@@ -27,35 +27,6 @@
 
 namespace qvl::cuda {
 
-template <typename W> struct Vec16;  // 16 bytes of weights: loaded raw, widened to f32 when used
-template <> struct Vec16<float> {
-  static constexpr int kCount = 4;
-  __device__ static void widen(const uint4& v, float* out) {
-    out[0] = __uint_as_float(v.x), out[1] = __uint_as_float(v.y), out[2] = __uint_as_float(v.z),
-    out[3] = __uint_as_float(v.w);
-  }
-};
-template <> struct Vec16<uint16_t> {  // bf16
-  static constexpr int kCount = 8;
-  __device__ static void widen(const uint4& v, float* out) {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-    for (int i = 0; i < 4; ++i) {
-      out[2 * i] = __uint_as_float(words[i] << 16);
-      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-    }
-  }
-};
-template <> struct Vec16<__half> {
-  static constexpr int kCount = 8;
-  __device__ static void widen(const uint4& v, float* out) {
-    const __half2* h = reinterpret_cast<const __half2*>(&v);
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(h[i]);
-      out[2 * i] = f.x, out[2 * i + 1] = f.y;
-    }
-  }
-};
-
 constexpr int kGemvWarps = 8;
 constexpr int kGemvThreads = kGemvWarps * 32;
 constexpr int64_t kGemvNormBytes = 48 * 1024;  // shared memory for the normed x without an opt-in, on every GPU

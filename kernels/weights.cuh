@@ -1,6 +1,8 @@
 #pragma once
 // Weights stay in their stored type on the device (f32, f16 or bf16) and are widened to f32 in registers, so every
 // kernel runs on every architecture: bf16 -> f32 is a 16-bit shift, f16 -> f32 a conversion Pascal has in hardware.
+// This header is the one place a weight is loaded and widened: one value (widen, load_weight for a type known at run
+// time) or a 16-byte vector (Vec16, the GEMVs). A new storage format adds its widening here.
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -9,13 +11,47 @@
 
 namespace qvl::cuda {
 
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float widen(__half v) { return __half2float(v); }
+__device__ __forceinline__ float widen(uint16_t bf16) { return __uint_as_float(uint32_t(bf16) << 16); }
+
 __device__ __forceinline__ float load_weight(const void* w, WeightType t, int64_t i) {
   switch (t) {
-    case WeightType::F16: return __half2float(static_cast<const __half*>(w)[i]);
-    case WeightType::BF16: return __uint_as_float(uint32_t(static_cast<const uint16_t*>(w)[i]) << 16);
+    case WeightType::F16: return widen(static_cast<const __half*>(w)[i]);
+    case WeightType::BF16: return widen(static_cast<const uint16_t*>(w)[i]);
     default: return static_cast<const float*>(w)[i];
   }
 }
+
+template <typename W> struct Vec16;  // 16 bytes of weights: loaded raw, widened to f32 when used
+template <> struct Vec16<float> {
+  static constexpr int kCount = 4;
+  __device__ static void widen(const uint4& v, float* out) {
+    out[0] = __uint_as_float(v.x), out[1] = __uint_as_float(v.y), out[2] = __uint_as_float(v.z),
+    out[3] = __uint_as_float(v.w);
+  }
+};
+template <> struct Vec16<uint16_t> {  // bf16
+  static constexpr int kCount = 8;
+  __device__ static void widen(const uint4& v, float* out) {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = __uint_as_float(words[i] << 16);
+      out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
+  }
+};
+template <> struct Vec16<__half> {
+  static constexpr int kCount = 8;
+  __device__ static void widen(const uint4& v, float* out) {
+    const __half2* h = reinterpret_cast<const __half2*>(&v);
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(h[i]);
+      out[2 * i] = f.x, out[2 * i + 1] = f.y;
+    }
+  }
+};
+
 
 // bf16 by integer rounding, to nearest even (Pascal has no bf16 conversion instructions); NaN stays NaN.
 __device__ __forceinline__ uint16_t round_to_bf16(float f) {

@@ -124,7 +124,7 @@ struct BackendLimits {
   int64_t block_sparse_min_queries = 1;
 };
 
-// The physical device behind a backend, where there is one (the Vulkan views match its UUID).
+// The physical device behind a backend, where there is one (a Vulkan device is matched to it by the UUID).
 struct DeviceIdentity {
   std::string name;
   int index = 0;

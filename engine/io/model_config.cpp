@@ -15,6 +15,61 @@ void require(bool ok, const JsonFields& f, const std::string& key, const std::st
   if (!ok) fail(f.where(key), ": ", message);
 }
 
+// The integer sizes of each config, listed once: read (required, or optional with the struct's default), checked
+// (positive, below 2^31) and written by the same loops.
+template <typename Config> struct SizeField {
+  const char* key;
+  int64_t Config::*member;
+  bool required;
+};
+constexpr SizeField<TextConfig> kTextSizes[] = {
+    {"vocab_size", &TextConfig::vocab_size, true},
+    {"hidden_size", &TextConfig::hidden_size, true},
+    {"intermediate_size", &TextConfig::intermediate_size, true},
+    {"num_hidden_layers", &TextConfig::num_hidden_layers, true},
+    {"num_attention_heads", &TextConfig::num_attention_heads, true},
+    {"num_key_value_heads", &TextConfig::num_key_value_heads, false},  // default: num_attention_heads (MHA)
+    {"head_dim", &TextConfig::head_dim, false},
+    {"max_position_embeddings", &TextConfig::max_position_embeddings, false},
+};
+constexpr SizeField<VisionConfig> kVisionSizes[] = {
+    {"depth", &VisionConfig::depth, true},
+    {"hidden_size", &VisionConfig::hidden_size, true},
+    {"intermediate_size", &VisionConfig::intermediate_size, true},
+    {"num_heads", &VisionConfig::num_heads, true},
+    {"out_hidden_size", &VisionConfig::out_hidden_size, true},
+    {"in_channels", &VisionConfig::in_channels, false},
+    {"patch_size", &VisionConfig::patch_size, false},
+    {"temporal_patch_size", &VisionConfig::temporal_patch_size, false},
+    {"spatial_merge_size", &VisionConfig::spatial_merge_size, false},
+    {"num_position_embeddings", &VisionConfig::num_position_embeddings, false},
+};
+// The special tokens (top level): optional, each inside the vocabulary.
+constexpr SizeField<ModelConfig> kTokenIds[] = {
+    {"image_token_id", &ModelConfig::image_token_id, false},
+    {"video_token_id", &ModelConfig::video_token_id, false},
+    {"vision_start_token_id", &ModelConfig::vision_start_token_id, false},
+    {"vision_end_token_id", &ModelConfig::vision_end_token_id, false},
+};
+
+template <typename Config, std::size_t N>
+void read_fields(const JsonFields& f, const SizeField<Config> (&fields)[N], Config& c) {
+  for (const auto& field : fields)
+    c.*field.member = field.required ? f.required<int64_t>(field.key) : f.optional<int64_t>(field.key, c.*field.member);
+}
+template <typename Config, std::size_t N>
+void check_sizes(const JsonFields& f, const SizeField<Config> (&fields)[N], const Config& c) {
+  for (const auto& field : fields) {
+    const int64_t v = c.*field.member;
+    require(v > 0 && v < (int64_t(1) << 31), f, field.key,
+            "must be a positive integer below 2^31, got " + std::to_string(v));
+  }
+}
+template <typename Config, std::size_t N>
+void write_fields(nlohmann::json& j, const SizeField<Config> (&fields)[N], const Config& c) {
+  for (const auto& field : fields) j[field.key] = c.*field.member;
+}
+
 // rope_theta and the mrope layout: `rope_parameters` (5.x) or `rope_theta` + `rope_scaling` (4.57).
 std::string rope_key(const JsonFields& t) { return t.has("rope_parameters") ? "rope_parameters" : "rope_scaling"; }
 
@@ -33,12 +88,7 @@ void read_rope(const JsonFields& t, TextConfig& text) {
 }
 
 void validate_text(const JsonFields& t, const TextConfig& c, const std::string& rope_field) {
-  const std::pair<const char*, int64_t> sizes[] = {
-      {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden_size}, {"intermediate_size", c.intermediate_size},
-      {"num_hidden_layers", c.num_hidden_layers}, {"num_attention_heads", c.num_attention_heads},
-      {"num_key_value_heads", c.num_key_value_heads}, {"head_dim", c.head_dim}};
-  for (const auto& [key, v] : sizes)
-    require(v > 0 && v < (int64_t(1) << 31), t, key, "must be a positive integer below 2^31, got " + std::to_string(v));
+  check_sizes(t, kTextSizes, c);
   require(c.num_attention_heads % c.num_key_value_heads == 0, t, "num_key_value_heads",
           "must divide num_attention_heads (" + std::to_string(c.num_attention_heads) + ")");
   require(c.head_dim % 2 == 0, t, "head_dim", "must be even (rotary pairs)");
@@ -60,19 +110,7 @@ void validate_text(const JsonFields& t, const TextConfig& c, const std::string& 
 }
 
 void validate_vision(const JsonFields& v, const VisionConfig& c, const TextConfig& text) {
-  auto positive = [&](const char* key, int64_t value) {
-    require(value > 0 && value < (int64_t(1) << 31), v, key, "must be a positive integer, got " + std::to_string(value));
-  };
-  positive("depth", c.depth);
-  positive("hidden_size", c.hidden_size);
-  positive("intermediate_size", c.intermediate_size);
-  positive("num_heads", c.num_heads);
-  positive("in_channels", c.in_channels);
-  positive("patch_size", c.patch_size);
-  positive("temporal_patch_size", c.temporal_patch_size);
-  positive("spatial_merge_size", c.spatial_merge_size);
-  positive("out_hidden_size", c.out_hidden_size);
-  positive("num_position_embeddings", c.num_position_embeddings);
+  check_sizes(v, kVisionSizes, c);
   require(c.hidden_size % c.num_heads == 0, v, "num_heads", "must divide hidden_size");
   require(c.head_dim() % 4 == 0, v, "num_heads", "the head size must be a multiple of 4 (2D rotary halves)");
   const auto side = int64_t(std::llround(std::sqrt(double(c.num_position_embeddings))));
@@ -108,14 +146,8 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   }
   const JsonFields t = top.object("text_config");
   TextConfig& text = c.text;
-  text.vocab_size = t.required<int64_t>("vocab_size");
-  text.hidden_size = t.required<int64_t>("hidden_size");
-  text.intermediate_size = t.required<int64_t>("intermediate_size");
-  text.num_hidden_layers = t.required<int64_t>("num_hidden_layers");
-  text.num_attention_heads = t.required<int64_t>("num_attention_heads");
-  text.num_key_value_heads = t.optional<int64_t>("num_key_value_heads", text.num_attention_heads);
-  text.head_dim = t.optional<int64_t>("head_dim", text.head_dim);
-  text.max_position_embeddings = t.optional<int64_t>("max_position_embeddings", text.max_position_embeddings);
+  read_fields(t, kTextSizes, text);
+  if (!t.has("num_key_value_heads")) text.num_key_value_heads = text.num_attention_heads;
   text.rms_norm_eps = t.optional<double>("rms_norm_eps", text.rms_norm_eps);
   text.hidden_act = t.optional<std::string>("hidden_act", text.hidden_act);
   text.attention_bias = t.optional<bool>("attention_bias", text.attention_bias);
@@ -124,31 +156,17 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 
   const JsonFields v = top.object("vision_config");
   VisionConfig& vision = c.vision;
-  vision.depth = v.required<int64_t>("depth");
-  vision.hidden_size = v.required<int64_t>("hidden_size");
-  vision.intermediate_size = v.required<int64_t>("intermediate_size");
-  vision.num_heads = v.required<int64_t>("num_heads");
-  vision.out_hidden_size = v.required<int64_t>("out_hidden_size");
-  vision.in_channels = v.optional<int64_t>("in_channels", vision.in_channels);
-  vision.patch_size = v.optional<int64_t>("patch_size", vision.patch_size);
-  vision.temporal_patch_size = v.optional<int64_t>("temporal_patch_size", vision.temporal_patch_size);
-  vision.spatial_merge_size = v.optional<int64_t>("spatial_merge_size", vision.spatial_merge_size);
-  vision.num_position_embeddings = v.optional<int64_t>("num_position_embeddings", vision.num_position_embeddings);
+  read_fields(v, kVisionSizes, vision);
   vision.deepstack_visual_indexes = v.optional<std::vector<int64_t>>("deepstack_visual_indexes", vision.deepstack_visual_indexes);
   vision.hidden_act = v.optional<std::string>("hidden_act", vision.hidden_act);
   if (v.has("rope_parameters")) vision.rope_theta = v.object("rope_parameters").optional<double>("rope_theta", vision.rope_theta);
   validate_vision(v, vision, text);
 
-  c.image_token_id = top.optional<int64_t>("image_token_id", c.image_token_id);
-  c.video_token_id = top.optional<int64_t>("video_token_id", c.video_token_id);
-  c.vision_start_token_id = top.optional<int64_t>("vision_start_token_id", c.vision_start_token_id);
-  c.vision_end_token_id = top.optional<int64_t>("vision_end_token_id", c.vision_end_token_id);
-  const std::pair<const char*, int64_t> token_ids[] = {{"image_token_id", c.image_token_id},
-                                                       {"video_token_id", c.video_token_id},
-                                                       {"vision_start_token_id", c.vision_start_token_id},
-                                                       {"vision_end_token_id", c.vision_end_token_id}};
-  for (const auto& [key, id] : token_ids)
-    require(id >= 0 && id < text.vocab_size, top, key, "token id " + std::to_string(id) + " is outside the vocabulary");
+  read_fields(top, kTokenIds, c);
+  for (const auto& field : kTokenIds) {
+    const int64_t id = c.*field.member;
+    require(id >= 0 && id < text.vocab_size, top, field.key, "token id " + std::to_string(id) + " is outside the vocabulary");
+  }
   // transformers reads the top-level flag; older files only set it in text_config.
   c.tie_word_embeddings = top.has("tie_word_embeddings") ? top.required<bool>("tie_word_embeddings")
                                                           : t.optional<bool>("tie_word_embeddings", false);
@@ -170,14 +188,6 @@ nlohmann::json ModelConfig::to_json() const {
   using nlohmann::json;
   json text_json = {
       {"model_type", "qwen3_vl_text"},
-      {"vocab_size", text.vocab_size},
-      {"hidden_size", text.hidden_size},
-      {"intermediate_size", text.intermediate_size},
-      {"num_hidden_layers", text.num_hidden_layers},
-      {"num_attention_heads", text.num_attention_heads},
-      {"num_key_value_heads", text.num_key_value_heads},
-      {"head_dim", text.head_dim},
-      {"max_position_embeddings", text.max_position_embeddings},
       {"rms_norm_eps", text.rms_norm_eps},
       {"rope_theta", text.rope_theta},
       {"rope_scaling", {{"rope_type", "default"}, {"mrope_section", text.mrope_section}, {"mrope_interleaved", text.mrope_interleaved}}},
@@ -193,33 +203,23 @@ nlohmann::json ModelConfig::to_json() const {
   };
   json vision_json = {
       {"model_type", "qwen3_vl"},
-      {"depth", vision.depth},
-      {"hidden_size", vision.hidden_size},
-      {"intermediate_size", vision.intermediate_size},
-      {"num_heads", vision.num_heads},
-      {"in_channels", vision.in_channels},
-      {"patch_size", vision.patch_size},
-      {"temporal_patch_size", vision.temporal_patch_size},
-      {"spatial_merge_size", vision.spatial_merge_size},
-      {"out_hidden_size", vision.out_hidden_size},
-      {"num_position_embeddings", vision.num_position_embeddings},
       {"deepstack_visual_indexes", vision.deepstack_visual_indexes},
       {"hidden_act", vision.hidden_act},
       {"initializer_range", 0.02},
   };
-  return {
+  write_fields(text_json, kTextSizes, text);
+  write_fields(vision_json, kVisionSizes, vision);
+  json j = {
       {"architectures", {"Qwen3VLForConditionalGeneration"}},
       {"model_type", "qwen3_vl"},
       {"text_config", text_json},
       {"vision_config", vision_json},
-      {"image_token_id", image_token_id},
-      {"video_token_id", video_token_id},
-      {"vision_start_token_id", vision_start_token_id},
-      {"vision_end_token_id", vision_end_token_id},
       {"tie_word_embeddings", tie_word_embeddings},
       {"dtype", dtype_to_torch(dtype)},
       {"transformers_version", "4.57.0"},
   };
+  write_fields(j, kTokenIds, *this);
+  return j;
 }
 
 int64_t ModelConfig::parameter_count() const {

@@ -111,7 +111,7 @@ TEST_F(CudaOps, Sm61ProfileStoresF16AndMatchesTheCpu) {
   EXPECT_EQ(make_cuda_backend(0, 0, "native")->upload(w, WeightRole::Matrix).dtype(), DType::BF16);
 }
 
-// The registry's questions: the device behind the backend (its UUID, for the Vulkan views) and its limits.
+// A backend's facets: the device behind it (its UUID, which Vulkan interop matches) and its limits.
 TEST_F(CudaOps, ReportsItsDeviceAndLimits) {
   const std::optional<DeviceIdentity> id = gpu->device_identity();
   ASSERT_TRUE(id.has_value());

@@ -95,6 +95,13 @@ TEST(ModelConfig, NamesTheFileAndFieldOfEveryError) {
   expect_config_error([](auto& j) { j["text_config"]["num_attention_heads"] = "16"; }, "text_config.num_attention_heads", "expected an integer, got string");
   expect_config_error([](auto& j) { j["text_config"]["num_key_value_heads"] = 5; }, "text_config.num_key_value_heads", "must divide");
   expect_config_error([](auto& j) { j["text_config"]["hidden_size"] = -1; }, "text_config.hidden_size", "positive");
+  // Every size of the field table is checked, the optional ones too (0 and -5 positions were accepted before).
+  expect_config_error([](auto& j) { j["text_config"]["max_position_embeddings"] = 0; },
+                      "text_config.max_position_embeddings", "positive");
+  expect_config_error([](auto& j) { j["text_config"]["max_position_embeddings"] = -5; },
+                      "text_config.max_position_embeddings", "got -5");
+  expect_config_error([](auto& j) { j["vision_config"]["patch_size"] = int64_t(1) << 40; }, "vision_config.patch_size",
+                      "below 2^31");
   expect_config_error([](auto& j) { j["text_config"]["rope_scaling"]["mrope_section"] = {24, 20, 21}; },
                       "text_config.rope_scaling.mrope_section", "sum to 65");
   expect_config_error([](auto& j) { j["text_config"]["rope_scaling"]["rope_type"] = "yarn"; }, "text_config.rope_scaling.rope_type", "not supported");
