@@ -44,12 +44,11 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
 
 }  // namespace
 
-void add_layer_norm(float* x, const float* residual, const void* residual_bias, WeightType residual_bias_type,
-                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, void* y,
-                    WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream) {
-  if (rows == 0) return;
-  add_layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, residual_bias, residual_bias_type, w,
-                                                                 w_type, b, b_type, eps, y, y_type, width);
+void add_layer_norm(const RowNormArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  add_layer_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.residual, a.residual_bias,
+                                                                   a.residual_bias_type, a.w, a.w_type, a.b, a.b_type,
+                                                                   a.eps, a.y, a.y_type, a.width);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,14 +7,12 @@
 
 #include <cstdint>
 
-#include "weight_type.h"
+#include "norm.cuh"
 
 namespace qvl::cuda {
 
 // y must not alias x or the residual; it is f32 or a 16-bit GEMM operand (y_type, as in norm.cuh). residual_bias may
 // be null.
-void add_layer_norm(float* x, const float* residual, const void* residual_bias, WeightType residual_bias_type,
-                    const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, void* y,
-                    WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream);
+void add_layer_norm(const RowNormArgs& a, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -27,10 +27,10 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
 
 }  // namespace
 
-void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, void* y,
-                  WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream) {
-  if (rows == 0) return;
-  add_rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, residual, w, w_type, eps, y, y_type, width);
+void add_rms_norm(const RowNormArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  add_rms_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.residual, a.w, a.w_type, a.eps, a.y, a.y_type,
+                                                                 a.width);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -6,12 +6,11 @@
 
 #include <cstdint>
 
-#include "weight_type.h"
+#include "norm.cuh"
 
 namespace qvl::cuda {
 
 // y must not alias x or the residual; it is f32 or a 16-bit GEMM operand (y_type, as in norm.cuh).
-void add_rms_norm(float* x, const float* residual, const void* w, WeightType w_type, float eps, void* y,
-                  WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream);
+void add_rms_norm(const RowNormArgs& a, cudaStream_t stream);
 
 }  // namespace qvl::cuda

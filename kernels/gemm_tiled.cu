@@ -70,14 +70,13 @@ void launch(const float* x, const void* w, const void* bias, WeightType bias_typ
 
 }  // namespace
 
-void gemm_tiled(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y,
-                int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  if (m == 0 || n == 0) return;
-  if ((m + kTile - 1) / kTile > 65535) throw std::runtime_error("gemm_tiled: more than 4 million rows");
-  switch (w_type) {
-    case WeightType::BF16: launch<uint16_t>(x, w, bias, bias_type, y, m, n, k, stream); break;
-    case WeightType::F16: launch<__half>(x, w, bias, bias_type, y, m, n, k, stream); break;
-    default: launch<float>(x, w, bias, bias_type, y, m, n, k, stream); break;
+void gemm_tiled(const MatmulArgs& a, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return;
+  if ((a.m + kTile - 1) / kTile > 65535) throw std::runtime_error("gemm_tiled: more than 4 million rows");
+  switch (a.w_type) {
+    case WeightType::BF16: launch<uint16_t>(a.x, a.w, a.bias, a.bias_type, a.y, a.m, a.n, a.k, stream); break;
+    case WeightType::F16: launch<__half>(a.x, a.w, a.bias, a.bias_type, a.y, a.m, a.n, a.k, stream); break;
+    default: launch<float>(a.x, a.w, a.bias, a.bias_type, a.y, a.m, a.n, a.k, stream); break;
   }
 }
 

@@ -6,11 +6,10 @@
 
 #include <cstdint>
 
-#include "weight_type.h"
+#include "matmul_args.h"
 
 namespace qvl::cuda {
 
-void gemm_tiled(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y,
-                int64_t m, int64_t n, int64_t k, cudaStream_t stream);
+void gemm_tiled(const MatmulArgs& a, cudaStream_t stream);
 
 }  // namespace qvl::cuda

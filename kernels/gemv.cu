@@ -9,17 +9,18 @@ bool gemv_fits(const float* x, const void* w, WeightType w_type, int64_t m, int6
   return gemv_fits(w_type, m, k, x, w, nullptr);
 }
 
-bool gemv(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y, int64_t m,
-          int64_t n, int64_t k, bool accumulate, bool overlap, cudaStream_t stream) {
-  if (m == 0 || n == 0) return true;
-  if (!gemv_fits(w_type, m, k, x, w, nullptr)) return false;
+bool gemv(const MatmulArgs& a, bool accumulate, bool overlap, cudaStream_t stream) {
+  if (a.m == 0 || a.n == 0) return true;
+  if (!gemv_fits(a.w_type, a.m, a.k, a.x, a.w, nullptr)) return false;
   GemvParts parts;
-  parts.part[0] = {w, bias, y, n};
+  parts.part[0] = {a.w, a.bias, a.y, a.n};
   parts.count = 1;
   if (accumulate)
-    launch_gemv_normed<GemvEpilogue::Accumulate, false>(w_type, x, parts, nullptr, bias_type, m, k, {}, overlap,
-                                                        stream);
-  else launch_gemv_normed<GemvEpilogue::Store, false>(w_type, x, parts, nullptr, bias_type, m, k, {}, overlap, stream);
+    launch_gemv_normed<GemvEpilogue::Accumulate, false>(a.w_type, a.x, parts, nullptr, a.bias_type, a.m, a.k, {},
+                                                        overlap, stream);
+  else
+    launch_gemv_normed<GemvEpilogue::Store, false>(a.w_type, a.x, parts, nullptr, a.bias_type, a.m, a.k, {}, overlap,
+                                                   stream);
   return true;
 }
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "weight_type.h"
+#include "matmul_args.h"
 
 namespace qvl::cuda {
 
@@ -22,7 +22,6 @@ struct GemvNorm {
 
 // Whether gemv takes this shape (it returns false, launching nothing, where not).
 bool gemv_fits(const float* x, const void* w, WeightType w_type, int64_t m, int64_t k);
-bool gemv(const float* x, const void* w, WeightType w_type, const void* bias, WeightType bias_type, float* y, int64_t m,
-          int64_t n, int64_t k, bool accumulate, bool overlap, cudaStream_t stream);
+bool gemv(const MatmulArgs& a, bool accumulate, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -10,12 +10,12 @@ bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightTy
   return gemv_fits(w_type, m, k, x, gate, up, normed);
 }
 
-void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
+void gemv_swiglu(const MatmulArgs& gate, const void* up, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   GemvParts parts;
-  parts.part[0] = {gate, nullptr, y, n};
+  parts.part[0] = {gate.w, nullptr, gate.y, gate.n};
   parts.count = 1;
-  launch_gemv<GemvEpilogue::SwiGlu>(w_type, x, parts, up, WeightType::F32, m, k, norm, overlap, stream);
+  launch_gemv<GemvEpilogue::SwiGlu>(gate.w_type, gate.x, parts, up, WeightType::F32, gate.m, gate.k, norm, overlap,
+                                    stream);
 }
 
 }  // namespace qvl::cuda

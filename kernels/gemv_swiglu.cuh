@@ -14,7 +14,7 @@ namespace qvl::cuda {
 
 bool gemv_swiglu_fits(const float* x, const void* gate, const void* up, WeightType w_type, int64_t m, int64_t k,
                       bool normed);
-void gemv_swiglu(const float* x, const void* gate, const void* up, WeightType w_type, float* y, int64_t m, int64_t n,
-                 int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream);
+// gate: x, the gate matrix (its bias unused), y, m, n, k; up: the up matrix, of the gate's type and shape.
+void gemv_swiglu(const MatmulArgs& gate, const void* up, const GemvNorm& norm, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -36,17 +36,16 @@ __global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, 
 
 }  // namespace
 
-void rms_norm(const float* x, const void* w, WeightType w_type, float eps, void* y, WeightType y_type, int64_t rows,
-              int64_t width, cudaStream_t stream) {
-  if (rows == 0) return;
-  rms_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, w, w_type, eps, y, y_type, width);
+void rms_norm(const RowNormArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  rms_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.eps, a.y, a.y_type, a.width);
   CUDA_CHECK_LAUNCH();
 }
 
-void layer_norm(const float* x, const void* w, WeightType w_type, const void* b, WeightType b_type, float eps, void* y,
-                WeightType y_type, int64_t rows, int64_t width, cudaStream_t stream) {
-  if (rows == 0) return;
-  layer_norm_kernel<<<unsigned(rows), kThreads, 0, stream>>>(x, w, w_type, b, b_type, eps, y, y_type, width);
+void layer_norm(const RowNormArgs& a, cudaStream_t stream) {
+  if (a.rows == 0) return;
+  layer_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.b, a.b_type, a.eps, a.y, a.y_type,
+                                                               a.width);
   CUDA_CHECK_LAUNCH();
 }
 

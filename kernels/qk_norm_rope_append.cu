@@ -68,15 +68,12 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
 
 }  // namespace
 
-void qk_norm_rope_append(float* q, float* k, const float* v, const void* q_norm, WeightType q_norm_type, const void* k_norm,
-                         WeightType k_norm_type, float eps, const float* cos, const float* sin, float* cache_k,
-                         float* cache_v, int64_t row, const int64_t* row_on_device, int64_t s, int64_t hq, int64_t hkv,
-                         int64_t d, bool overlap, cudaStream_t stream) {
-  if (s == 0) return;
-  const dim3 grid(unsigned(s), unsigned(hq + hkv));
-  launch_kernel(d <= 128 ? qk_norm_rope_append_kernel<64> : qk_norm_rope_append_kernel<256>, grid,
-                dim3(d <= 128 ? 64 : 256), 0, stream, overlap, q, k, v, q_norm, q_norm_type, k_norm, k_norm_type, eps,
-                cos, sin, cache_k, cache_v, row, row_on_device, hq, hkv, d);
+void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream) {
+  if (a.s == 0) return;
+  const dim3 grid(unsigned(a.s), unsigned(a.hq + a.hkv));
+  launch_kernel(a.d <= 128 ? qk_norm_rope_append_kernel<64> : qk_norm_rope_append_kernel<256>, grid,
+                dim3(a.d <= 128 ? 64 : 256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
+                a.k_norm_type, a.eps, a.cos, a.sin, a.cache_k, a.cache_v, a.row, a.row_on_device, a.hq, a.hkv, a.d);
 }
 
 }  // namespace qvl::cuda

@@ -14,9 +14,23 @@ namespace qvl::cuda {
 // q [S, Hq, D] and k [S, Hkv, D] normalised and rotated in place; cache_k/cache_v rows [row + s] = k[s], v[s] where
 // row is *row_on_device when that is non-null. cos, sin: [S, D]. D even, at most 512. overlap: launched to start as
 // the previous kernel drains (common.cuh; SM90+).
-void qk_norm_rope_append(float* q, float* k, const float* v, const void* q_norm, WeightType q_norm_type, const void* k_norm,
-                         WeightType k_norm_type, float eps, const float* cos, const float* sin, float* cache_k,
-                         float* cache_v, int64_t row, const int64_t* row_on_device, int64_t s, int64_t hq, int64_t hkv,
-                         int64_t d, bool overlap, cudaStream_t stream);
+struct QkNormRopeAppendArgs {
+  float* q = nullptr;  // [S, Hq, D]
+  float* k = nullptr;  // [S, Hkv, D]
+  const float* v = nullptr;
+  const void* q_norm = nullptr;
+  WeightType q_norm_type = WeightType::F32;
+  const void* k_norm = nullptr;
+  WeightType k_norm_type = WeightType::F32;
+  float eps = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  float* cache_k = nullptr;
+  float* cache_v = nullptr;
+  int64_t row = 0;
+  const int64_t* row_on_device = nullptr;
+  int64_t s = 0, hq = 0, hkv = 0, d = 0;
+};
+void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -24,16 +24,22 @@ struct CudaBackend::DeviceMask {
   // The kernels' arguments for this mask.
   cuda::AttentionArgs args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                            float scale, Tensor& out) const {
-    return {f32(q),        f32(k),
-            f32(v),        f32(out),
-            q.dim(0),      q.dim(1),
-            k.dim(1),      q.dim(2),
-            kv_len,        scale,
-            mask.kind == AttentionMask::Kind::Causal,
-            mask.past,     bounds.raw() ? bounds.data<int64_t>() : nullptr,
-            int64_t(mask.bounds.size()) - 1,
-            layout.raw() ? layout.data<int64_t>() : nullptr,
-            mask.layout_side};
+    return {.q = f32(q),
+            .k = f32(k),
+            .v = f32(v),
+            .out = f32(out),
+            .s = q.dim(0),
+            .hq = q.dim(1),
+            .hkv = k.dim(1),
+            .d = q.dim(2),
+            .kv_len = kv_len,
+            .scale = scale,
+            .causal = mask.kind == AttentionMask::Kind::Causal,
+            .past = mask.past,
+            .bounds = bounds.raw() ? bounds.data<int64_t>() : nullptr,
+            .segments = int64_t(mask.bounds.size()) - 1,
+            .layout = layout.raw() ? layout.data<int64_t>() : nullptr,
+            .layout_side = mask.layout_side};
   }
 };
 
@@ -87,9 +93,12 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
     fail("attention: ", s * hq, " (query, head) pairs with the position on the device; the split kernel counts up to ",
          attention_arrivals_.numel());
   Tensor workspace = floats ? ctx_.device_tensor(DType::F32, {floats}, pool::Owner::Workspace) : Tensor();
-  const cuda::SplitDecode split{split_keys, past_on_device, floats ? workspace.data<float>() : nullptr,
-                                 reinterpret_cast<unsigned*>(attention_arrivals_.raw()), ctx_.multiprocessors,
-                                 ctx_.overlapped_launches};
+  const cuda::SplitDecode split{.split_keys = split_keys,
+                                 .past_on_device = past_on_device,
+                                 .workspace = floats ? workspace.data<float>() : nullptr,
+                                 .arrivals = reinterpret_cast<unsigned*>(attention_arrivals_.raw()),
+                                 .multiprocessors = ctx_.multiprocessors,
+                                 .overlap = ctx_.overlapped_launches};
   cuda::attention(args, split, ctx_.stream);
 }
 
@@ -137,11 +146,25 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
     fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
          shape_to_string(cache_k.shape()));
   const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
-  cuda::qk_norm_rope_append(f32(q), f32(k), f32(*op.v), op.q_norm->raw(), weight_type(op.q_norm->dtype()),
-                            op.k_norm->raw(), weight_type(op.k_norm->dtype()), op.eps, f32(*op.cos), f32(*op.sin),
-                            f32(cache_k), f32(*op.cache_v), op.row,
-                            op.row_on_device ? op.row_on_device->data<int64_t>() : nullptr, s, hq, hkv, d,
-                            ctx_.overlapped_launches, ctx_.stream);
+  const cuda::QkNormRopeAppendArgs args{.q = f32(q),
+                                        .k = f32(k),
+                                        .v = f32(*op.v),
+                                        .q_norm = op.q_norm->raw(),
+                                        .q_norm_type = weight_type(op.q_norm->dtype()),
+                                        .k_norm = op.k_norm->raw(),
+                                        .k_norm_type = weight_type(op.k_norm->dtype()),
+                                        .eps = op.eps,
+                                        .cos = f32(*op.cos),
+                                        .sin = f32(*op.sin),
+                                        .cache_k = f32(cache_k),
+                                        .cache_v = f32(*op.cache_v),
+                                        .row = op.row,
+                                        .row_on_device = op.row_on_device ? op.row_on_device->data<int64_t>() : nullptr,
+                                        .s = s,
+                                        .hq = hq,
+                                        .hkv = hkv,
+                                        .d = d};
+  cuda::qk_norm_rope_append(args, ctx_.overlapped_launches, ctx_.stream);
 }
 
 }  // namespace qvl

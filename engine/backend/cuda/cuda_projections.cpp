@@ -43,12 +43,14 @@ void CudaBackend::linear_into(const Tensor& x, const LinearWeights& lw, const Te
   if (operand && (x.dtype() != w.dtype() || !runs_cublas(m)))
     fail("linear: ", dtype_name(x.dtype()), " activations are for cuBLAS products with ", dtype_name(x.dtype()),
          " weights; here ", dtype_name(w.dtype()), " weights, ", m, " rows");
-  if (!operand && m <= ctx_.profile->gemv_max_rows &&
-      cuda::gemv(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, false, ctx_.overlapped_launches, ctx_.stream))
-    return;
-  if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
-    cuda::gemm_tiled(f32(x), w.raw(), wt, b, bt, f32(y), m, n, k, ctx_.stream);
-    return;
+  if (!operand) {
+    const cuda::MatmulArgs args{.x = f32(x), .w = w.raw(), .w_type = wt, .bias = b, .bias_type = bt, .y = f32(y),
+                                .m = m, .n = n, .k = k};
+    if (m <= ctx_.profile->gemv_max_rows && cuda::gemv(args, false, ctx_.overlapped_launches, ctx_.stream)) return;
+    if (!runs_cublas(m)) {  // the tiled kernel: no conversion pass, the bias in its epilogue
+      cuda::gemm_tiled(args, ctx_.stream);
+      return;
+    }
   }
   // 16-bit weights read the activations in their type: converted here, or already so.
   Tensor narrow = operand || wt == cuda::WeightType::F32 ? Tensor()
@@ -169,9 +171,16 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
     return false;
   const GpuTimer timer = timed([&] { return op_cost::linear(in, lw, x, "linear+add"); });
   ctx_.maybe_inject_fault();
-  const cuda::WeightType bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
-  cuda::gemv(f32(in), w.raw(), weight_type(w.dtype()), bias ? bias->raw() : nullptr, bt, f32(x), m, n, k, true,
-             ctx_.overlapped_launches, ctx_.stream);
+  const cuda::MatmulArgs args{.x = f32(in),
+                              .w = w.raw(),
+                              .w_type = weight_type(w.dtype()),
+                              .bias = bias ? bias->raw() : nullptr,
+                              .bias_type = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32,
+                              .y = f32(x),
+                              .m = m,
+                              .n = n,
+                              .k = k};
+  cuda::gemv(args, true, ctx_.overlapped_launches, ctx_.stream);
   return true;
 }
 
@@ -222,8 +231,9 @@ bool CudaBackend::gemv_swiglu(const Projection& p, const Tensor& in, bool fold_n
     return op_cost::linear(in, gate, y, fold_norm ? "rms_norm+linear+swiglu" : "linear+swiglu", 2);
   });
   ctx_.maybe_inject_fault();
-  cuda::gemv_swiglu(f32(in), gate.weight.raw(), up.weight.raw(), weight_type(gate.weight.dtype()), f32(y), m, n, k,
-                    gemv_norm(p.norm, fold_norm), ctx_.overlapped_launches, ctx_.stream);
+  const cuda::MatmulArgs args{
+      .x = f32(in), .w = gate.weight.raw(), .w_type = weight_type(gate.weight.dtype()), .y = f32(y), .m = m, .n = n, .k = k};
+  cuda::gemv_swiglu(args, up.weight.raw(), gemv_norm(p.norm, fold_norm), ctx_.overlapped_launches, ctx_.stream);
   return true;
 }
 

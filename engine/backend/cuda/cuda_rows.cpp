@@ -13,17 +13,34 @@
 
 namespace qvl {
 
+namespace {
+
+// The kernels' arguments for a norm of x's rows (b: LayerNorm's bias, or null) into y.
+cuda::RowNormArgs row_norm_args(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& y) {
+  const ActivationOut out = activation_out(y);
+  cuda::RowNormArgs a;
+  a.x = f32(x);
+  a.w = w.raw();
+  a.w_type = weight_type(w.dtype());
+  if (b) a.b = b->raw(), a.b_type = weight_type(b->dtype());
+  a.eps = eps;
+  a.y = out.data;
+  a.y_type = out.type;
+  a.rows = rows_of(x);
+  a.width = last_dim(x);
+  return a;
+}
+
+}  // namespace
+
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) {
   const GpuTimer timer = timed([&] { return op_cost::row_norm("rms_norm", x); });
-  const ActivationOut out = activation_out(y);
-  cuda::rms_norm(f32(x), w.raw(), weight_type(w.dtype()), eps, out.data, out.type, rows_of(x), last_dim(x), ctx_.stream);
+  cuda::rms_norm(row_norm_args(x, w, nullptr, eps, y), ctx_.stream);
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps, Tensor& y) {
   const GpuTimer timer = timed([&] { return op_cost::row_norm("layer_norm", x); });
-  const ActivationOut out = activation_out(y);
-  cuda::layer_norm(f32(x), w.raw(), weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), eps, out.data, out.type,
-                   rows_of(x), last_dim(x), ctx_.stream);
+  cuda::layer_norm(row_norm_args(x, w, &b, eps, y), ctx_.stream);
 }
 
 // x += residual (+ residual_bias, LayerNorm only: the bias of the GEMM that made the residual), then y = norm(x), one
@@ -33,21 +50,14 @@ void CudaBackend::add_norm(Tensor& x, const Tensor& residual, const Tensor* resi
   if (residual.numel() != x.numel() || norm.width() != width || (residual_bias && residual_bias->numel() != width))
     fail("add+norm: shapes x ", shape_to_string(x.shape()), " residual ", shape_to_string(residual.shape()), " norm ",
          norm.width());
-  const ActivationOut out = activation_out(y);
-  const Tensor& w = norm.weights->weight;
-  if (norm.kind == RowNorm::Kind::Rms) {
-    if (residual_bias) fail("add+rms_norm: no residual bias");
-    const GpuTimer timer = timed([&] { return op_cost::add_row_norm("add+rms_norm", x); });
-    cuda::add_rms_norm(f32(x), f32(residual), w.raw(), weight_type(w.dtype()), norm.eps, out.data, out.type, rows_of(x),
-                       width, ctx_.stream);
-    return;
-  }
-  const Tensor& b = norm.weights->bias;
-  const GpuTimer timer = timed([&] { return op_cost::add_row_norm("add+layer_norm", x); });
-  cuda::add_layer_norm(f32(x), f32(residual), residual_bias ? residual_bias->raw() : nullptr,
-                       residual_bias ? weight_type(residual_bias->dtype()) : cuda::WeightType::F32, w.raw(),
-                       weight_type(w.dtype()), b.raw(), weight_type(b.dtype()), norm.eps, out.data, out.type, rows_of(x),
-                       width, ctx_.stream);
+  const bool rms = norm.kind == RowNorm::Kind::Rms;
+  if (rms && residual_bias) fail("add+rms_norm: no residual bias");
+  cuda::RowNormArgs a = row_norm_args(x, norm.weights->weight, rms ? nullptr : &norm.weights->bias, norm.eps, y);
+  a.residual = f32(residual);
+  if (residual_bias) a.residual_bias = residual_bias->raw(), a.residual_bias_type = weight_type(residual_bias->dtype());
+  const GpuTimer timer = timed([&] { return op_cost::add_row_norm(rms ? "add+rms_norm" : "add+layer_norm", x); });
+  if (rms) cuda::add_rms_norm(a, ctx_.stream);
+  else cuda::add_layer_norm(a, ctx_.stream);
 }
 
 void CudaBackend::add(const Tensor& a, const Tensor& b, Tensor& y) { elementwise(cuda::Elementwise::Add, a, &b, y); }
