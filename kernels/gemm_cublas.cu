@@ -20,14 +20,9 @@ namespace qvl::cuda {
 
 namespace {
 
-struct CublasError : std::runtime_error {
-  cublasStatus_t status;
-  CublasError(cublasStatus_t s, const std::string& what) : std::runtime_error(what), status(s) {}
-};
-
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file, int line) {
-  throw CublasError(status, std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
-                                cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + expr + " failed: " +
+                           cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ")");
 }
 
 }  // namespace

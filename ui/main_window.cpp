@@ -1,5 +1,7 @@
 #include "ui/main_window.h"
 
+#include <algorithm>
+
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
@@ -41,9 +43,6 @@ bool has_device_memory(const ModelInfo& info) {
   return b && b->has_device_memory;
 }
 
-}  // namespace
-
-namespace {
 constexpr int kRecentModels = 8;
 const char* const kDemoModelNote =
     "This is the demo model: a 13M-parameter Qwen3-VL that qvl's project trained for eight minutes on pictures of "
@@ -355,7 +354,9 @@ void MainWindow::update_controls() {
   device_->setEnabled(model && !busy && why_not.isEmpty());
   device_->setToolTip(why_not.isEmpty() ? (info.fallback_reason.isEmpty() ? "Where the model runs" : "Started on the CPU: " + info.fallback_reason)
                                         : why_not);
-  const bool gpu_controls = model && !busy && why_not.isEmpty();
+  const bool profiles = std::any_of(info.backends.begin(), info.backends.end(),
+                                    [](const BackendChoice& b) { return b.available && b.has_profiles; });
+  const bool gpu_controls = model && !busy && why_not.isEmpty() && profiles;
   sm61_->setEnabled(gpu_controls);
   sm61_->setToolTip(why_not.isEmpty() ? QString(kSm61Tip) : why_not);
   fusions_->setEnabled(model && !busy);

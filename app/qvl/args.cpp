@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cstdio>
 #include <fstream>
+
+#include "io/mapped_file.h"
 #include <iterator>
 
 #include "core/error.h"
@@ -91,6 +93,7 @@ std::optional<Args> parse_or_help(const std::string& command, const std::string&
 }
 
 std::string read_text_file(const std::string& path) {
+  check_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, ": cannot open");
   return std::string(std::istreambuf_iterator<char>(in), {});

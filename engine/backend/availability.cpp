@@ -2,17 +2,15 @@
 
 #include "backend/cpu_features.h"
 #include "backend/cuda_plugin.h"
+#include "backend/registry.h"
 
 namespace qvl {
 
-std::vector<std::string> describe_backends() {
-  std::vector<std::string> lines;
-  lines.push_back("backend cpu: available (" + cpu_features().describe() + ")");
+namespace {
+
+// The plugin, the architectures it holds kernels for, and each GPU it sees.
+void describe_cuda(std::vector<std::string>& lines) {
   const CudaPluginStatus& cuda = cuda_plugin();
-  if (!cuda.usable) {
-    lines.push_back("backend cuda: unavailable (" + cuda.reason + ")");
-    return lines;
-  }
   std::string archs;
   for (const auto& a : cuda.probe["archs"]) archs += (archs.empty() ? "" : ",") + std::to_string(a.get<int>());
   lines.push_back("backend cuda: available (plugin " + cuda.path.string() + ", kernels for sm_" + archs + ")");
@@ -21,6 +19,22 @@ std::vector<std::string> describe_backends() {
                     std::to_string(d.value("cc", 0) / 10) + "." + std::to_string(d.value("cc", 0) % 10) + ", " +
                     std::to_string(d.value("memory_bytes", uint64_t(0)) >> 20) + " MiB" +
                     (d.value("kernel_ok", false) ? "" : " (unusable: " + d.value("error", std::string("?")) + ")"));
+}
+
+}  // namespace
+
+std::vector<std::string> describe_backends() {
+  std::vector<std::string> lines;
+  for (const BackendInfo& b : backend_registry()) {
+    if (!b.available) {
+      lines.push_back("backend " + b.id + ": unavailable (" + b.reason + ")");
+      continue;
+    }
+    switch (b.kind) {
+      case BackendKind::Cpu: lines.push_back("backend cpu: available (" + cpu_features().describe() + ")"); break;
+      case BackendKind::Cuda: describe_cuda(lines); break;
+    }
+  }
   return lines;
 }
 

@@ -33,7 +33,21 @@ LinearWeights Backend::upload_linear(const Tensor& weight, const Tensor* bias) {
   return LinearWeights::of(std::move(w), std::move(b));
 }
 
+void check_head_norm_rope_append(const HeadNormRopeAppend& op) {
+  const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
+  if (q.rank() != 3 || k.rank() != 3 || cache_k.rank() != 3)
+    fail("qk_norm_rope_append: q, k and the cache must be [rows, heads, head_dim]");
+  const int64_t s = q.dim(0), hkv = k.dim(1), d = q.dim(2);
+  if (k.dim(0) != s || k.dim(2) != d || op.v->numel() != k.numel() || d % 2 || d > 512 || cache_k.dim(1) != hkv ||
+      cache_k.dim(2) != d || op.cache_v->numel() != cache_k.numel() || op.q_norm->numel() != d ||
+      op.k_norm->numel() != d || op.cos->numel() != s * d || op.sin->numel() != s * d ||
+      (!op.row_on_device && (op.row < 0 || op.row + s > cache_k.dim(0))))
+    fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
+         shape_to_string(cache_k.shape()), " at row ", op.row);
+}
+
 void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op) {
+  check_head_norm_rope_append(op);
   be.rms_norm(*op.q, *op.q_norm, op.eps, *op.q);
   be.rms_norm(*op.k, *op.k_norm, op.eps, *op.k);
   be.rope(*op.q, *op.cos, *op.sin);

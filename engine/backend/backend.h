@@ -114,6 +114,8 @@ struct HeadNormRopeAppend {
   const Tensor* row_on_device = nullptr;
 };
 class Backend;
+// Throws qvl::Error unless the shapes fit (both paths check the same way).
+void check_head_norm_rope_append(const HeadNormRopeAppend& op);
 // The unfused reference: rms_norm, rope and copy_rows as separate ops.
 void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op);
 

@@ -109,11 +109,17 @@ void check_projection(const Projection& p) {
     fail("projection: gate ", shape_to_string(p.weights[0]->weight.shape()), " and up ",
          shape_to_string(p.weights[1]->weight.shape()), " differ");
   if (p.norm && !p.normed) fail("projection: a norm before the product needs a slot for the normed rows");
+  if (p.norm && p.normed->raw() && p.normed->numel() != p.input->numel())
+    fail("projection: the norm slot ", shape_to_string(p.normed->shape()), " does not fit the input ",
+         shape_to_string(p.input->shape()));
   check_norm(p.norm, *p.input, "input");
   if (p.epilogue == Epilogue::Residual) {
     if (!p.residual || p.residual->numel() != p.outputs[0]->numel())
       fail("projection: the residual does not match the product ", shape_to_string(p.outputs[0]->shape()));
     if (p.then_norm && !p.then_normed) fail("projection: the closing norm needs a slot");
+    if (p.then_norm && p.then_normed->raw() && p.then_normed->numel() != p.residual->numel())
+      fail("projection: the closing norm's slot ", shape_to_string(p.then_normed->shape()), " does not fit the residual ",
+           shape_to_string(p.residual->shape()));
     check_norm(p.then_norm, *p.residual, "closing");
   } else if (p.then_norm) {
     fail("projection: a closing norm follows a residual add only");

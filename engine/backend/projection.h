@@ -69,6 +69,12 @@ struct Projection {
   static Projection add_to(Tensor& residual, const Tensor& input, const LinearWeights& w, Tensor& scratch);
   Projection& then(RowNorm next, Tensor& slot);
   Projection& gelu(GeluKind kind);
+  // A descriptor keeps pointers to its tensors: a temporary input would be gone before the backend reads it.
+  static Projection of(Tensor&&, const LinearWeights&, Tensor&) = delete;
+  static Projection of(Tensor&&, const LinearWeights&, const LinearWeights&, const LinearWeights&, Tensor&, Tensor&,
+                       Tensor&) = delete;
+  static Projection swiglu(Tensor&&, const LinearWeights&, const LinearWeights&, Tensor&, Tensor&) = delete;
+  static Projection add_to(Tensor&, Tensor&&, const LinearWeights&, Tensor&) = delete;
 
   int64_t rows() const;  // rows of the input
 };

@@ -2,7 +2,8 @@
 // Weights as units. A linear layer's weights are one LinearWeights: the matrix in its storage *format*, an optional
 // bias, and room for the per-block scales a quantised format carries. The format is separate from the element type:
 // f32, f16 and bf16 store one element per value; q8 and q4 (next) store blocks of small integers with a scale each.
-// Everything that depends on the format (row sizes, alignment) is read from one table (weight_format.cpp), so a new
+// What depends on the format on the host (bytes per row, block sizes) is read from one table (weight_format.cpp); on
+// the device, kernels/weights.cuh loads and widens every stored type. So a new
 // format is a row there plus its kernels (docs/architecture.md lists the places).
 #include <cstdint>
 #include <string_view>

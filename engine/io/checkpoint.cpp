@@ -1,11 +1,11 @@
 #include "io/checkpoint.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_fields.h"
 
 namespace qvl {
 namespace fs = std::filesystem;
@@ -23,13 +23,7 @@ Checkpoint Checkpoint::open(const fs::path& location) {
     const auto* file = add_file(location);
     for (const auto& t : file->tensors()) by_name.emplace(t.name, Entry{&t, file});
   } else if (fs::exists(index_path)) {
-    std::ifstream in(index_path);
-    nlohmann::json index;
-    try {
-      index = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail(index_path.string(), ": not valid JSON (", e.what(), ")");
-    }
+    const nlohmann::json index = read_json_file(index_path);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       fail(index_path.string(), ": missing object 'weight_map'");
     std::map<std::string, const SafetensorsFile*> shards;

@@ -2,9 +2,12 @@
 
 #include <fstream>
 
+#include "io/mapped_file.h"
+
 namespace qvl {
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
+  check_regular_file(path);
   std::ifstream in(path);
   if (!in) fail(path.string(), ": cannot open");
   try {

@@ -12,8 +12,22 @@
 
 namespace qvl {
 
+void check_regular_file(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(path.string(), ": cannot open: ", std::strerror(errno));
+  if (S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISDIR(st.st_mode)                          ? "a folder"
+                     : S_ISFIFO(st.st_mode)                       ? "a FIFO (named pipe)"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                     : S_ISSOCK(st.st_mode)                       ? "a socket"
+                                                                  : "not a regular file";
+  fail(path.string(), ": is ", kind, ", where a file is expected");
+}
+
 std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check_regular_file(path);
+  // O_NONBLOCK: should the path turn into a FIFO after the check, the open still returns (and fstat refuses it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path.string(), ": cannot open: ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

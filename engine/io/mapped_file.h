@@ -8,6 +8,11 @@
 
 namespace qvl {
 
+// Throws qvl::Error unless `path` names a regular file (symbolic links followed). A folder, a FIFO or a device is
+// refused by its kind before anything opens it: opening a FIFO blocks until a writer comes, reading /dev/zero never
+// ends, and a folder opened as a stream fails with a message that names no path.
+void check_regular_file(const std::filesystem::path& path);
+
 class MappedFile {
 public:
   // Throws qvl::Error naming the path when it cannot be opened or mapped.

@@ -1,5 +1,6 @@
 #include "model/text_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -110,8 +111,9 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   const float eps = float(c_.rms_norm_eps);
   AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
-  // The window is for prefill: chunks the backend runs block-sparse (decode steps attend to every cached key).
-  if (window_.blocks > 0 && !at.past_on_device && s > 1 && s >= be_.limits().block_sparse_min_queries) {
+  // The window is for prefill chunks (decode steps attend to every cached key) the backend runs block-sparse.
+  if (window_.blocks > 0 && !at.past_on_device &&
+      s >= std::max(AttentionWindow::kMinQueries, be_.limits().block_sparse_min_queries)) {
     const int64_t side = (at.past + s + AttentionMask::kSparseBlock - 1) / AttentionMask::kSparseBlock;
     mask = AttentionMask::causal_block_sparse(at.past, AttentionMask::local_global_layout(side, window_.blocks,
                                                                                           window_.global), side);
@@ -125,8 +127,8 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
     be_.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[l],
                              &cache.v_[l], at.past, at.past_on_device});
     be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
-    be_.project(Projection::add_to(b.x, b.attn.reshaped({s, hq * d}), L.o, b.proj)
-                    .then(rms(L.post_attention_norm), b.a));
+    const Tensor attn = b.attn.reshaped({s, hq * d});
+    be_.project(Projection::add_to(b.x, attn, L.o, b.proj).then(rms(L.post_attention_norm), b.a));
     be_.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));
     // DeepStack features join the residual after the layer: the next layer's norm reads the sum, so it runs then.
     const bool deepstack = vision && l < vision->deepstack.size();

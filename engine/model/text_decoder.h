@@ -41,6 +41,9 @@ struct VisionInjection {
 // the answers (covering every block, it gives the dense logits exactly).
 struct AttentionWindow {
   int64_t blocks = 0, global = 1;
+  // Chunks shorter than this attend densely on every backend (and shorter than the backend's own limit, where that
+  // is higher): one query block of the tiled kernels, so the CPU and the GPU give the same answers.
+  static constexpr int64_t kMinQueries = 16;
 };
 
 class TextDecoder {

@@ -55,7 +55,8 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.rope(q, cos, sin);
     be.rope(k, cos, sin);
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
-    be.project(Projection::add_to(x, attn.reshaped({n, hidden}), blk.proj, proj).then(layer_norm(blk.norm2), a));
+    const Tensor attended = attn.reshaped({n, hidden});
+    be.project(Projection::add_to(x, attended, blk.proj, proj).then(layer_norm(blk.norm2), a));
     be.project(Projection::of(x, blk.fc1, mlp).reading_norm(layer_norm(blk.norm2), a, true).gelu(GeluKind::Tanh));
     // The mergers read x, not a: the last block closes without a norm.
     input_normed = b + 1 < c.depth;

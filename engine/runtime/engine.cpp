@@ -180,7 +180,7 @@ private:
   // Sample, stream, stop or step: one token at a time from the prefill's logits.
   void decode(const GenerateRequest& request, TextDecoder& decoder, KvCache& cache, int64_t rope_delta, Tensor logits,
               TokenSink* sink, const std::atomic<bool>* cancel, GenerateResult& result) {
-    Sampler sampler(request.sampling);
+    Sampler sampler(request.sampling, tokenizer_->vocab_size());
     StreamingDetokenizer detok(tokenizer_, true);
     std::vector<int32_t> history = result.prompt_ids;
     const auto& eos = model_.generation.eos_token_ids;

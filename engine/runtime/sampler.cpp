@@ -9,11 +9,15 @@
 
 namespace qvl {
 
-Sampler::Sampler(const SamplingOptions& options) : options_(options), state_(options.seed * 0x9e3779b97f4a7c15ull + 1) {
-  if (options.temperature < 0) fail("temperature must not be negative");
-  if (options.top_p <= 0 || options.top_p > 1) fail("top_p must be in (0, 1]");
-  if (options.top_k < 0) fail("top_k must not be negative");
-  if (options.repetition_penalty <= 0) fail("repetition_penalty must be positive");
+Sampler::Sampler(const SamplingOptions& options, std::size_t vocabulary)
+    : options_(options), vocabulary_(vocabulary), state_(options.seed * 0x9e3779b97f4a7c15ull + 1) {
+  // Written so that NaN fails each check (every comparison with NaN is false).
+  if (!(options.temperature >= 0 && std::isfinite(options.temperature)))
+    fail("temperature must be a finite number of 0 or more, not ", options.temperature);
+  if (!(options.top_p > 0 && options.top_p <= 1)) fail("top_p must be in (0, 1], not ", options.top_p);
+  if (options.top_k < 0) fail("top_k must not be negative, not ", options.top_k);
+  if (!(options.repetition_penalty > 0 && std::isfinite(options.repetition_penalty)))
+    fail("repetition_penalty must be a finite positive number, not ", options.repetition_penalty);
 }
 
 double Sampler::uniform() {  // splitmix64 -> [0, 1)
@@ -23,8 +27,14 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
   return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
 }
 
-int32_t Sampler::next(std::vector<float>& logits, std::span<const int32_t> history) {
+int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> history) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  // The ids that may be picked: all, or those the tokenizer knows (the rest stay as they are, unread).
+  const std::span<float> logits(all_logits.data(), vocabulary_ > 0 ? std::min(all_logits.size(), vocabulary_)
+                                                                   : all_logits.size());
+  if (logits.empty()) fail("sampler: no logits to pick from");
+  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
+    fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
   if (options_.repetition_penalty != 1.0) {
     const float p = float(options_.repetition_penalty);
     std::vector<bool> seen(logits.size(), false);
@@ -40,14 +50,19 @@ int32_t Sampler::next(std::vector<float>& logits, std::span<const int32_t> histo
 
   for (float& l : logits) l = float(l / options_.temperature);
   if (options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()) {
-    std::vector<float> sorted(logits);
+    std::vector<float> sorted(logits.begin(), logits.end());
     std::nth_element(sorted.begin(), sorted.begin() + (options_.top_k - 1), sorted.end(), std::greater<>());
     const float kth = sorted[std::size_t(options_.top_k - 1)];
     for (float& l : logits)
       if (l < kth) l = kNegInf;
   }
-  std::vector<int32_t> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
+  // Only the candidates are sorted (top-k left k of 151,669): the others have probability 0 and take no part in
+  // top-p or the draw, so the result is the full sort's.
+  std::vector<int32_t> order;
+  order.reserve(options_.top_k > 0 ? std::size_t(options_.top_k) : logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] != kNegInf) order.push_back(int32_t(i));
+  if (order.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[std::size_t(a)] < logits[std::size_t(b)]; });
   const float best = logits[std::size_t(order.back())];
   std::vector<double> probs(logits.size());

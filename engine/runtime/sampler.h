@@ -17,12 +17,16 @@ struct SamplingOptions {
 
 class Sampler {
 public:
-  explicit Sampler(const SamplingOptions& options);
-  // `logits` is modified in place (penalties, filtering). `history` holds prompt and generated ids.
+  // Throws qvl::Error naming an option that is out of range or not a number. vocabulary > 0: ids at or past it (the
+  // output layer's padding rows past the tokenizer's ids, which no text stands for) are never picked.
+  explicit Sampler(const SamplingOptions& options, std::size_t vocabulary = 0);
+  // `logits` is modified in place (penalties, filtering) up to the vocabulary. `history` holds prompt and generated
+  // ids. Throws qvl::Error when a logit is NaN (weights holding NaN or Inf, or an overflow).
   int32_t next(std::vector<float>& logits, std::span<const int32_t> history);
 
 private:
   SamplingOptions options_;
+  std::size_t vocabulary_;
   uint64_t state_;
   double uniform();
 };

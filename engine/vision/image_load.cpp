@@ -1,6 +1,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "vision/image.h"
 #include "vision/image_header.h"
 
@@ -91,6 +92,7 @@ RgbImage load_png(const std::filesystem::path& path, const ImageLimits& limits) 
 
 RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits) {
   const std::string where = path.string();
+  check_regular_file(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(where, ": cannot open the image");
   std::string head(1 << 16, '\0');  // JPEG headers can sit behind large EXIF blocks

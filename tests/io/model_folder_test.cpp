@@ -109,6 +109,44 @@ TEST(RandomModel, WritesEveryFloatDtypeAndRefusesToOverwrite) {
   EXPECT_FALSE(fs::exists(dir / "x"));
 }
 
+// Overwrite replaces model folders only: not the folder the command runs in (or one holding it), not a folder with
+// other files; what is refused is left as it was, and a replaced model is swapped in whole.
+TEST(RandomModel, OverwriteReplacesModelFoldersOnly) {
+  test::TempDir dir;
+  RandomModelOptions o = options();
+  o.overwrite = true;
+  const fs::path notes = dir / "notes";
+  fs::create_directories(notes);
+  test::write_bytes(notes / "config.json", "{}");
+  test::write_bytes(notes / "diary.txt", "not a model file");
+  const auto refusal = [&](const fs::path& out) {
+    try {
+      write_random_model(model_preset("demo-tiny"), out, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("written");
+  };
+  EXPECT_NE(refusal(notes).find("'diary.txt' is not a model file"), std::string::npos) << refusal(notes);
+  EXPECT_EQ(test::read_bytes(notes / "diary.txt"), "not a model file");
+  const fs::path before = fs::current_path();
+  fs::current_path(notes);
+  for (const char* out : {".", "./", ".."})
+    EXPECT_NE(refusal(out).find("current folder"), std::string::npos) << out << ": " << refusal(out);
+  fs::current_path(before);
+  EXPECT_TRUE(fs::exists(notes / "diary.txt"));
+  // A model folder is replaced (the old one swapped out whole), and nothing is left beside it.
+  write_random_model(model_preset("demo-tiny"), dir / "m", options(DType::BF16, 1));
+  const std::string first = test::read_bytes(dir / "m" / "model.safetensors");
+  RandomModelOptions second = options(DType::BF16, 2);
+  second.overwrite = true;
+  write_random_model(model_preset("demo-tiny"), dir / "m", second);
+  EXPECT_NE(test::read_bytes(dir / "m" / "model.safetensors"), first);
+  EXPECT_NO_THROW(ModelFolder::open(dir / "m"));
+  for (const auto& entry : fs::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().filename().string().find(".partial"), std::string::npos) << entry.path();
+}
+
 // Rewrites the folder's checkpoint with `edit` applied to the tensor list.
 void rewrite_checkpoint(const fs::path& folder, const std::function<void(std::vector<std::pair<std::string, Tensor>>&)>& edit) {
   std::vector<std::pair<std::string, Tensor>> tensors;

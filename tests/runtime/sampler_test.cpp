@@ -89,6 +89,49 @@ TEST(Sampler, IsReproducibleForASeedAndRejectsBadOptions) {
   o.top_p = 1;
   o.temperature = -1;
   EXPECT_THROW(Sampler{o}, Error);
+  // NaN passed every check once (a comparison with NaN is false); each option now names it.
+  for (double SamplingOptions::*option : {&SamplingOptions::temperature, &SamplingOptions::top_p,
+                                           &SamplingOptions::repetition_penalty}) {
+    SamplingOptions bad;
+    bad.*option = std::nan("");
+    try {
+      Sampler{bad};
+      ADD_FAILURE() << "NaN accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nan"), std::string::npos) << e.what();
+    }
+  }
+  SamplingOptions infinite;
+  infinite.temperature = INFINITY;
+  EXPECT_THROW(Sampler{infinite}, Error);
+}
+
+// The output layer has rows past the tokenizer's ids (151,936 against 151,669 in Qwen3-VL): no text stands for them,
+// so no temperature may pick one, and greedy takes the best id the tokenizer knows.
+TEST(Sampler, NeverPicksIdsPastTheVocabulary) {
+  SamplingOptions o;
+  o.temperature = 5.0;
+  o.seed = 3;
+  Sampler hot(o, 10);
+  for (int i = 0; i < 2000; ++i) {
+    std::vector<float> l(16, 0.0f);
+    for (std::size_t j = 10; j < 16; ++j) l[j] = 8.0f;  // the padding rows would take nearly every draw
+    ASSERT_LT(hot.next(l, {}), 10);
+  }
+  Sampler greedy({}, 10);
+  std::vector<float> l{0.0f, 1.0f, 0.5f, 0, 0, 0, 0, 0, 0, 0, 9.0f, 9.5f};
+  EXPECT_EQ(greedy.next(l, {}), 1);
+}
+
+TEST(Sampler, NaNLogitsFailWithTheReason) {
+  Sampler s({});
+  std::vector<float> l{0.0f, std::nanf(""), 1.0f};
+  try {
+    s.next(l, {});
+    FAIL() << "NaN logits accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN logits"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

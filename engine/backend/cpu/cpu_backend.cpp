@@ -104,10 +104,10 @@ public:
   // The residual add + RMSNorm of a projection's closing norm in one pass over the rows (Fusions::add_rms_norm);
   // everything else runs as the unfused reference.
   void project(const Projection& p) override {
+    check_projection(p);
     if (!fusions_.add_rms_norm || p.epilogue != Epilogue::Residual || p.then_norm.kind != RowNorm::Kind::Rms ||
         p.then_norm.width() != last_dim(*p.residual))
       return project_unfused(*this, p);
-    check_projection(p);
     linear(unfused_prologue(*this, p), *p.weights[0], *p.outputs[0]);
     Tensor& y = *p.then_normed;
     if (!y.raw()) y = alloc_normed(p.residual->shape(), p);

@@ -56,6 +56,10 @@ Tensor CudaBackend::uploaded(const std::vector<int64_t>& values, UploadedList& s
 
 void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                             float scale, Tensor& out) {
+  if (q.rank() != 3 || k.rank() != 3 || v.shape() != k.shape() || q.dim(1) % k.dim(1) != 0 || k.dim(2) != q.dim(2) ||
+      kv_len > k.dim(0) || out.numel() != q.numel())
+    fail("attention: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " v ",
+         shape_to_string(v.shape()), " out ", shape_to_string(out.shape()), " with ", kv_len, " keys do not fit");
   if (fusions_.flash_attention) attention_fused(q, k, v, kv_len, mask, scale, out);
   else attention_unfused(q, k, v, kv_len, mask, scale, out);
 }
@@ -108,7 +112,6 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
                                     const AttentionMask& mask, float scale, Tensor& out) {
   if (mask.past_on_device) return attention_fused(q, k, v, kv_len, mask, scale, out);
   const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
-  if (hq % hkv != 0 || k.dim(2) != d || kv_len > k.dim(0)) fail("attention: shapes do not fit");
   mask.check_block_layout(s);
   if (s == 0 || hq == 0 || kv_len == 0) return;
   const DeviceMask dev(*this, mask);
@@ -138,13 +141,9 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
 // The fused prologue where the fusion is on; the GPU's unfused sequence otherwise.
 void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
   if (!fusions_.qk_norm_rope_append) return qk_norm_rope_append_unfused(*this, op);
+  check_head_norm_rope_append(op);
   const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
   const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
-  if (k.dim(0) != s || k.dim(2) != d || op.v->numel() != k.numel() || d % 2 || d > 512 || cache_k.dim(1) != hkv ||
-      cache_k.dim(2) != d || op.q_norm->numel() != d || op.k_norm->numel() != d || op.cos->numel() != s * d ||
-      (!op.row_on_device && op.row + s > cache_k.dim(0)))
-    fail("qk_norm_rope_append: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " cache ",
-         shape_to_string(cache_k.shape()));
   const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
   const cuda::QkNormRopeAppendArgs args{.q = f32(q),
                                         .k = f32(k),

@@ -134,7 +134,7 @@ void CudaBackend::residual_epilogue(const Projection& p, const Tensor& in) {
   const LinearWeights& w = *p.weights[0];
   Tensor &x = *p.residual, &scratch = *p.outputs[0];
   const RowNorm& next = p.then_norm;
-  const int64_t rows = rows_of(in);
+  const int64_t rows = rows_of(x);  // the rows the next projection reads: the same question folds_norm asks there
   const bool whole_rows = next && next.width() == last_dim(x);
   const auto slot = [&]() -> Tensor& {
     if (!p.then_normed->raw()) *p.then_normed = alloc_normed(x.shape(), p);
@@ -222,7 +222,8 @@ bool CudaBackend::gemv_swiglu(const Projection& p, const Tensor& in, bool fold_n
   const LinearWeights &gate = *p.weights[0], &up = *p.weights[1];
   Tensor& y = *p.outputs[0];
   const int64_t k = last_dim(in), m = rows_of(in), n = gate.rows();
-  const bool fits = in.dtype() == DType::F32 && gate.weight.dtype() == up.weight.dtype() &&
+  const bool fits = in.dtype() == DType::F32 && !gate.bias_or_null() && !up.bias_or_null() &&
+                    gate.weight.dtype() == up.weight.dtype() &&
                     m <= ctx_.profile->gemv_max_rows && (!fold_norm || p.norm.width() == k) &&
                     cuda::gemv_swiglu_fits(f32(in), gate.weight.raw(), up.weight.raw(), weight_type(gate.weight.dtype()),
                                            m, k, fold_norm);

@@ -16,11 +16,12 @@ CudaEventTimer::~CudaEventTimer() {
 
 void CudaEventTimer::set_sink(KernelTimingSink* sink) {
   collect(true);
+  if (sink) {  // everything that can fail before the sink is taken: a failure leaves timing as it was
+    if (!reference_) CUDA_CHECK(cudaEventCreate(&reference_));
+    CUDA_CHECK(cudaEventRecord(reference_, stream_));  // GPU time zero = the sink's clock now
+    reference_ms_ = sink->now_ms();
+  }
   sink_ = sink;
-  if (!sink) return;
-  if (!reference_) CUDA_CHECK(cudaEventCreate(&reference_));
-  CUDA_CHECK(cudaEventRecord(reference_, stream_));  // GPU time zero = the sink's clock now
-  reference_ms_ = sink->now_ms();
 }
 
 void CudaEventTimer::collect(bool wait) {

@@ -1,0 +1,69 @@
+// Paths that name something other than a file: a FIFO (opening one for reading blocks until a writer comes: the app
+// hung on one given as a shard, as config.json or as an image), a folder (a stream error that named no path), a
+// device. Each is refused by its kind, naming the path, without being opened.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "core/error.h"
+#include "io/json_fields.h"
+#include "io/mapped_file.h"
+#include "io/model_config.h"
+#include "test_support.h"
+#include "vision/image.h"
+
+namespace qvl {
+namespace {
+
+// The message `load` fails with; a call that hangs fails the test (and ends the process: the thread cannot be
+// stopped) instead of hanging the suite.
+std::string refusal(const std::function<void()>& load) {
+  std::promise<std::string> message;
+  std::future<std::string> done = message.get_future();
+  std::thread([message = std::move(message), load]() mutable {
+    try {
+      load();
+      message.set_value("accepted");
+    } catch (const std::exception& e) {
+      message.set_value(e.what());
+    }
+  }).detach();
+  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: the load hung for 10 s\n");
+    std::_Exit(1);
+  }
+  return done.get();
+}
+
+TEST(FileKinds, AFifoIsRefusedWithoutBlocking) {
+  test::TempDir dir;
+  const auto fifo = dir / "config.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& load : std::vector<std::function<void()>>{
+           [&] { ModelConfig::load(fifo); }, [&] { MappedFile::open(fifo); }, [&] { read_json_file(fifo); },
+           [&] { load_image(fifo, {}); }}) {
+    const std::string e = refusal(load);
+    EXPECT_NE(e.find("FIFO"), std::string::npos) << e;
+    EXPECT_NE(e.find(fifo.string()), std::string::npos) << e;
+  }
+}
+
+TEST(FileKinds, AFolderOrADeviceIsNamedAsSuch) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "config.json");
+  const std::string folder = refusal([&] { ModelConfig::load(dir / "config.json"); });
+  EXPECT_NE(folder.find("is a folder, where a file is expected"), std::string::npos) << folder;
+  const std::string device = refusal([&] { read_json_file("/dev/zero"); });
+  EXPECT_NE(device.find("/dev/zero: is a device"), std::string::npos) << device;
+  const std::string missing = refusal([&] { MappedFile::open(dir / "nothing.safetensors"); });
+  EXPECT_NE(missing.find("cannot open"), std::string::npos) << missing;
+}
+
+}  // namespace
+}  // namespace qvl
