@@ -1,6 +1,10 @@
 #include "test_support.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <future>
+#include <thread>
 #include <random>
 #include <sstream>
 
@@ -37,6 +41,24 @@ Tensor random_normal(Shape shape, uint32_t seed) {
   Tensor t = Tensor::empty(DType::F32, std::move(shape));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = normal(rng);
   return t;
+}
+
+std::string error_within(std::chrono::seconds limit, std::function<void()> work) {
+  std::promise<std::string> message;
+  std::future<std::string> done = message.get_future();
+  std::thread([message = std::move(message), work = std::move(work)]() mutable {
+    try {
+      work();
+      message.set_value("accepted");
+    } catch (const std::exception& e) {
+      message.set_value(e.what());
+    }
+  }).detach();
+  if (done.wait_for(limit) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: still running after %lld s: a hang\n", (long long)limit.count());
+    std::_Exit(1);
+  }
+  return done.get();
 }
 
 }  // namespace qvl::test

@@ -1,6 +1,8 @@
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -25,5 +27,8 @@ std::string read_bytes(const std::filesystem::path& path);
 std::filesystem::path resource_dir();
 // f32 tensor of standard-normal values from a fixed seed.
 Tensor random_normal(Shape shape, uint32_t seed);
+// The message `work` throws ("accepted" when it returns). Should it run past `limit`, the process fails at once:
+// a hang (a FIFO opened for reading, a parse gone quadratic) must fail the test, not stall the suite.
+std::string error_within(std::chrono::seconds limit, std::function<void()> work);
 
 }  // namespace qvl::test

@@ -107,6 +107,8 @@ private:
   GenerateResult run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) {
     GenerateResult result;
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
+    if (request.max_new_tokens > options_.max_context)  // checked before any sum: 2^63 - 1 once wrapped negative
+      fail("max_new_tokens ", request.max_new_tokens, " is over the context limit of ", options_.max_context);
     const std::size_t images_in_prompt = count_images(request.messages);
     if (images_in_prompt != request.images.size())
       fail("the conversation has ", images_in_prompt, " images but ", request.images.size(), " were given");

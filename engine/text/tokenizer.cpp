@@ -37,6 +37,8 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
   if (model.optional<bool>("byte_fallback", false)) fail(file, ": model.byte_fallback: not supported");
 
   // Vocabulary.
+  for (const char* section : {"vocab", "merges"})
+    if (!model.has(section)) fail(file, ": model.", section, ": missing");
   const auto& vocab = model.json().at("vocab");
   if (!vocab.is_object()) fail(file, ": model.vocab: expected an object");
   for (const auto& [token, id] : vocab.items()) {
@@ -49,6 +51,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
   }
   // Added tokens may extend the id range.
   if (top.has("added_tokens")) {
+    if (!j.at("added_tokens").is_array()) fail(file, ": added_tokens: expected a list");
     for (const auto& a : j.at("added_tokens")) {
       const JsonFields f(a, file, "added_tokens[].");
       const auto id = f.required<int64_t>("id");

@@ -4,12 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
-#include <future>
-#include <thread>
 
 #include "core/error.h"
 #include "io/json_fields.h"
@@ -21,25 +16,7 @@
 namespace qvl {
 namespace {
 
-// The message `load` fails with; a call that hangs fails the test (and ends the process: the thread cannot be
-// stopped) instead of hanging the suite.
-std::string refusal(const std::function<void()>& load) {
-  std::promise<std::string> message;
-  std::future<std::string> done = message.get_future();
-  std::thread([message = std::move(message), load]() mutable {
-    try {
-      load();
-      message.set_value("accepted");
-    } catch (const std::exception& e) {
-      message.set_value(e.what());
-    }
-  }).detach();
-  if (done.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    std::fprintf(stderr, "FAILED: the load hung for 10 s\n");
-    std::_Exit(1);
-  }
-  return done.get();
-}
+std::string refusal(const std::function<void()>& load) { return test::error_within(std::chrono::seconds(10), load); }
 
 TEST(FileKinds, AFifoIsRefusedWithoutBlocking) {
   test::TempDir dir;

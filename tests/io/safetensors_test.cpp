@@ -128,6 +128,22 @@ TEST(Safetensors, RejectsTruncatedAndMalformedHeaders) {
   expect_rejected(raw_file(R"({"__metadata__": {"k": 1}})", 0), {"__metadata__"});
 }
 
+// A header built to be slow: one name holding an array of 100,000 empty objects (300 KB). The duplicate-name check
+// once rescanned the array at every object it closed (24 s for 900 KB); now both passes over it are linear. A
+// watchdog fails the test rather than letting a regression hang the suite.
+TEST(Safetensors, AHostileHeaderIsRefusedInLinearTime) {
+  std::string header = R"({"a":[)";
+  for (int i = 0; i < 100000; ++i) header += i ? ",{}" : "{}";
+  header += "]}";
+  const std::string message = test::error_within(std::chrono::seconds(20), [&] {
+    TempDir dir;
+    test::write_bytes(dir / "slow.safetensors", raw_file(header, 0));
+    SafetensorsFile::open(dir / "slow.safetensors");
+  });
+  EXPECT_NE(message.find("'a'"), std::string::npos) << message;
+  EXPECT_NE(message.find("not an object"), std::string::npos) << message;
+}
+
 TEST(Safetensors, RejectsEntriesThatDisagreeWithTheirBytes) {
   expect_rejected(raw_file(R"({"w": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]}})", 8), {"'w'", "unsupported dtype 'Q4'"});
   expect_rejected(raw_file(R"({"w": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", 8), {"'w'", "shape"});

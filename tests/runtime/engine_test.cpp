@@ -2,6 +2,8 @@
 // stops within one token, stop tokens, and bad requests fail clearly while the engine stays usable.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -118,6 +120,8 @@ TEST(Engine, BadRequestsFailClearlyAndTheEngineStaysUsable) {
   thin_image.images.push_back(RgbImage{2, 500, std::vector<uint8_t>(2 * 500 * 3, 9)});
   expect_error(thin_image, "aspect ratio");
   expect_error(text_request("x", 0), "max_new_tokens");
+  // 2^63 - 1 new tokens once wrapped the context sum negative ("negative dimension in shape").
+  expect_error(text_request("x", INT64_MAX), "max_new_tokens 9223372036854775807 is over the context limit");
   // Still usable afterwards.
   EXPECT_EQ(demo_engine().generate(text_request("Still there?", 3)).generated_ids.size(), 3u);
 }

@@ -123,6 +123,10 @@ TEST(Tokenizer, NamesTheProblemInABrokenTokenizerFile) {
   expect_error("{}", "model");
   expect_error(R"({"model": {"type": "Unigram", "vocab": {}, "merges": []}})", "only BPE");
   expect_error(R"({"model": {"vocab": {"a": 0}, "merges": []}})", "no token for byte");
+  // Missing sections are named with the file (they were a raw json.exception.out_of_range.403 without a path).
+  expect_error(R"({"model": {"merges": []}})", "model.vocab: missing");
+  expect_error(R"({"model": {"vocab": {}}})", "model.merges: missing");
+  expect_error(R"({"model": {"vocab": {}, "merges": []}, "added_tokens": 5})", "added_tokens: expected a list");
   EXPECT_THROW(Tokenizer::load(dir / "missing.json"), Error);
 }
 
