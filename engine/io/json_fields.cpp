@@ -6,8 +6,10 @@
 
 namespace qvl {
 
-nlohmann::json read_json_file(const std::filesystem::path& path) {
+nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes) {
   check_regular_file(path);
+  if (const std::uintmax_t size = std::filesystem::file_size(path); size > max_bytes)
+    fail(path.string(), ": ", size, " bytes, over the limit of ", max_bytes, " for this JSON file");
   std::ifstream in(path);
   if (!in) fail(path.string(), ": cannot open");
   try {

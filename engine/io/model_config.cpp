@@ -16,40 +16,44 @@ void require(bool ok, const JsonFields& f, const std::string& key, const std::st
 }
 
 // The integer sizes of each config, listed once: read (required, or optional with the struct's default), checked
-// (positive, below 2^31) and written by the same loops.
+// (positive, at most the field's limit) and written by the same loops. The limits are qvl's, far above any released
+// Qwen3-VL (the 8B: 36 layers, hidden 4096, vocabulary 151,936): a config of a few bytes must not make the engine
+// allocate gigabytes (num_hidden_layers: 1000000 took 5 GB before failing).
 template <typename Config> struct SizeField {
   const char* key;
   int64_t Config::*member;
   bool required;
+  int64_t max;
 };
+constexpr int64_t kMaxWidth = 1 << 16, kMaxCount = 1 << 10;
 constexpr SizeField<TextConfig> kTextSizes[] = {
-    {"vocab_size", &TextConfig::vocab_size, true},
-    {"hidden_size", &TextConfig::hidden_size, true},
-    {"intermediate_size", &TextConfig::intermediate_size, true},
-    {"num_hidden_layers", &TextConfig::num_hidden_layers, true},
-    {"num_attention_heads", &TextConfig::num_attention_heads, true},
-    {"num_key_value_heads", &TextConfig::num_key_value_heads, false},  // default: num_attention_heads (MHA)
-    {"head_dim", &TextConfig::head_dim, false},
-    {"max_position_embeddings", &TextConfig::max_position_embeddings, false},
+    {"vocab_size", &TextConfig::vocab_size, true, 1 << 22},
+    {"hidden_size", &TextConfig::hidden_size, true, kMaxWidth},
+    {"intermediate_size", &TextConfig::intermediate_size, true, 4 * kMaxWidth},
+    {"num_hidden_layers", &TextConfig::num_hidden_layers, true, kMaxCount},
+    {"num_attention_heads", &TextConfig::num_attention_heads, true, kMaxCount},
+    {"num_key_value_heads", &TextConfig::num_key_value_heads, false, kMaxCount},  // default: num_attention_heads
+    {"head_dim", &TextConfig::head_dim, false, 512},  // the fused q/k norm + RoPE kernel's limit
+    {"max_position_embeddings", &TextConfig::max_position_embeddings, false, 1 << 24},
 };
 constexpr SizeField<VisionConfig> kVisionSizes[] = {
-    {"depth", &VisionConfig::depth, true},
-    {"hidden_size", &VisionConfig::hidden_size, true},
-    {"intermediate_size", &VisionConfig::intermediate_size, true},
-    {"num_heads", &VisionConfig::num_heads, true},
-    {"out_hidden_size", &VisionConfig::out_hidden_size, true},
-    {"in_channels", &VisionConfig::in_channels, false},
-    {"patch_size", &VisionConfig::patch_size, false},
-    {"temporal_patch_size", &VisionConfig::temporal_patch_size, false},
-    {"spatial_merge_size", &VisionConfig::spatial_merge_size, false},
-    {"num_position_embeddings", &VisionConfig::num_position_embeddings, false},
+    {"depth", &VisionConfig::depth, true, kMaxCount},
+    {"hidden_size", &VisionConfig::hidden_size, true, kMaxWidth},
+    {"intermediate_size", &VisionConfig::intermediate_size, true, 4 * kMaxWidth},
+    {"num_heads", &VisionConfig::num_heads, true, kMaxCount},
+    {"out_hidden_size", &VisionConfig::out_hidden_size, true, kMaxWidth},
+    {"in_channels", &VisionConfig::in_channels, false, 16},
+    {"patch_size", &VisionConfig::patch_size, false, 256},
+    {"temporal_patch_size", &VisionConfig::temporal_patch_size, false, 16},
+    {"spatial_merge_size", &VisionConfig::spatial_merge_size, false, 16},
+    {"num_position_embeddings", &VisionConfig::num_position_embeddings, false, 1 << 20},
 };
 // The special tokens (top level): optional, each inside the vocabulary.
 constexpr SizeField<ModelConfig> kTokenIds[] = {
-    {"image_token_id", &ModelConfig::image_token_id, false},
-    {"video_token_id", &ModelConfig::video_token_id, false},
-    {"vision_start_token_id", &ModelConfig::vision_start_token_id, false},
-    {"vision_end_token_id", &ModelConfig::vision_end_token_id, false},
+    {"image_token_id", &ModelConfig::image_token_id, false, 1 << 22},
+    {"video_token_id", &ModelConfig::video_token_id, false, 1 << 22},
+    {"vision_start_token_id", &ModelConfig::vision_start_token_id, false, 1 << 22},
+    {"vision_end_token_id", &ModelConfig::vision_end_token_id, false, 1 << 22},
 };
 
 template <typename Config, std::size_t N>
@@ -61,8 +65,9 @@ template <typename Config, std::size_t N>
 void check_sizes(const JsonFields& f, const SizeField<Config> (&fields)[N], const Config& c) {
   for (const auto& field : fields) {
     const int64_t v = c.*field.member;
-    require(v > 0 && v < (int64_t(1) << 31), f, field.key,
-            "must be a positive integer below 2^31, got " + std::to_string(v));
+    require(v > 0, f, field.key, "must be a positive integer, got " + std::to_string(v));
+    require(v <= field.max, f, field.key,
+            "is " + std::to_string(v) + ", over qvl's limit of " + std::to_string(field.max));
   }
 }
 template <typename Config, std::size_t N>
@@ -181,7 +186,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path), path.string());
+  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
 }
 
 nlohmann::json ModelConfig::to_json() const {
@@ -250,7 +255,7 @@ GenerationConfig GenerationConfig::from_json(const nlohmann::json& j, const std:
 }
 
 GenerationConfig GenerationConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path), path.string());
+  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
 }
 
 GenerationConfig GenerationConfig::load_or_default(const std::filesystem::path& path) {
@@ -288,6 +293,11 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
   p.do_normalize = f.optional<bool>("do_normalize", p.do_normalize);
   p.do_convert_rgb = f.optional<bool>("do_convert_rgb", p.do_convert_rgb);
   require(p.min_pixels > 0, f, "size.shortest_edge", "must be positive");
+  // An image's pixel budget: 2^28 is a 16384 x 16384 image, far past the model's useful range, and bounds the
+  // preprocessing buffers (2^40 once asked for a terabyte).
+  constexpr int64_t kMaxPixels = int64_t(1) << 28;
+  require(p.max_pixels <= kMaxPixels, f, "size.longest_edge",
+          "is " + std::to_string(p.max_pixels) + " pixels, over qvl's limit of " + std::to_string(kMaxPixels));
   require(p.max_pixels >= p.min_pixels, f, "size.longest_edge", "must be at least size.shortest_edge");
   require(p.patch_size > 0 && p.merge_size > 0 && p.temporal_patch_size > 0, f, "patch_size",
           "patch_size, merge_size and temporal_patch_size must be positive");
@@ -299,7 +309,7 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
 }
 
 PreprocessorConfig PreprocessorConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path), path.string());
+  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
 }
 
 nlohmann::json PreprocessorConfig::to_json() const {

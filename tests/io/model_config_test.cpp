@@ -101,7 +101,12 @@ TEST(ModelConfig, NamesTheFileAndFieldOfEveryError) {
   expect_config_error([](auto& j) { j["text_config"]["max_position_embeddings"] = -5; },
                       "text_config.max_position_embeddings", "got -5");
   expect_config_error([](auto& j) { j["vision_config"]["patch_size"] = int64_t(1) << 40; }, "vision_config.patch_size",
-                      "below 2^31");
+                      "over qvl's limit of 256");
+  // Sizes that allocate are bounded before anything is allocated (a million layers took 5 GB before failing).
+  expect_config_error([](auto& j) { j["text_config"]["num_hidden_layers"] = 1000000; },
+                      "text_config.num_hidden_layers", "is 1000000, over qvl's limit of 1024");
+  expect_config_error([](auto& j) { j["text_config"]["hidden_size"] = 1000000000; }, "text_config.hidden_size",
+                      "over qvl's limit");
   expect_config_error([](auto& j) { j["text_config"]["rope_scaling"]["mrope_section"] = {24, 20, 21}; },
                       "text_config.rope_scaling.mrope_section", "sum to 65");
   expect_config_error([](auto& j) { j["text_config"]["rope_scaling"]["rope_type"] = "yarn"; }, "text_config.rope_scaling.rope_type", "not supported");
@@ -158,6 +163,14 @@ TEST(PreprocessorConfig, ReadsPixelBudgetsInBothSpellings) {
   EXPECT_THROW(PreprocessorConfig::from_json(nlohmann::json::parse(R"({"image_std": [0.5, 0, 0.5]})")), Error);
   EXPECT_THROW(PreprocessorConfig::from_json(nlohmann::json::parse(R"({"min_pixels": 100, "max_pixels": 10})")), Error);
   EXPECT_THROW(PreprocessorConfig::from_json(nlohmann::json::parse(R"({"resample": 2})")), Error);
+  // A pixel budget of 2^40 once asked for a terabyte of preprocessing buffers.
+  try {
+    PreprocessorConfig::from_json(nlohmann::json::parse(R"({"size": {"shortest_edge": 1099511627776,
+                                                                      "longest_edge": 1099511627776}})"));
+    FAIL() << "a 2^40-pixel budget accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("over qvl's limit of 268435456"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
