@@ -126,8 +126,13 @@ void check_projection(const Projection& p) {
   }
 }
 
+Tensor& norm_slot(Backend& be, Tensor& slot, const Tensor& like, const Projection& p) {
+  if (!slot.raw()) slot = be.alloc_normed(like.shape(), p);
+  return slot;
+}
+
 void normalise(Backend& be, const RowNorm& norm, const Tensor& x, Tensor& y, const Projection& reader) {
-  if (!y.raw()) y = be.alloc_normed(x.shape(), reader);
+  norm_slot(be, y, x, reader);
   if (y.numel() != x.numel())
     fail("projection: the norm slot ", shape_to_string(y.shape()), " does not fit ", shape_to_string(x.shape()));
   const int64_t g = norm.width(), groups = x.numel() / g;

@@ -88,7 +88,9 @@ void project_unfused(Backend& be, const Projection& p);
 // The pieces of the reference, for backends that fuse some steps and run the others as the reference does.
 // The tensor the products read: the input, or the norm slot (normalised here unless normed_ready).
 const Tensor& unfused_prologue(Backend& be, const Projection& p);
-// y = norm(x) over the norm's groups; y is allocated (Backend::alloc_normed, for `reader`'s products) when empty.
+// The norm slot `slot` for rows shaped like `like`, allocated on first use (Backend::alloc_normed, for p's products).
+Tensor& norm_slot(Backend& be, Tensor& slot, const Tensor& like, const Projection& p);
+// y = norm(x) over the norm's groups, into the slot y (norm_slot).
 void normalise(Backend& be, const RowNorm& norm, const Tensor& x, Tensor& y, const Projection& reader);
 
 }  // namespace qvl

@@ -13,8 +13,8 @@
 namespace qvl {
 
 // Throws qvl::Error naming the path when it is not a regular file, is larger than `max_bytes` (checked before
-// reading: parsed JSON takes about 20 times its text in memory, so a 200 MB file of [] took 4.7 GB), or is not JSON.
-// The defaults suit a tokenizer.json (Qwen's: 11 MB); configs pass kMaxConfigBytes.
+// reading: issue 21 saw a 200 MB file of [] take 4.7 GB to parse), or is not JSON. The default suits a
+// tokenizer.json (the bundled Qwen one is 11.4 MB); configs pass kMaxConfigBytes.
 inline constexpr std::uintmax_t kMaxConfigBytes = std::uintmax_t(1) << 20;
 nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes = std::uintmax_t(64) << 20);
 

@@ -20,7 +20,7 @@ uint64_t read_u64_le(const std::byte* p) {
 
 // The first top-level name that appears twice, found by one SAX pass that keeps nothing but the names: linear in
 // the header's size. (nlohmann's parser callback, used before, rescans the parent container each time a value
-// closes: a 900 KB header of {"a":[{},{},...]} took 24 s, a 3 MB one over a minute.)
+// closes: issue 21 measured 24 s for a 900 KB header of {"a":[{},{},...]}.)
 class DuplicateTopLevelName final : public nlohmann::json_sax<json> {
 public:
   std::string duplicate;

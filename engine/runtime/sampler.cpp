@@ -33,8 +33,9 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
   const std::span<float> logits(all_logits.data(), vocabulary_ > 0 ? std::min(all_logits.size(), vocabulary_)
                                                                    : all_logits.size());
   if (logits.empty()) fail("sampler: no logits to pick from");
-  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); }))
+  const auto nan_logits = [] {
     fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
+  };
   if (options_.repetition_penalty != 1.0) {
     const float p = float(options_.repetition_penalty);
     std::vector<bool> seen(logits.size(), false);
@@ -45,8 +46,15 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
         l = l < 0 ? l * p : l / p;
       }
   }
-  if (options_.temperature == 0.0)
-    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());  // first of equal maxima
+  if (options_.temperature == 0.0) {  // the first of equal maxima; NaN checked in the same pass
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+      if (std::isnan(logits[i])) nan_logits();
+      if (logits[i] > logits[best]) best = i;
+    }
+    return int32_t(best);
+  }
+  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) nan_logits();
 
   for (float& l : logits) l = float(l / options_.temperature);
   if (options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()) {

@@ -109,9 +109,8 @@ public:
         p.then_norm.width() != last_dim(*p.residual))
       return project_unfused(*this, p);
     linear(unfused_prologue(*this, p), *p.weights[0], *p.outputs[0]);
-    Tensor& y = *p.then_normed;
-    if (!y.raw()) y = alloc_normed(p.residual->shape(), p);
-    add_rms_norm(*p.residual, *p.outputs[0], p.then_norm.weights->weight, p.then_norm.eps, y);
+    add_rms_norm(*p.residual, *p.outputs[0], p.then_norm.weights->weight, p.then_norm.eps,
+                 norm_slot(*this, *p.then_normed, *p.residual, p));
   }
 
 private:

@@ -43,10 +43,7 @@ std::optional<DeviceIdentity> CudaBackend::device_identity() const {
   return DeviceIdentity{ctx_.device_name, ctx_.device, ctx_.uuid};
 }
 
-void CudaBackend::set_timing_sink(KernelTimingSink* sink) {
-  timer_.set_sink(sink);
-  timing_ = sink;
-}
+void CudaBackend::set_timing_sink(KernelTimingSink* sink) { timer_.set_sink(sink); }  // the timer holds the sink
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
 

@@ -136,10 +136,7 @@ void CudaBackend::residual_epilogue(const Projection& p, const Tensor& in) {
   const RowNorm& next = p.then_norm;
   const int64_t rows = rows_of(x);  // the rows the next projection reads: the same question folds_norm asks there
   const bool whole_rows = next && next.width() == last_dim(x);
-  const auto slot = [&]() -> Tensor& {
-    if (!p.then_normed->raw()) *p.then_normed = alloc_normed(x.shape(), p);
-    return *p.then_normed;
-  };
+  const auto slot = [&]() -> Tensor& { return norm_slot(*this, *p.then_normed, x, p); };
   if (whole_rows && next.kind == RowNorm::Kind::Layer && fusions_.add_layer_norm) {
     const Tensor* bias = w.bias_or_null();
     const bool bias_after = bias && runs_cublas(rows);

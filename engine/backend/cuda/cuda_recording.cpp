@@ -20,7 +20,7 @@ struct Graph final : RecordedWork {
 }  // namespace
 
 bool CudaBackend::begin_recording() {
-  if (timing_ || ctx_.recording) return false;  // per-kernel timing needs events around each op: run directly
+  if (timer_.sink() || ctx_.recording) return false;  // per-kernel timing needs events around each op: run directly
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeRelaxed));
   ctx_.recording = true;
   ctx_.recorded_tensors.clear();
