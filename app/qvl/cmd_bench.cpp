@@ -42,17 +42,7 @@ std::filesystem::path preset_model(const std::string& preset, DType dtype) {
   return dir;
 }
 
-// Bytes a decode step must read: every decoder layer, the final norm and the output head (one embedding row is
-// negligible). With tied embeddings the head is the embedding matrix.
-uint64_t decode_weight_bytes(const ModelFolder& m) {
-  uint64_t bytes = 0;
-  for (const auto& [name, e] : m.checkpoint.entries()) {
-    const bool layer = name.rfind("model.language_model.layers.", 0) == 0 || name == "model.language_model.norm.weight";
-    const bool head = m.config.tie_word_embeddings ? name == "model.language_model.embed_tokens.weight" : name == "lm_head.weight";
-    if (layer || head) bytes += e.info->end - e.info->begin;
-  }
-  return bytes;
-}
+constexpr double kGtx1080Bandwidth = 320e9, kMx330Bandwidth = 48e9;  // bytes/s, the cards' DRAM peaks
 
 nlohmann::json run_json(const FusionRun& run) {
   nlohmann::json kernels = nlohmann::json::array();
@@ -122,6 +112,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder"},
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
+      {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4"},
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
@@ -161,8 +152,8 @@ int run_bench(const std::vector<std::string>& argv) {
   if (args.has("no-fusion")) options.fusions = Fusions::none();
   options.attention_window.blocks = args.get_int("attention-window", 0);
   options.device = args.get("device", "cpu");
+  options.weights = args.get("weights", "bf16");
   const auto engine = Engine::load(dir, options);
-  const ModelFolder folder = ModelFolder::open(dir);
 
   GenerateRequest request;
   ChatMessage user{"user", {}};
@@ -209,13 +200,14 @@ int run_bench(const std::vector<std::string>& argv) {
   int64_t image_tokens = 0;  // after the 2x2 merge
   for (const auto& g : last.image_grids) image_tokens += g.t * g.h * g.w / 4;
   const MemoryReport memory = engine->memory_report();
-  const uint64_t bytes_per_token = decode_weight_bytes(folder);
+  const uint64_t bytes_per_token = engine->decode_weight_bytes();
   const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
   nlohmann::json out = {
       {"model", dir.string()},
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
+      {"weights", engine->weights()},
       {"device", engine->device()},
       {"cuda_graphs", backend_info(engine->backend_kind()).records_work && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},
@@ -232,7 +224,10 @@ int run_bench(const std::vector<std::string>& argv) {
       {"roofline", {{"weight_bytes_per_token", bytes_per_token},
                     {"measured_read_bandwidth_gb_per_s", bandwidth > 0 ? nlohmann::json(bandwidth / 1e9) : nlohmann::json()},
                     {"floor_ms_per_token", roofline_ms > 0 ? nlohmann::json(roofline_ms) : nlohmann::json()},
-                    {"fraction_of_roofline", roofline_ms > 0 ? nlohmann::json(roofline_ms / decode_ms) : nlohmann::json()}}},
+                    {"fraction_of_roofline", roofline_ms > 0 ? nlohmann::json(roofline_ms / decode_ms) : nlohmann::json()},
+                    // What the same bytes would allow on the Pascal cards the project is for (their DRAM peaks).
+                    {"gtx1080_floor_ms_per_token", double(bytes_per_token) / kGtx1080Bandwidth * 1e3},
+                    {"mx330_floor_ms_per_token", double(bytes_per_token) / kMx330Bandwidth * 1e3}}},
       {"kernels", kernel_table},
       {"pool", memory.available ? nlohmann::json{{"allocated_peak_bytes", memory.allocated_peak},
                                                  {"reserved_peak_bytes", memory.reserved_peak},
@@ -276,6 +271,9 @@ int run_bench(const std::vector<std::string>& argv) {
     std::printf("  %-34s %7lld %10.2f %10.1f %10.1f %9.1f %9.3f %5.1f%%\n", k.name.c_str(), (long long)k.calls, k.total_ms,
                 k.mean_us, k.p95_us, k.gb_per_s, k.tflop_per_s, 100 * k.share);
   }
+  std::printf("weights          %s: %.3f GB read per token; floors on a GTX 1080 (320 GB/s) %.2f ms, an MX330 "
+              "(48 GB/s) %.2f ms\n", engine->weights().c_str(), double(bytes_per_token) / 1e9,
+              double(bytes_per_token) / kGtx1080Bandwidth * 1e3, double(bytes_per_token) / kMx330Bandwidth * 1e3);
   if (bandwidth > 0)
     std::printf("roofline         %.3f GB of weights per token / %.1f GB/s measured = %.2f ms floor; achieved %.0f%%\n",
                 double(bytes_per_token) / 1e9, bandwidth / 1e9, roofline_ms, 100 * out["roofline"]["fraction_of_roofline"].get<double>());

@@ -39,6 +39,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"seed", "N", "random seed for sampling (default 0)"},
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"device", "NAME", "auto (default), cpu or cuda"},
+      {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
@@ -56,6 +57,7 @@ int run_generate(const std::vector<std::string>& argv) {
   EngineOptions options;
   options.cuda_profile = args.get("profile", "auto");
   options.device = args.get("device", "auto");
+  options.weights = args.get("weights", "bf16");
   options.max_context = args.get_int("max-context", options.max_context);
   options.image_min_tokens = args.get_int("image-min-tokens", 0);
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
@@ -118,6 +120,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"first_step_top", top},
       {"stop_reason", r.stop_reason},
       {"device", engine->device()},
+      {"weights", engine->weights()},
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"fallback_reason", engine->fallback_reason().empty() ? nlohmann::json() : nlohmann::json(engine->fallback_reason())},

@@ -27,10 +27,17 @@ void AttentionMask::check_block_layout(int64_t queries) const {
     if (!block_layout[std::size_t(b * side + b)]) fail("attention: block ", b, " of the layout does not see itself");
 }
 
+LinearWeights Backend::upload_linear(const LinearWeights& host, WeightRole role) {
+  LinearWeights w = host;
+  w.weight = upload(host.weight, role);
+  if (!w.quantised()) w.format = format_of(w.weight.dtype());  // the SM61 profile stores bf16 as f16
+  if (host.scales.raw()) w.scales = upload(host.scales, WeightRole::Vector);
+  if (host.bias.raw()) w.bias = upload(host.bias, WeightRole::Vector);
+  return w;
+}
+
 LinearWeights Backend::upload_linear(const Tensor& weight, const Tensor* bias) {
-  Tensor w = upload(weight, WeightRole::Matrix);
-  Tensor b = bias ? upload(*bias, WeightRole::Vector) : Tensor();
-  return LinearWeights::of(std::move(w), std::move(b));
+  return upload_linear(LinearWeights::of(weight, bias ? *bias : Tensor()));
 }
 
 void check_head_norm_rope_append(const HeadNormRopeAppend& op) {

@@ -164,7 +164,9 @@ public:
   // ---- Memory ----
   // A weight ready for this backend, told what it is for (the CPU uses the mapped checkpoint bytes in place).
   virtual Tensor upload(const Tensor& host_weight, WeightRole role) = 0;
-  // A linear layer's matrix and bias, uploaded as one unit in the format the backend stores them in.
+  // A linear layer's weights (matrix, scales of a quantised format, bias) uploaded as one unit, in the format the
+  // backend stores them in; the two-tensor form for float matrices.
+  LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix);
   LinearWeights upload_linear(const Tensor& weight, const Tensor* bias);
   virtual Tensor alloc(Shape shape) = 0;  // activation type
   // The norm slot of a projection (projection.h) in the type the products that read it take; `p` is the projection
@@ -202,9 +204,9 @@ public:
   virtual void gelu(const Tensor& x, GeluKind kind, Tensor& y) = 0;
   // image: [H, W, 3] u8 on the host (resized so that patch·merge divides both sides); out: [H/P·W/P, 3·T·P·P].
   virtual void patchify(const Tensor& image, const PatchLayout& layout, Tensor& out) = 0;
-  // y[i] = table[ids[i]]; embed_at takes the ids from an index tensor.
-  virtual void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) = 0;
-  virtual void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) = 0;
+  // y[i] = table[ids[i]] (in floats: a q8 table's rows dequantised); embed_at takes the ids from an index tensor.
+  virtual void embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) = 0;
+  virtual void embed_at(const LinearWeights& table, const Tensor& ids, Tensor& y) = 0;
   // In place on x [S, H, D] with cos, sin [S, D]: x' = x·cos + rotate_half(x)·sin, rotate_half = [−x₂, x₁].
   virtual void rope(Tensor& x, const Tensor& cos, const Tensor& sin) = 0;
   // dst rows [row, row + src rows) = src; copy_rows_at reads `row` from a one-element index tensor.

@@ -20,7 +20,7 @@ inline KernelEvent linear(const Tensor& x, const LinearWeights& w, const Tensor&
   return make(std::string(op) + " " + std::to_string(w.rows()) + "x" + std::to_string(w.cols()) + " " +
                   std::string(format_traits(w.format).name) + (m <= 4 ? " m<=4" : " m>4"),
               double(matrices) * double(w.weight.nbytes() + w.scales.nbytes()) + double(x.nbytes() + y.nbytes()),
-              2.0 * double(matrices) * double(m) * double(w.weight.numel()));
+              2.0 * double(matrices) * double(m) * double(w.rows()) * double(w.cols()));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
@@ -40,8 +40,9 @@ inline KernelEvent qk_norm_rope_append(const Tensor& q, const Tensor& k, const T
               2.0 * double(q.nbytes()) + 5.0 * double(k.nbytes()) + 2.0 * double(cos.nbytes()),
               10.0 * double(q.numel() + k.numel()));
 }
-inline KernelEvent embed(const Tensor& table, std::size_t count) {
-  return make("embed", double(count) * double(table.dim(1)) * double(dtype_size(table.dtype()) + 4), 0);
+inline KernelEvent embed(const LinearWeights& table, std::size_t count) {
+  const double row_bytes = double(table.nbytes()) / double(std::max<int64_t>(1, table.rows()));
+  return make("embed", double(count) * (row_bytes + 4.0 * double(table.cols())), 0);
 }
 inline KernelEvent rope(const Tensor& x, const Tensor& cos) {
   return make("rope", 2.0 * double(x.nbytes()) + 2.0 * double(cos.nbytes()), 3.0 * double(x.numel()));

@@ -1,46 +1,67 @@
 #pragma once
 // Weights as units. A linear layer's weights are one LinearWeights: the matrix in its storage *format*, an optional
-// bias, and room for the per-block scales a quantised format carries. The format is separate from the element type:
-// f32, f16 and bf16 store one element per value; q8 and q4 (next) store blocks of small integers with a scale each.
-// What depends on the format on the host (bytes per row, block sizes) is read from one table (weight_format.cpp); on
-// the device, kernels/weights.cuh loads and widens every stored type. So a new
-// format is a row there plus its kernels (docs/architecture.md lists the places).
+// bias, and the per-group scales a quantised format carries. The format is separate from the element type: f32, f16
+// and bf16 store one element per value; q8 and q4 store small integers, each group of `group` values along the
+// input dimension sharing one f16 scale (value = scale · q). What depends on the format on the host (bytes per row,
+// groups) is read from one table (weight_format.cpp); on the device, kernels/weights.cuh loads and widens the float
+// types and kernels/quantized.cuh the integer ones. A new format is a row there plus its kernels
+// (docs/architecture.md lists the places; docs/quantization.md describes q8 and q4 byte by byte).
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "core/tensor.h"
 
 namespace qvl {
 
-enum class WeightFormat { F32, F16, BF16 };
+enum class WeightFormat { F32, F16, BF16, Q8, Q4 };
+
+// Quantised formats come in blocks of 32 values: a group (values per scale) is a multiple of it, and activations
+// multiplied with quantised weights are quantised per block of 32 too (8-bit, one f32 scale each).
+inline constexpr int64_t kQuantBlock = 32;
 
 struct WeightFormatTraits {
-  std::string_view name;  // "bf16": reports and the op-cost table
-  DType storage;          // element type of the stored matrix tensor
-  int64_t block;          // values that share one scale (1: no scales)
-  int64_t block_bytes;    // bytes one block of `block` values takes (with its scale, for a quantised format)
-  // Bytes one row of k values takes in this format (rounded up to whole blocks): every size is computed per row.
-  int64_t row_bytes(int64_t k) const { return (k + block - 1) / block * block_bytes; }
+  std::string_view name;  // "bf16", "q4": reports, the op-cost table, --weights
+  DType storage;          // element type of the stored values tensor (q4: u8, two values a byte)
+  int bits;               // bits per value
+  bool quantised;         // values come with one f16 scale per group
+  int64_t default_group;  // values per scale (1: no scales)
+  // Bytes one row of k values takes in the values tensor: quantised rows are padded with zeros to whole groups.
+  int64_t row_bytes(int64_t k, int64_t group) const {
+    return quantised ? (k + group - 1) / group * group * bits / 8 : k * bits / 8;
+  }
+  int64_t groups(int64_t k, int64_t group) const { return quantised ? (k + group - 1) / group : 0; }
 };
 
 const WeightFormatTraits& format_traits(WeightFormat format);
 // The format that stores elements of type t as they are (f32, f16, bf16); throws qvl::Error for other types.
 WeightFormat format_of(DType t);
+std::optional<WeightFormat> format_from_name(std::string_view name);
+// Throws qvl::Error unless `group` is a valid group size for `format` (a multiple of kQuantBlock, at most 1024).
+void check_group(WeightFormat format, int64_t group);
 
 // What a weight is for, told to Backend::upload: a backend may store matrices differently from the vectors next to
-// them (the SM61 profile keeps everything 16-bit; a quantised format will pack matrices and leave norms alone).
+// them (the SM61 profile keeps floats 16-bit; quantised values and their scales pass as they are).
 enum class WeightRole { Matrix, Vector, EmbeddingTable };
 
 struct LinearWeights {
-  Tensor weight;  // [out, in] (PyTorch layout), stored as `format` says
+  // [out, in] (PyTorch layout) for f32/f16/bf16; [out, row_bytes] i8 (q8) or u8 (q4) for the quantised formats.
+  Tensor weight;
   Tensor bias;    // [out]; undefined (no data) when the layer has none
-  Tensor scales;  // per-block scales of a quantised format; undefined for f32/f16/bf16
+  Tensor scales;  // [out, groups] f16 for the quantised formats; undefined for f32/f16/bf16
   WeightFormat format = WeightFormat::F32;
+  int64_t group = 1;  // values per scale
+  int64_t in = 0;     // the input width (a quantised row is padded past it)
   int64_t rows() const { return weight.dim(0); }
-  int64_t cols() const { return weight.dim(1); }
+  int64_t cols() const { return in; }
+  bool quantised() const { return format_traits(format).quantised; }
   const Tensor* bias_or_null() const { return bias.raw() ? &bias : nullptr; }
-  // A weight tensor already on a backend, in the format of its element type.
+  std::size_t nbytes() const { return weight.nbytes() + scales.nbytes() + bias.nbytes(); }
+  // A float weight tensor (host or backend), in the format of its element type.
   static LinearWeights of(Tensor weight, Tensor bias = {});
+  // Quantised values and scales for `in` input values (shapes checked against the format).
+  static LinearWeights quantised_of(WeightFormat format, int64_t group, int64_t in, Tensor values, Tensor scales,
+                                    Tensor bias = {});
 };
 
 struct NormWeights {

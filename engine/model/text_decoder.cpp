@@ -57,7 +57,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
   if (past + s > cache.capacity_)
     fail("the conversation needs ", past + s, " tokens but the context holds ", cache.capacity_);
   for (int32_t id : ids)
-    if (id < 0 || id >= w_.embed_tokens.dim(0)) fail("decoder: token id ", id, " is outside the embedding table");
+    if (id < 0 || id >= w_.embed_tokens.rows()) fail("decoder: token id ", id, " is outside the embedding table");
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
   if (s == 1 && !vision && record_decode_steps_ &&

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "backend/quantize.h"
+#include "core/error.h"
+
 namespace qvl {
 
 namespace {
@@ -9,6 +12,7 @@ namespace {
 struct Binder {
   const Checkpoint& ck;
   Backend& backend;
+  const WeightPolicy& policy;
   const std::function<void(double)>& progress;
   mutable uint64_t bytes_done = 0;
   Tensor counted(Tensor t) const {
@@ -18,17 +22,29 @@ struct Binder {
   }
   Tensor host(const std::string& name) const { return counted(ck.tensor(name)); }
   Tensor vector(const std::string& name) const { return backend.upload(host(name), WeightRole::Vector); }
+  // A linear layer in the policy's format for matrices (quantised here, on the host, unless it stays as stored).
+  LinearWeights unit(const std::string& name, const Tensor& weight, Tensor bias) const {
+    if (!policy.matrices) return backend.upload_linear(LinearWeights::of(weight, std::move(bias)));
+    LinearWeights q = quantize_matrix(weight, *policy.matrices, policy.group, name);
+    q.bias = std::move(bias);
+    return backend.upload_linear(q);
+  }
   LinearWeights linear(const std::string& p, bool bias) const {
-    const Tensor b = bias ? host(p + ".bias") : Tensor();
-    return backend.upload_linear(host(p + ".weight"), bias ? &b : nullptr);
+    return unit(p + ".weight", host(p + ".weight"), bias ? host(p + ".bias") : Tensor());
+  }
+  // The embedding table (or an untied output head) in the policy's embedding format.
+  LinearWeights table(const std::string& name, WeightRole role) const {
+    const Tensor t = host(name);
+    if (!policy.embedding) return backend.upload_linear(LinearWeights::of(t), role);
+    return backend.upload_linear(quantize_matrix(t, *policy.embedding, kQuantBlock, name), role);
   }
   NormWeights norm(const std::string& p, bool bias) const {
     return {vector(p + ".weight"), bias ? vector(p + ".bias") : Tensor()};
   }
   // Rows [begin, end) of a linear layer (one of q/k/v inside a fused projection).
   LinearWeights linear_rows(const std::string& p, int64_t begin, int64_t end) const {
-    const Tensor b = counted(ck.tensor(p + ".bias").slice_rows(begin, end));
-    return backend.upload_linear(counted(ck.tensor(p + ".weight").slice_rows(begin, end)), &b);
+    return unit(p + ".weight", counted(ck.tensor(p + ".weight").slice_rows(begin, end)),
+                counted(ck.tensor(p + ".bias").slice_rows(begin, end)));
   }
   MergerWeights merger(const std::string& p) const {
     return {norm(p + ".norm", true), linear(p + ".linear_fc1", true), linear(p + ".linear_fc2", true)};
@@ -37,15 +53,35 @@ struct Binder {
 
 }  // namespace
 
-ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std::function<void(double)>& progress) {
+WeightPolicy WeightPolicy::from_name(std::string_view name) {
+  WeightPolicy p;
+  p.name = std::string(name);
+  if (name == "bf16") return p;
+  if (name == "q8") {
+    p.matrices = p.embedding = WeightFormat::Q8;
+    p.group = kQuantBlock;
+    return p;
+  }
+  for (const int64_t group : {32, 64, 128})
+    if (name == "q4" + (group == 32 ? std::string() : "-g" + std::to_string(group))) {
+      p.matrices = WeightFormat::Q4;
+      p.embedding = WeightFormat::Q8;
+      p.group = group;
+      return p;
+    }
+  fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q4-g64, q4-g128: larger groups)");
+}
+
+ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy,
+                          const std::function<void(double)>& progress) {
   const ModelConfig& c = model.config;
-  const Binder b{model.checkpoint, backend, progress};
+  const Binder b{model.checkpoint, backend, policy, progress};
   ModelWeights w;
 
   const std::string vis = "model.visual.";
-  const Tensor conv = b.host(vis + "patch_embed.proj.weight");
-  const Tensor conv_bias = b.host(vis + "patch_embed.proj.bias");
-  w.vision.patch_embed = backend.upload_linear(conv.reshaped({c.vision.hidden_size, c.vision.patch_dim()}), &conv_bias);
+  const std::string conv = vis + "patch_embed.proj.weight";
+  w.vision.patch_embed = b.unit(conv, b.host(conv).reshaped({c.vision.hidden_size, c.vision.patch_dim()}),
+                                b.host(vis + "patch_embed.proj.bias"));
   w.vision.position_table = b.host(vis + "pos_embed.weight").to(DType::F32);  // widened once, not per image
   const int64_t h = c.vision.hidden_size;
   for (int64_t i = 0; i < c.vision.depth; ++i) {
@@ -61,7 +97,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std:
 
   const std::string lm = "model.language_model.";
   const bool bias = c.text.attention_bias;
-  w.text.embed_tokens = backend.upload(b.host(lm + "embed_tokens.weight"), WeightRole::EmbeddingTable);
+  w.text.embed_tokens = b.table(lm + "embed_tokens.weight", WeightRole::EmbeddingTable);
   for (int64_t l = 0; l < c.text.num_hidden_layers; ++l) {
     const std::string p = lm + "layers." + std::to_string(l) + ".";
     w.text.layers.push_back({b.norm(p + "input_layernorm", false), b.norm(p + "post_attention_layernorm", false),
@@ -73,7 +109,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const std:
   }
   w.text.final_norm = b.norm(lm + "norm", false);
   // Tied checkpoints use the embedding as the output head even when an lm_head.weight is present (transformers).
-  w.text.lm_head = c.tie_word_embeddings ? LinearWeights::of(w.text.embed_tokens) : b.linear("lm_head", false);
+  w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.table("lm_head.weight", WeightRole::Matrix);
   if (progress) progress(1.0);
   return w;
 }

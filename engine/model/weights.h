@@ -3,6 +3,9 @@
 // The structure mirrors the Hugging Face module tree; q/k/v of a vision block are row slices of the fused qkv weight.
 // Linear layers are units (LinearWeights: matrix, bias, format; backend/weight_format.h).
 #include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
@@ -30,7 +33,7 @@ struct DecoderLayerWeights {
   LinearWeights q, k, v, o, gate, up, down;
 };
 struct TextWeights {
-  Tensor embed_tokens;
+  LinearWeights embed_tokens;  // [vocab, hidden]: a table, and the output head when tied
   std::vector<DecoderLayerWeights> layers;
   NormWeights final_norm;
   LinearWeights lm_head;  // the embedding table itself when tied
@@ -41,8 +44,23 @@ struct ModelWeights {
   TextWeights text;
 };
 
+// The formats the weights are held in (--weights). "bf16": as the checkpoint stores them; "q8": every linear layer
+// of the decoder and the vision tower and the embedding table (with the tied output head) quantised to q8 at load;
+// "q4": the linear layers q4, the embedding table q8 (the output head decides every token: 4 bits there cost the
+// most accuracy for the least memory). "q4-g64" and "q4-g128" choose larger q4 groups. Norms, biases and position
+// embeddings keep their types.
+struct WeightPolicy {
+  std::string name = "bf16";
+  std::optional<WeightFormat> matrices;   // nullopt: as stored
+  int64_t group = 1;                      // the matrices' group
+  std::optional<WeightFormat> embedding;  // the embedding table and the output head
+  // Throws qvl::Error naming the choices for an unknown name.
+  static WeightPolicy from_name(std::string_view name);
+};
+
 // progress(fraction) is called as the weights reach the backend (by bytes of the checkpoint), ending at 1.
-ModelWeights bind_weights(const ModelFolder& model, Backend& backend,
+// Quantising is deterministic: the same checkpoint and policy give the same bits on every backend.
+ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy = {},
                           const std::function<void(double)>& progress = {});
 
 }  // namespace qvl

@@ -21,7 +21,10 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
-      : options_(options), model_(ModelFolder::open(dir)), tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
+      : options_(options),
+        weight_policy_(WeightPolicy::from_name(options.weights)),
+        model_(ModelFolder::open(dir)),
+        tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
     if (options.attention_window.blocks < 0 || options.attention_window.global < 0)
       fail("engine: the attention window takes block counts of 0 or more, not ", options.attention_window.blocks,
            " and ", options.attention_window.global);
@@ -76,7 +79,7 @@ private:
     if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
-        ModelWeights weights = bind_weights(model_, *gpu, options_.load_progress);
+        ModelWeights weights = bind_weights(model_, *gpu, weight_policy_, options_.load_progress);
         adopt(std::move(gpu), std::move(weights), BackendKind::Cuda, "");
         return;
       } catch (const std::exception& e) {
@@ -91,7 +94,7 @@ private:
       fallback = device_error_.empty() ? gpu_info.reason : "the GPU failed earlier: " + device_error_;
     }
     auto cpu = create_backend(BackendKind::Cpu);
-    ModelWeights weights = bind_weights(model_, *cpu, options_.load_progress);
+    ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
     adopt(std::move(cpu), std::move(weights), BackendKind::Cpu, fallback);
   }
   void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, BackendKind kind, std::string fallback) {
@@ -250,6 +253,17 @@ public:
   std::string device() const override { return backend_info(kind_).id; }
   BackendKind backend_kind() const override { return kind_; }
   std::string backend_name() const override { return backend_->name(); }
+  std::string weights() const override { return weight_policy_.name; }
+  uint64_t decode_weight_bytes() const override {
+    const TextWeights& t = weights_.text;
+    const auto norm = [](const NormWeights& n) { return uint64_t(n.weight.nbytes() + n.bias.nbytes()); };
+    uint64_t bytes = norm(t.final_norm) + t.lm_head.nbytes();
+    for (const DecoderLayerWeights& l : t.layers) {
+      bytes += norm(l.input_norm) + norm(l.post_attention_norm) + norm(l.q_norm) + norm(l.k_norm);
+      for (const LinearWeights* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) bytes += w->nbytes();
+    }
+    return bytes;
+  }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
 
@@ -267,6 +281,7 @@ private:
   }
 
   EngineOptions options_;
+  WeightPolicy weight_policy_;
   ModelFolder model_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;

@@ -24,6 +24,7 @@ namespace qvl {
 
 struct EngineOptions {
   std::string device = "auto";     // "auto", "cpu" or "cuda"
+  std::string weights = "bf16";    // "bf16" (as stored), "q8" or "q4": WeightPolicy (model/weights.h)
   int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
@@ -113,6 +114,9 @@ public:
   virtual std::string device() const = 0;           // the backend's id: "cpu" or "cuda" (backend/registry.h)
   virtual BackendKind backend_kind() const = 0;     // what it can do: backend_info(kind)
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
+  virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4"
+  // Bytes of weights one decode step reads as they are held (every decoder layer, the final norm, the output head).
+  virtual uint64_t decode_weight_bytes() const = 0;
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
 };

@@ -12,7 +12,7 @@ namespace {
 
 TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   const auto be = make_cpu_backend();
-  const Tensor table = test::random_normal({50, 32}, 1);
+  const LinearWeights table = LinearWeights::of(test::random_normal({50, 32}, 1));
   Tensor ids = be->alloc_indices(2);
   const std::vector<int64_t> id_values{7, 49};
   be->write_indices(ids, id_values);

@@ -335,8 +335,8 @@ struct Runner {
       const Tensor table = random({500, 72}, dt);
       const std::vector<int32_t> ids{3, 0, 499, 3, 250, 17, 17};
       Tensor a = cpu.alloc({7, 72}), g = gpu.alloc({7, 72});
-      cpu.embed(table, ids, a);
-      gpu.embed(gpu.upload(table, WeightRole::EmbeddingTable), ids, g);
+      cpu.embed(LinearWeights::of(table), ids, a);
+      gpu.embed(gpu.upload_linear(LinearWeights::of(table), WeightRole::EmbeddingTable), ids, g);
       check("embed " + std::string(dtype_name(dt)), g, a, stored_table_limit(dt));
       const Tensor src = random({3, 72});
       const std::vector<int64_t> rows{1, 3, 6};
@@ -434,7 +434,8 @@ struct Runner {
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
   void recorded_step() {
     const int64_t capacity = 300, hq = 16, hkv = 8, d = 128, vocab = 1000;
-    const Tensor table = random({vocab, hq * d}, DType::BF16), table_g = gpu.upload(table, WeightRole::EmbeddingTable);
+    const LinearWeights table = LinearWeights::of(random({vocab, hq * d}, DType::BF16)),
+                        table_g = gpu.upload_linear(table, WeightRole::EmbeddingTable);
     Tensor cache_cpu = random({capacity, hkv, d}), cache_gpu = gpu.from_host(cache_cpu);
     Tensor ids = gpu.alloc_indices(1), past = gpu.alloc_indices(1);
     Tensor x = gpu.alloc({1, hq * d}), out = gpu.alloc({1, hq, d});

@@ -1,5 +1,6 @@
-// The CPU backend: f32 activations, weights used in their stored type (f32/f16/bf16) straight from the mapped
-// checkpoint, all cores through the thread pool, SIMD dot products chosen at run time (dot_kernels.h).
+// The CPU backend: f32 activations, weights used in their stored type (f32/f16/bf16 straight from the mapped
+// checkpoint; q8/q4 as quantised at load or read from a quantised folder), all cores through the thread pool, SIMD
+// dot products chosen at run time (dot_kernels.h, quant_dot_kernels.h).
 #include <algorithm>
 #include <cstdint>
 #include <cmath>
@@ -11,7 +12,9 @@
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
+#include "backend/cpu/quant_dot_kernels.h"
 #include "backend/op_costs.h"
+#include "backend/quantize.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
@@ -60,19 +63,26 @@ public:
     const Tensor* bias = weights.bias_or_null();
     expect_f32(x, "linear", "x");
     expect_f32(y, "linear", "y");
-    const int64_t k = last_dim(x), m = rows_of(x), n = w.dim(0);
+    const int64_t k = last_dim(x), m = rows_of(x), n = weights.rows();
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(x, weights, y); });
-    if (w.rank() != 2 || w.dim(1) != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
-      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " y ", shape_to_string(y.shape()));
-    const auto& kernels = cpu::dot_kernels();
-    const std::size_t row_bytes = std::size_t(format_traits(weights.format).row_bytes(k));
+    if (w.rank() != 2 || weights.cols() != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
+      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " (", n, "x",
+           weights.cols(), " ", format_traits(weights.format).name, ") y ", shape_to_string(y.shape()));
     const float* xp = x.data<float>();
     float* yp = y.data<float>();
-    const auto* wp = static_cast<const char*>(w.raw());
     const std::vector<float> b = bias ? weight_vector(*bias) : std::vector<float>{};
+    const std::size_t grain = std::max<std::size_t>(4, kMinChunkWork / std::size_t(k * m));
+    const auto add_bias = [&](std::size_t begin, std::size_t end) {
+      if (!b.empty())
+        for (int64_t r = 0; r < m; ++r)
+          for (std::size_t j = begin; j < end; ++j) yp[r * n + int64_t(j)] += b[j];
+    };
+    if (weights.quantised()) return linear_quantised(x, weights, y, grain, add_bias);
+    const auto& kernels = cpu::dot_kernels();
+    const std::size_t row_bytes = std::size_t(format_traits(weights.format).row_bytes(k, 1));
+    const auto* wp = static_cast<const char*>(w.raw());
     // Split the weight rows across threads: each thread streams its own part of the matrix once and reuses each
     // row for all M activation rows (a block of 64 rows keeps x in cache while M is large).
-    const std::size_t grain = std::max<std::size_t>(4, kMinChunkWork / std::size_t(k * m));
     ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
@@ -81,9 +91,38 @@ public:
           kernels.dot_rows(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, w.dtype(),
                            yp + m0 * n + int64_t(j), std::size_t(n));
       }
-      if (!b.empty())
-        for (int64_t r = 0; r < m; ++r)
-          for (std::size_t j = begin; j < end; ++j) yp[r * n + int64_t(j)] += b[j];
+      add_bias(begin, end);
+    });
+  }
+
+  // q8/q4 weights: the activation rows quantised once per block of 32 (quantize.h), then integer dot products.
+  template <typename AddBias>
+  void linear_quantised(const Tensor& x, const LinearWeights& weights, Tensor& y, std::size_t grain, AddBias add_bias) {
+    const int64_t k = last_dim(x), m = rows_of(x), n = weights.rows(), blocks = activation_blocks(k);
+    std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
+    std::vector<float> xs(std::size_t(m * blocks));
+    for (int64_t r = 0; r < m; ++r)
+      quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks);
+    const auto& kernels = cpu::quant_dot_kernels();
+    const auto dot = weights.format == WeightFormat::Q8 ? kernels.q8 : kernels.q4;
+    const auto* values = weights.weight.data<uint8_t>();
+    const auto* scales = weights.scales.data<uint16_t>();
+    const std::size_t row_bytes = std::size_t(weights.weight.dim(1)), groups = std::size_t(weights.scales.dim(1));
+    float* yp = y.data<float>();
+    ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
+      constexpr int64_t kRowBlock = 64;
+      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock)
+        for (std::size_t j = begin; j < end; ++j)
+          dot({.x = xq.data() + m0 * blocks * kQuantBlock,
+               .x_scales = xs.data() + m0 * blocks,
+               .rows = std::size_t(std::min(kRowBlock, m - m0)),
+               .blocks = std::size_t(blocks),
+               .w = values + j * row_bytes,
+               .w_scales = scales + j * groups,
+               .blocks_per_group = std::size_t(weights.group / kQuantBlock),
+               .y = yp + m0 * n + int64_t(j),
+               .y_stride = std::size_t(n)});
+      add_bias(begin, end);
     });
   }
 
@@ -208,7 +247,7 @@ public:
           }
   }
 
-  void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override {
+  void embed_at(const LinearWeights& table, const Tensor& ids, Tensor& y) override {
     std::vector<int32_t> narrow(std::size_t(ids.numel()));
     for (std::size_t i = 0; i < narrow.size(); ++i) {
       const int64_t id = ids.data<int64_t>()[i];
@@ -220,14 +259,20 @@ public:
     copy_rows(src, dst, row.data<int64_t>()[0]);
   }
 
-  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override {
+  void embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::embed(table, ids.size()); });
-    const int64_t d = table.dim(1);
+    const int64_t d = table.cols();
     if (rows_of(y) != int64_t(ids.size()) || last_dim(y) != d) fail("embed: output shape ", shape_to_string(y.shape()));
     for (std::size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= table.dim(0)) fail("embed: token id ", ids[i], " is outside the embedding table");
-      convert_elements(table.dtype(), static_cast<const char*>(table.raw()) + std::size_t(ids[i]) * std::size_t(d) * dtype_size(table.dtype()),
-                       DType::F32, y.data<float>() + int64_t(i) * d, std::size_t(d));
+      if (ids[i] < 0 || ids[i] >= table.rows()) fail("embed: token id ", ids[i], " is outside the embedding table");
+      float* out = y.data<float>() + int64_t(i) * d;
+      if (table.quantised()) {
+        dequantize_row(table, ids[i], out);
+        continue;
+      }
+      const Tensor& t = table.weight;
+      convert_elements(t.dtype(), static_cast<const char*>(t.raw()) + std::size_t(ids[i]) * std::size_t(d) * dtype_size(t.dtype()),
+                       DType::F32, out, std::size_t(d));
     }
   }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "backend/cpu/simd_math.h"
 #include "backend/cpu_features.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -47,9 +48,9 @@ void dot_rows_generic(const float* x, std::size_t rows, std::size_t k, const voi
 }
 
 // ---- AVX2 + FMA + F16C --------------------------------------------------------------------------------------------
-#define QVL_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define QVL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
 
-QVL_AVX2 inline __m256 load8_avx2(const void* w, DType t, std::size_t i) {
+QVL_AVX2_F16C inline __m256 load8_avx2(const void* w, DType t, std::size_t i) {
   switch (t) {
     case DType::BF16: {
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
@@ -59,12 +60,6 @@ QVL_AVX2 inline __m256 load8_avx2(const void* w, DType t, std::size_t i) {
       return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
     default: return _mm256_loadu_ps(static_cast<const float*>(w) + i);
   }
-}
-
-QVL_AVX2 inline float hsum_avx2(__m256 v) {
-  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
 }
 
 // Software prefetch 2 KB ahead of the weight stream: the hardware prefetchers alone leave a decode GEMV at ~70% of
@@ -83,7 +78,7 @@ float load1(const void* w, DType t, std::size_t i) {
   }
 }
 
-QVL_AVX2 void dot_rows_avx2(const float* x, std::size_t rows, std::size_t k, const void* w, DType t, float* y, std::size_t ys) {
+QVL_AVX2_F16C void dot_rows_avx2(const float* x, std::size_t rows, std::size_t k, const void* w, DType t, float* y, std::size_t ys) {
   if (t != DType::F32 && t != DType::BF16 && t != DType::F16) return dot_rows_generic(x, rows, k, w, t, y, ys);
   std::size_t m = 0;
   // Four activation rows per pass: each widened weight vector feeds four FMAs.
@@ -123,9 +118,9 @@ QVL_AVX2 void dot_rows_avx2(const float* x, std::size_t rows, std::size_t k, con
 }
 
 // ---- AVX-512F -----------------------------------------------------------------------------------------------------
-#define QVL_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+#define QVL_AVX512_F16C __attribute__((target("avx512f,avx2,fma,f16c")))
 
-QVL_AVX512 inline __m512 load16_avx512(const void* w, DType t, std::size_t i) {
+QVL_AVX512_F16C inline __m512 load16_avx512(const void* w, DType t, std::size_t i) {
   switch (t) {
     case DType::BF16: {
       const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i));
@@ -137,7 +132,7 @@ QVL_AVX512 inline __m512 load16_avx512(const void* w, DType t, std::size_t i) {
   }
 }
 
-QVL_AVX512 void dot_rows_avx512(const float* x, std::size_t rows, std::size_t k, const void* w, DType t, float* y, std::size_t ys) {
+QVL_AVX512_F16C void dot_rows_avx512(const float* x, std::size_t rows, std::size_t k, const void* w, DType t, float* y, std::size_t ys) {
   if (t != DType::F32 && t != DType::BF16 && t != DType::F16) return dot_rows_generic(x, rows, k, w, t, y, ys);
   std::size_t m = 0;
   for (; m + 4 <= rows; m += 4) {

@@ -18,6 +18,7 @@
 #include "cuda_context.h"
 #include "cuda_timing.h"
 #include "elementwise.cuh"
+#include "quantized_args.h"
 
 namespace qvl {
 
@@ -67,8 +68,8 @@ public:
   void silu_mul(const Tensor& g, const Tensor& u, Tensor& y) override;
   void gelu(const Tensor& x, GeluKind kind, Tensor& y) override;
   void patchify(const Tensor& image, const PatchLayout& layout, Tensor& out) override;
-  void embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) override;
-  void embed_at(const Tensor& table, const Tensor& ids, Tensor& y) override;
+  void embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) override;
+  void embed_at(const LinearWeights& table, const Tensor& ids, Tensor& y) override;
   void rope(Tensor& x, const Tensor& cos, const Tensor& sin) override;
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override;
   void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override;
@@ -81,7 +82,10 @@ private:
 
   // cuda_projections.cpp: the pieces project() chooses between.
   void linear_into(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
-  bool folds_norm(const RowNorm& norm, int64_t rows) const;
+  bool folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const;
+  void linear_quantised(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y, bool accumulate);
+  cuda::QuantMatrix quant_matrix(const LinearWeights& w) const;
+  void project_quantised(const Projection& p);
   bool runs_cublas(int64_t rows) const;
   bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);

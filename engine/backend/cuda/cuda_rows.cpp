@@ -6,6 +6,7 @@
 #include "common.cuh"
 #include "core/error.h"
 #include "cuda_backend.h"
+#include "dequantize.cuh"
 #include "norm.cuh"
 #include "patchify.cuh"
 #include "rope.cuh"
@@ -73,19 +74,24 @@ void CudaBackend::elementwise(cuda::Elementwise op, const Tensor& a, const Tenso
   cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), ctx_.stream);
 }
 
-void CudaBackend::embed(const Tensor& table, std::span<const int32_t> ids, Tensor& y) {
+void CudaBackend::embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) {
   const std::vector<int64_t> wide(ids.begin(), ids.end());
   for (int64_t id : wide)
-    if (id < 0 || id >= table.dim(0)) fail("embed: token id ", id, " is outside the embedding table");
+    if (id < 0 || id >= table.rows()) fail("embed: token id ", id, " is outside the embedding table");
   embed_at(table, indices(wide), y);
 }
 
 // The ids are not checked here (they are on the device); embed checks them, and recorded decode steps get them
 // from the sampler, which picks inside the vocabulary.
-void CudaBackend::embed_at(const Tensor& table, const Tensor& ids, Tensor& y) {
+void CudaBackend::embed_at(const LinearWeights& table, const Tensor& ids, Tensor& y) {
+  if (y.numel() != ids.numel() * table.cols()) fail("embed: output shape ", shape_to_string(y.shape()));
   const GpuTimer timer = timed([&] { return op_cost::embed(table, std::size_t(ids.numel())); });
-  cuda::gather_rows(table.raw(), weight_type(table.dtype()), ids.data<int64_t>(), f32(y), ids.numel(), table.dim(1),
-                    ctx_.stream);
+  if (table.quantised()) {
+    cuda::gather_quantized_rows(quant_matrix(table), ids.data<int64_t>(), f32(y), ids.numel(), ctx_.stream);
+    return;
+  }
+  cuda::gather_rows(table.weight.raw(), weight_type(table.weight.dtype()), ids.data<int64_t>(), f32(y), ids.numel(),
+                    table.cols(), ctx_.stream);
 }
 
 void CudaBackend::patchify(const Tensor& image, const PatchLayout& p, Tensor& out) {

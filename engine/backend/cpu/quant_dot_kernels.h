@@ -1,0 +1,34 @@
+#pragma once
+// The inner loop of a CPU linear layer with q8 or q4 weights: one weight row against activation rows quantised per
+// block of 32 (backend/quantize.h), in integer arithmetic: each block's 32 products summed exactly in int32, then
+// scaled by the weight's and the activation's scales in f32. A decode reads 1.06 (q8) or 0.56 (q4) bytes a weight
+// instead of bf16's 2, and the integer dot of a block is a few instructions (AVX2: maddubs + madd), so the loop
+// keeps up with the memory. One variant per instruction set, chosen with the dot kernels.
+#include <cstddef>
+#include <cstdint>
+
+namespace qvl::cpu {
+
+struct QuantDot {
+  const int8_t* x = nullptr;        // rows x blocks·32 quantised activations
+  const float* x_scales = nullptr;  // rows x blocks
+  std::size_t rows = 0, blocks = 0;
+  const uint8_t* w = nullptr;         // one weight row's values, packed as the format says (quantize.h)
+  const uint16_t* w_scales = nullptr;  // its f16 scales, one per group
+  std::size_t blocks_per_group = 1;
+  float* y = nullptr;  // y[m * y_stride] for m < rows
+  std::size_t y_stride = 1;
+};
+
+struct QuantDotKernels {
+  void (*q8)(const QuantDot&);
+  void (*q4)(const QuantDot&);
+  const char* name;
+};
+
+// The variant of the same instruction set as dot_kernels() ($QVL_CPU_KERNELS applies to both).
+const QuantDotKernels& quant_dot_kernels();
+const QuantDotKernels& quant_dot_kernels_generic();
+const QuantDotKernels* quant_dot_kernels_avx2();  // nullptr when the processor lacks AVX2/FMA
+
+}  // namespace qvl::cpu

@@ -1,0 +1,192 @@
+// q8/q4 quantisation (backend/quantize.h) and the CPU's integer products: the packing byte by byte, the rounding
+// bounds, the refusals, and every kernel variant against a double-precision reference of the same integers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/cpu/quant_dot_kernels.h"
+#include "backend/quantize.h"
+#include "core/half.h"
+#include "test_support.h"
+
+namespace qvl {
+namespace {
+
+TEST(Quantize, Q4PacksTwoValuesAByteAsTheFormatSays) {
+  // One block: x = i - 16. The value of largest magnitude is -16, so the scale is 2 and q = round(x / 2) in [-8, 7].
+  Tensor x = Tensor::empty(DType::F32, {1, 32});
+  for (int i = 0; i < 32; ++i) x.data<float>()[i] = float(i - 16);
+  const LinearWeights q = quantize_matrix(x, WeightFormat::Q4, 32, "w");
+  ASSERT_EQ(q.weight.shape(), (Shape{1, 16}));
+  EXPECT_EQ(f16_to_f32(q.scales.data<uint16_t>()[0]), 2.0f);
+  const auto q4 = [](int i) { return int(std::clamp(std::nearbyint(float(i - 16) / 2.0f), -8.0f, 7.0f)) + 8; };
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(q.weight.data<uint8_t>()[j], q4(j) | q4(j + 16) << 4) << "byte " << j;
+}
+
+TEST(Quantize, Q8IsTheRoundedQuotientOfTheBlockScale) {
+  Tensor x = Tensor::empty(DType::F32, {1, 32});
+  for (int i = 0; i < 32; ++i) x.data<float>()[i] = float(i) * 0.25f - 4.0f;  // largest magnitude 4
+  const LinearWeights q = quantize_matrix(x, WeightFormat::Q8, 32, "w");
+  const float d = f16_to_f32(q.scales.data<uint16_t>()[0]);
+  EXPECT_EQ(q.scales.data<uint16_t>()[0], f32_to_f16(4.0f / 127.0f));
+  for (int i = 0; i < 32; ++i)
+    EXPECT_EQ(q.weight.data<int8_t>()[i], int8_t(std::nearbyint(x.data<float>()[i] / d))) << i;
+}
+
+// Dequantised values are within half a step of the originals (a whole step for q4 values above 7.5 steps, which
+// clamp at 7), for bf16 input, padded widths and every group size.
+TEST(Quantize, RoundTripStaysWithinTheStep) {
+  for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+    for (const int64_t group : {32, 64, 128})
+      for (const int64_t in : {48, 64, 200, 2048}) {
+        const Tensor w = test::random_normal({5, in}, uint32_t(in + group)).to(DType::BF16);
+        const LinearWeights q = quantize_matrix(w, f, group, "w");
+        ASSERT_EQ(q.weight.dim(1), format_traits(f).row_bytes(in, group));
+        ASSERT_EQ(q.scales.dim(1), (in + group - 1) / group);
+        const Tensor back = dequantize_matrix(q);
+        const std::vector<float> orig = w.to_f32_vector(), deq = back.to_f32_vector();
+        for (int64_t r = 0; r < 5; ++r)
+          for (int64_t i = 0; i < in; ++i) {
+            const float d = f16_to_f32(q.scales.data<uint16_t>()[r * q.scales.dim(1) + i / group]);  // q4: signed
+            const float x = orig[std::size_t(r * in + i)], err = std::fabs(x - deq[std::size_t(r * in + i)]);
+            const float bound = f == WeightFormat::Q4 && x / d > 7.5f ? std::fabs(d) : 0.5f * std::fabs(d);
+            ASSERT_LE(err, bound * 1.0001f) << format_traits(f).name << " group " << group << " in " << in << " at " << r
+                                            << "," << i;
+          }
+        if (in % group) {  // the padding past the row's width is zeros (q4: stored 8, the last byte's high nibble)
+          const uint8_t last = q.weight.data<uint8_t>()[q.weight.dim(1) - 1];
+          EXPECT_EQ(f == WeightFormat::Q8 ? last : last >> 4, f == WeightFormat::Q8 ? 0 : 8);
+        }
+      }
+}
+
+TEST(Quantize, RefusesWhatCannotBeQuantised) {
+  Tensor w = test::random_normal({3, 64}, 1);
+  w.data<float>()[64 + 10] = NAN;
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::Q8, 32, "layers.0.q_proj"); })
+                .find("layers.0.q_proj holds nan at row 1, column 10"),
+            std::string::npos);
+  w.data<float>()[64 + 10] = INFINITY;
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::Q4, 32, "t"); })
+                .find("holds inf"),
+            std::string::npos);
+  w.data<float>()[64 + 10] = 3e38f;
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::Q8, 32, "t"); })
+                .find("65504"),
+            std::string::npos);
+  w.data<float>()[64 + 10] = 0;
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::Q8, 48, "t"); })
+                .find("multiples of 32"),
+            std::string::npos);
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::BF16, 32, "t"); })
+                .find("not a quantised format"),
+            std::string::npos);
+  const LinearWeights q = quantize_matrix(w, WeightFormat::Q4, 32, "t");
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] {
+              LinearWeights::quantised_of(WeightFormat::Q4, 32, 96, q.weight, q.scales);
+            }).find("is u8 [rows, 48]"),
+            std::string::npos);
+  EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] {
+              LinearWeights::quantised_of(WeightFormat::Q8, 32, 64, q.weight, q.scales);
+            }).find("i8"),
+            std::string::npos);
+}
+
+TEST(Quantize, ActivationsRoundToTheBlockScale) {
+  std::vector<float> x(40);
+  for (int i = 0; i < 40; ++i) x[std::size_t(i)] = std::sin(float(i)) * float(i);
+  std::vector<int8_t> q(64);
+  std::vector<float> s(2);
+  quantize_activation_row(x.data(), 40, q.data(), s.data());
+  for (int b = 0; b < 2; ++b) {
+    float amax = 0;
+    for (int i = b * 32; i < std::min(40, b * 32 + 32); ++i) amax = std::max(amax, std::fabs(x[std::size_t(i)]));
+    EXPECT_EQ(s[std::size_t(b)], amax / 127.0f);
+  }
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(q[std::size_t(i)], i < 40 ? int8_t(std::nearbyint(x[std::size_t(i)] * (127.0f / (i < 32 ? s[0] * 127.0f : s[1] * 127.0f)))) : 0)
+        << i;
+  x[3] = NAN;  // a non-finite block: NaN scale, zero values (the products then say NaN, not a number)
+  quantize_activation_row(x.data(), 40, q.data(), s.data());
+  EXPECT_TRUE(std::isnan(s[0]));
+  EXPECT_FALSE(std::isnan(s[1]));
+}
+
+// The reference: the dequantised weights times the dequantised activations, summed in double.
+std::vector<double> reference(const Tensor& x, const LinearWeights& w) {
+  const int64_t m = x.dim(0), k = x.dim(1), blocks = activation_blocks(k);
+  const Tensor wd = dequantize_matrix(w);
+  std::vector<double> y(std::size_t(m * w.rows()));
+  std::vector<int8_t> q(std::size_t(blocks * kQuantBlock));
+  std::vector<float> s(static_cast<std::size_t>(blocks));
+  for (int64_t r = 0; r < m; ++r) {
+    quantize_activation_row(x.data<float>() + r * k, k, q.data(), s.data());
+    for (int64_t j = 0; j < w.rows(); ++j) {
+      double acc = 0;
+      for (int64_t i = 0; i < k; ++i)
+        acc += double(wd.data<float>()[j * k + i]) * double(s[std::size_t(i / kQuantBlock)]) * double(q[std::size_t(i)]);
+      y[std::size_t(r * w.rows() + j)] = acc;
+    }
+  }
+  return y;
+}
+
+TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
+  std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2()};
+  const auto be = make_cpu_backend();
+  for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+    for (const int64_t group : {32, 128})
+      for (const int64_t k : {48, 256, 2048})
+        for (const int64_t m : {1, 3, 4, 9}) {
+          const Tensor x = test::random_normal({m, k}, uint32_t(k + m));
+          const LinearWeights w = quantize_matrix(test::random_normal({7, k}, uint32_t(k * 3 + group)), f, group, "w");
+          const std::vector<double> want = reference(x, w);
+          // Through the backend (the chosen variant, threads, the activations quantised by linear itself) ...
+          Tensor y = be->alloc({m, 7});
+          be->linear(x, w, y);
+          double scale = 0;
+          for (double v : want) scale = std::max(scale, std::fabs(v));
+          for (std::size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(y.data<float>()[i], want[i], 2e-6 * scale * std::sqrt(double(k)))
+                << format_traits(f).name << " group " << group << " k " << k << " m " << m;
+          // ... and each variant on its own.
+          const int64_t blocks = activation_blocks(k);
+          std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
+          std::vector<float> xs(std::size_t(m * blocks));
+          for (int64_t r = 0; r < m; ++r)
+            quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks);
+          for (const cpu::QuantDotKernels* v : variants) {
+            if (!v) continue;
+            std::vector<float> got(static_cast<std::size_t>(m));
+            for (int64_t j = 0; j < w.rows(); ++j) {
+              (f == WeightFormat::Q8 ? v->q8 : v->q4)({.x = xq.data(), .x_scales = xs.data(), .rows = std::size_t(m),
+                                                       .blocks = std::size_t(blocks),
+                                                       .w = w.weight.data<uint8_t>() + j * w.weight.dim(1),
+                                                       .w_scales = w.scales.data<uint16_t>() + j * w.scales.dim(1),
+                                                       .blocks_per_group = std::size_t(group / kQuantBlock),
+                                                       .y = got.data(), .y_stride = 1});
+              for (int64_t r = 0; r < m; ++r)
+                ASSERT_NEAR(got[std::size_t(r)], want[std::size_t(r * w.rows() + j)], 2e-6 * scale * std::sqrt(double(k)))
+                    << v->name << " " << format_traits(f).name << " k " << k << " m " << m;
+            }
+          }
+        }
+  if (!cpu::quant_dot_kernels_avx2()) std::printf("this processor has no AVX2: only the generic variant was compared\n");
+}
+
+TEST(Quantize, QuantisedEmbeddingRowsAreTheDequantisedRows) {
+  const auto be = make_cpu_backend();
+  const LinearWeights table = quantize_matrix(test::random_normal({20, 48}, 9), WeightFormat::Q8, 32, "embed");
+  Tensor y = be->alloc({2, 48});
+  be->embed(table, std::vector<int32_t>{19, 4}, y);
+  const Tensor all = dequantize_matrix(table);
+  for (int64_t i = 0; i < 48; ++i) {
+    EXPECT_EQ(y.data<float>()[i], all.data<float>()[19 * 48 + i]);
+    EXPECT_EQ(y.data<float>()[48 + i], all.data<float>()[4 * 48 + i]);
+  }
+}
+
+}  // namespace
+}  // namespace qvl
