@@ -1,89 +1,213 @@
-// One warp per output row, four warps a block; lane l takes the row's blocks l, l + 32, ... (one 32-value block is
-// 32 bytes of q8 or 16 of q4: a warp's loads of one step are 1 KB or 512 B, contiguous). Bytes per token: N·K·(1 or
-// 0.5) + N·K/group·2 for the scales; the activations (M·K bytes) come from L1/L2.
+// One warp per output row, eight warps a block. Bytes per token: N·K (q8) or N·K/2 (q4) plus N·K/group·2 of scales;
+// the activations are read once per block from L2 (8 KB for K = 2048) and quantised into shared memory while the
+// first weights are on their way (asked for before x: nothing writes weights, so with an overlapped launch they
+// come while the previous kernel drains). Lane l takes the row's 32-value blocks l, l + 32, ...: a warp's loads of
+// one step are 1 KB of q8 or 512 B of q4, contiguous; kBatch blocks a lane are in flight before the first is used.
 #include <cuda_fp16.h>
 
 #include "common.cuh"
 #include "gemv_quantized.cuh"
+#include "row_slice.cuh"
 #include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
 
-constexpr int kWarps = 4;
+constexpr int kWarps = 8, kThreads = kWarps * 32, kBatch = 4;
+constexpr std::size_t kSharedLimit = 48 * 1024;
 
-template <int M, bool kQ4>
-__global__ void __launch_bounds__(kWarps * 32) gemv_quantized_kernel(QuantGemvArgs a) {
-  const int lane = threadIdx.x % 32;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
-  if (row >= a.w.rows) return;
-  const uint8_t* w = a.w.values + row * a.w.row_bytes;
-  const __half* scales = reinterpret_cast<const __half*>(a.w.scales) + row * a.w.groups;
-  const int64_t blocks = a.x.blocks;
-  float acc[M] = {};
-  for (int64_t b = lane; b < blocks; b += 32) {
-    int wv[8];  // the block's 32 values: q8 as 8 words of 4 signed bytes; q4 as 4 words of 8 nibbles (words 0-3)
-    if (kQ4) {
-      const uint4 v = *reinterpret_cast<const uint4*>(w + b * kQuantBlock / 2);
-      wv[0] = int(v.x), wv[1] = int(v.y), wv[2] = int(v.z), wv[3] = int(v.w);
+struct SharedLayout {
+  std::size_t normed = 0, values = 0, scales = 0, sums = 0, total = 0;  // byte offsets
+  __host__ __device__ SharedLayout(int64_t m, int64_t k, bool is_normed) {
+    const int64_t blocks = (k + kQuantBlock - 1) / kQuantBlock;
+    values = is_normed ? (std::size_t(m * k) * sizeof(float) + 15) / 16 * 16 : 0;
+    scales = values + std::size_t(m * blocks * kQuantBlock);
+    sums = scales + std::size_t(m * blocks) * sizeof(float);
+    total = sums + std::size_t(m * blocks) * sizeof(int32_t);
+  }
+};
+
+// One 32-value block of a weight row, raw: q8 fills 8 words, q4 4 (8 nibbles each).
+template <bool kQ4> struct WeightBlock {
+  uint4 lo, hi;
+  __device__ __forceinline__ void load(const uint8_t* row, int64_t b) {
+    if constexpr (kQ4) {
+      lo = *reinterpret_cast<const uint4*>(row + b * kQuantBlock / 2);
     } else {
-      const uint4 v0 = *reinterpret_cast<const uint4*>(w + b * kQuantBlock);
-      const uint4 v1 = *reinterpret_cast<const uint4*>(w + b * kQuantBlock + 16);
-      wv[0] = int(v0.x), wv[1] = int(v0.y), wv[2] = int(v0.z), wv[3] = int(v0.w);
-      wv[4] = int(v1.x), wv[5] = int(v1.y), wv[6] = int(v1.z), wv[7] = int(v1.w);
+      lo = *reinterpret_cast<const uint4*>(row + b * kQuantBlock);
+      hi = *reinterpret_cast<const uint4*>(row + b * kQuantBlock + 16);
     }
-    const float dw = __half2float(scales[b / a.w.blocks_per_group]);
+  }
+  // The integer dot with a quantised activation block (xv: its 8 words, sum: its values' sum).
+  __device__ __forceinline__ int dot(const int xv[8], int sum) const {
+    const int w[8] = {int(lo.x), int(lo.y), int(lo.z), int(lo.w), int(hi.x), int(hi.y), int(hi.z), int(hi.w)};
+    int d = 0;
+    if constexpr (kQ4) {
+      // Low nibbles of word i are values 4i..4i+3 (x word i), high nibbles 16+4i.. (x word 4 + i); stored + 8.
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const int64_t xb = m * blocks + b;
-      const uint4 x0 = *reinterpret_cast<const uint4*>(a.x.values + xb * kQuantBlock);
-      const uint4 x1 = *reinterpret_cast<const uint4*>(a.x.values + xb * kQuantBlock + 16);
-      const int xv[8] = {int(x0.x), int(x0.y), int(x0.z), int(x0.w), int(x1.x), int(x1.y), int(x1.z), int(x1.w)};
-      int dot = 0;
-      if (kQ4) {
-        // Low nibbles of word i are values 4i..4i+3 (x word i), high nibbles 16+4i.. (x word 4 + i); stored + 8.
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          dot = __dp4a(wv[i] & 0x0f0f0f0f, xv[i], dot);
-          dot = __dp4a((wv[i] >> 4) & 0x0f0f0f0f, xv[4 + i], dot);
-        }
-        dot -= 8 * a.x.sums[xb];
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) dot = __dp4a(wv[i], xv[i], dot);
+      for (int i = 0; i < 4; ++i) {
+        d = __dp4a(w[i] & 0x0f0f0f0f, xv[i], d);
+        d = __dp4a((w[i] >> 4) & 0x0f0f0f0f, xv[4 + i], d);
       }
-      acc[m] += dw * a.x.scales[xb] * float(dot);
+      return d - 8 * sum;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) d = __dp4a(w[i], xv[i], d);
+      return d;
+    }
+  }
+};
+
+// Block (row, b) of x quantised by one warp, a lane a value: as quantize_activation_row (backend/quantize.cpp).
+__device__ void quantise_block(const float* x, int64_t k, int64_t row, int64_t b, int64_t blocks, int8_t* values,
+                               float* scales, int32_t* sums) {
+  const int lane = threadIdx.x % 32;
+  const int64_t col = b * kQuantBlock + lane;
+  const float v = col < k ? x[row * k + col] : 0.0f;
+  const bool finite = __all_sync(0xffffffffu, isfinite(v));
+  float amax = fabsf(v);
+  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+  const int q = finite ? __float2int_rn(v * inv) : 0;
+  int sum = q;
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  const int64_t block = row * blocks + b;
+  values[block * kQuantBlock + lane] = int8_t(q);
+  if (lane == 0) scales[block] = finite ? amax / 127.0f : __int_as_float(0x7fc00000), sums[block] = sum;
+}
+
+template <int M, bool kQ4, QuantEpilogue E, bool kNormed>
+__global__ void __launch_bounds__(kThreads) gemv_quantized_kernel(QuantGemvArgs a) {
+  constexpr bool kGated = E == QuantEpilogue::SwiGlu;
+  extern __shared__ __align__(16) unsigned char shared[];
+  const SharedLayout layout(M, a.k, kNormed);
+  auto* xq = reinterpret_cast<int8_t*>(shared + layout.values);
+  auto* xs = reinterpret_cast<float*>(shared + layout.scales);
+  auto* xsum = reinterpret_cast<int32_t*>(shared + layout.sums);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t blocks = (a.k + kQuantBlock - 1) / kQuantBlock;
+
+  // This warp's row and its part (unrolled: a dynamic index into the parameter struct would copy it to local memory).
+  int64_t row = int64_t(blockIdx.x) * kWarps + warp;
+  QuantGemvPart part = a.part[0];
+  if (!kGated)
+#pragma unroll
+    for (int p = 1; p < 3; ++p)
+      if (p < a.count && row >= part.w.rows) row -= part.w.rows, part = a.part[p];
+  const bool active = row < part.w.rows;
+  const uint8_t* w0 = part.w.values + (active ? row : 0) * part.w.row_bytes;
+  const uint8_t* w1 = kGated ? a.part[1].w.values + (active ? row : 0) * a.part[1].w.row_bytes : nullptr;
+
+  WeightBlock<kQ4> wa[kBatch], wb[kBatch];
+  const auto load_batch = [&](int64_t base) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t b = base + u * 32;
+      if (active && b < blocks) {
+        wa[u].load(w0, b);
+        if (kGated) wb[u].load(w1, b);
+      }
+    }
+  };
+  allow_next_kernel();
+  load_batch(lane);
+  wait_for_previous_kernel();
+  const float* x = a.x;
+  if constexpr (kNormed) {
+    float* normed = reinterpret_cast<float*>(shared + layout.normed);
+    RmsNormRow<kThreads, 8> norm;
+    for (int m = 0; m < M; ++m) {
+      norm.load(a.x + m * a.k, a.k);
+      norm.finish(a.norm.w, a.norm.type, a.norm.eps, normed + m * a.k, WeightType::F32);
+    }
+    __syncthreads();
+    x = normed;
+  }
+  for (int64_t t = warp; t < M * blocks; t += kWarps) quantise_block(x, a.k, t / blocks, t % blocks, blocks, xq, xs, xsum);
+  __syncthreads();
+  if (!active) return;
+
+  const __half* s0 = reinterpret_cast<const __half*>(part.w.scales) + row * part.w.groups;
+  const __half* s1 = kGated ? reinterpret_cast<const __half*>(a.part[1].w.scales) + row * a.part[1].w.groups : nullptr;
+  const int per_group = part.w.blocks_per_group;
+  float acc0[M] = {}, acc1[M] = {};
+  for (int64_t base = lane; base < blocks; base += 32 * kBatch) {
+    if (base != lane) load_batch(base);
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int64_t b = base + u * 32;
+      if (b >= blocks) break;
+      const float d0 = __half2float(s0[b / per_group]), d1 = kGated ? __half2float(s1[b / per_group]) : 0.0f;
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const int64_t xb = m * blocks + b;
+        const uint4 x0 = *reinterpret_cast<const uint4*>(xq + xb * kQuantBlock);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(xq + xb * kQuantBlock + 16);
+        const int xv[8] = {int(x0.x), int(x0.y), int(x0.z), int(x0.w), int(x1.x), int(x1.y), int(x1.z), int(x1.w)};
+        acc0[m] += d0 * xs[xb] * float(wa[u].dot(xv, xsum[xb]));
+        if (kGated) acc1[m] += d1 * xs[xb] * float(wb[u].dot(xv, xsum[xb]));
+      }
     }
   }
 #pragma unroll
-  for (int m = 0; m < M; ++m)
-    for (int offset = 16; offset > 0; offset /= 2) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], offset);
-  if (lane != 0) return;
-  const float bias = a.bias ? load_weight(a.bias, a.bias_type, row) : 0.0f;
   for (int m = 0; m < M; ++m) {
-    float* y = a.y + m * a.w.rows + row;
-    *y = a.accumulate ? *y + (acc[m] + bias) : acc[m] + bias;
+    acc0[m] = warp_sum(acc0[m]);
+    if (kGated) acc1[m] = warp_sum(acc1[m]);
+  }
+  if (lane != 0) return;
+  const float bias = !kGated && part.bias ? load_weight(part.bias, a.bias_type, row) : 0.0f;
+  const int64_t n = part.w.rows;
+  for (int m = 0; m < M; ++m) {
+    float* y = part.y + m * n + row;
+    const float s = acc0[m];
+    if constexpr (kGated) *y = s / (1.0f + expf(-s)) * acc1[m];
+    else if constexpr (E == QuantEpilogue::Accumulate) *y += s + bias;  // as the unfused add: y + (x·wᵀ + b)
+    else *y = s + bias;
   }
 }
 
-template <int M> void launch(const QuantGemvArgs& a, cudaStream_t stream) {
-  const unsigned grid = unsigned((a.w.rows + kWarps - 1) / kWarps);
-  if (a.w.format == QuantFormat::Q4) gemv_quantized_kernel<M, true><<<grid, kWarps * 32, 0, stream>>>(a);
-  else gemv_quantized_kernel<M, false><<<grid, kWarps * 32, 0, stream>>>(a);
+template <int M, bool kQ4, QuantEpilogue E>
+void launch_typed(const QuantGemvArgs& a, bool overlap, cudaStream_t stream) {
+  int64_t rows = a.part[0].w.rows;
+  if (E != QuantEpilogue::SwiGlu)
+    for (int p = 1; p < a.count; ++p) rows += a.part[p].w.rows;
+  const dim3 grid(unsigned((rows + kWarps - 1) / kWarps)), block(kThreads);
+  const bool normed = a.norm.w != nullptr;
+  const std::size_t shared = SharedLayout(M, a.k, normed).total;
+  if (normed) launch_kernel(gemv_quantized_kernel<M, kQ4, E, true>, grid, block, shared, stream, overlap, a);
+  else launch_kernel(gemv_quantized_kernel<M, kQ4, E, false>, grid, block, shared, stream, overlap, a);
+}
+
+template <int M, QuantEpilogue E> void launch_rows(const QuantGemvArgs& a, bool overlap, cudaStream_t stream) {
+  if (a.part[0].w.format == QuantFormat::Q4) launch_typed<M, true, E>(a, overlap, stream);
+  else launch_typed<M, false, E>(a, overlap, stream);
+}
+
+template <QuantEpilogue E> void launch(const QuantGemvArgs& a, bool overlap, cudaStream_t stream) {
+  switch (a.m) {
+    case 1: return launch_rows<1, E>(a, overlap, stream);
+    case 2: return launch_rows<2, E>(a, overlap, stream);
+    case 3: return launch_rows<3, E>(a, overlap, stream);
+    default: return launch_rows<4, E>(a, overlap, stream);
+  }
 }
 
 }  // namespace
 
-void gemv_quantized(const QuantGemvArgs& a, cudaStream_t stream) {
-  if (a.x.rows == 0 || a.w.rows == 0) return;
-  switch (a.x.rows) {
-    case 1: launch<1>(a, stream); break;
-    case 2: launch<2>(a, stream); break;
-    case 3: launch<3>(a, stream); break;
-    case 4: launch<4>(a, stream); break;
-    default: throw_cuda_error(cudaErrorInvalidValue, "gemv_quantized: more than 4 rows", __FILE__, __LINE__);
+bool gemv_quantized_fits(int64_t m, int64_t k, bool normed) {
+  return m >= 1 && m <= 4 && k >= 1 && k < (int64_t(1) << 30) && SharedLayout(m, k, normed).total <= kSharedLimit;
+}
+
+void gemv_quantized(const QuantGemvArgs& a, bool overlap, cudaStream_t stream) {
+  if (a.m == 0 || a.part[0].w.rows == 0) return;
+  if (!gemv_quantized_fits(a.m, a.k, a.norm.w != nullptr))
+    throw_cuda_error(cudaErrorInvalidValue, "gemv_quantized: the shape does not fit (gemv_quantized_fits)", __FILE__,
+                     __LINE__);
+  switch (a.epilogue) {
+    case QuantEpilogue::Store: launch<QuantEpilogue::Store>(a, overlap, stream); break;
+    case QuantEpilogue::Accumulate: launch<QuantEpilogue::Accumulate>(a, overlap, stream); break;
+    case QuantEpilogue::SwiGlu: launch<QuantEpilogue::SwiGlu>(a, overlap, stream); break;
   }
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace qvl::cuda

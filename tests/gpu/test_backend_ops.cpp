@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda_plugin.h"
+#include "backend/quantize.h"
 #include "runtime/profiler.h"
 
 namespace qvl {
@@ -105,6 +106,92 @@ struct Runner {
         gpu.project(Projection::add_to(s_gpu, xg, wg, scratch_gpu));
         check("linear+add " + shape, s_gpu, s_cpu, linear_limit(wt, m));
       }
+  }
+
+  // q8/q4 weights: at decode rows both backends quantise the activations per block the same way and sum the same
+  // integers (only the order of the f32 sums differs); at more rows the GPU multiplies the dequantised weights with
+  // bf16 (native) or f32 (SM61) activations while the CPU keeps its 8-bit ones: the activations' rounding (~2^-9
+  // relative an element) shows, so the limit is the bf16 one's order.
+  void quantised_linear() {
+    for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+      for (const int64_t group : {32, 128})
+        for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 7, 48},     {1, 300, 2048}, {3, 64, 1032},
+                                                                {4, 2048, 6144}, {2, 151, 96},   {5, 100, 96},
+                                                                {64, 256, 1024}, {300, 1024, 2048}}) {
+          const Tensor x = random({m, k});
+          LinearWeights host = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, group, "w");
+          host.bias = random({n}, DType::BF16);
+          const LinearWeights wg = gpu.upload_linear(host);
+          Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
+          cpu.linear(x, host, y_cpu);
+          const Tensor xg = gpu.from_host(x);
+          gpu.linear(xg, wg, y_gpu);
+          const std::string shape = std::string(format_traits(f).name) + " group " + std::to_string(group) +
+                                    " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+          const double limit = m <= 4 ? kF32 : 1e-4;
+          check("linear " + shape, y_gpu, y_cpu, limit);
+          const Tensor stream = random({m, n});
+          Tensor s_cpu = stream.to(DType::F32), s_gpu = gpu.from_host(stream), scratch_cpu = cpu.alloc({m, n}),
+                 scratch_gpu = gpu.alloc({m, n});
+          project_unfused(cpu, Projection::add_to(s_cpu, x, host, scratch_cpu));
+          gpu.project(Projection::add_to(s_gpu, xg, wg, scratch_gpu));
+          check("linear+add " + shape, s_gpu, s_cpu, limit);
+        }
+    quantised_projections();
+    const LinearWeights table = quantize_matrix(random({500, 72}, DType::BF16), WeightFormat::Q8, 32, "embed");
+    const std::vector<int32_t> ids{3, 0, 499, 3, 250};
+    Tensor a = cpu.alloc({5, 72}), g = gpu.alloc({5, 72});
+    cpu.embed(table, ids, a);
+    gpu.embed(gpu.upload_linear(table, WeightRole::EmbeddingTable), ids, g);
+    check("embed q8", g, a, 0.0);
+  }
+
+  // A decoder layer's projections with q8/q4 weights at decode rows, fusions on (the norm folded into the q+k+v and
+  // gate/up launches, the residual added in the GEMV, the closing norm left to the next projection) and off, against
+  // the CPU's reference. Folding the norm normalises on the GPU (the plain RMSNorm's bits, not the CPU's): a value on
+  // a rounding boundary of its 8-bit activation can land one step apart, hence a limit above the f32 one.
+  void quantised_projections() {
+    const int64_t hidden = 256, inter = 512;
+    const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
+    const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
+    for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+      for (const bool fused : {true, false})
+        for (const int64_t m : {1, 3}) {
+          const auto make = [&](int64_t rows, int64_t cols) {
+            return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
+          };
+          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(64, hidden), gate = make(inter, hidden),
+                              up = make(inter, hidden), down = make(hidden, inter);
+          const LinearWeights qg = gpu.upload_linear(q), kg = gpu.upload_linear(k), vg = gpu.upload_linear(v),
+                              gateg = gpu.upload_linear(gate), upg = gpu.upload_linear(up), downg = gpu.upload_linear(down);
+          const std::string what = std::string(format_traits(f).name) + (fused ? " fused" : " unfused") + " m=" + std::to_string(m);
+          with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
+            const Tensor x = random({m, hidden}), xg = gpu.from_host(x);
+            Tensor slot_c, slot_g;
+            Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 64});
+            Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 64});
+            project_unfused(cpu, Projection::of(x, q, k, v, qc, kc, vc).reading_norm(rms, slot_c));
+            gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
+            check("rms_norm+q+k+v " + what + " (q)", qo, qc, 1e-6);
+            check("rms_norm+q+k+v " + what + " (v)", vo, vc, 1e-6);
+            Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), yg = gpu.alloc({m, inter}), upo = gpu.alloc({m, inter});
+            Tensor slot2_c, slot2_g;
+            project_unfused(cpu, Projection::swiglu(x, gate, up, yc, upc).reading_norm(rms, slot2_c));
+            gpu.project(Projection::swiglu(xg, gateg, upg, yg, upo).reading_norm(rms_g, slot2_g));
+            check("rms_norm+gate/up+swiglu " + what, yg, yc, 1e-6);
+            // The residual add with the closing norm, then the projection that reads it (folded there, when fused).
+            const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
+            Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
+                   scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
+            project_unfused(cpu, Projection::add_to(sc, h, down, scratch_c).then(rms, next_c));
+            gpu.project(Projection::add_to(sg, hg, downg, scratch_g).then(rms_g, next_g));
+            check("linear+add (then rms_norm) " + what, sg, sc, kF32);
+            Tensor after_c = cpu.alloc({m, 128}), after_g = gpu.alloc({m, 128});
+            project_unfused(cpu, Projection::of(sc, q, after_c).reading_norm(rms, next_c, true));
+            gpu.project(Projection::of(sg, qg, after_g).reading_norm(rms_g, next_g, true));
+            check("rms_norm (closing, ready)+linear " + what, after_g, after_c, 1e-6);
+          });
+        }
   }
 
   void norms_and_elementwise() {
@@ -480,6 +567,7 @@ struct Runner {
 int eval(Backend& gpu, Backend& cpu, bool narrow) {
   Runner r{gpu, cpu, narrow};
   r.linear();
+  r.quantised_linear();
   r.norms_and_elementwise();
   r.rows_ops();
   r.qk_norm_rope_append();
@@ -528,10 +616,31 @@ void perf(Backend& gpu) {
       gpu.linear(x, head, logits);
     }
   };
-  for (int i = 0; i < 3; ++i) run(1), run(512);  // warm-up (cuBLAS picks its kernels, the pool fills)
+  // The same decode and prefill products with q8 and q4 weights (random, quantised on the host).
+  const auto quantised = [&](int64_t rows, int64_t cols, WeightFormat f) {
+    return gpu.upload_linear(quantize_matrix(random({rows, cols}, DType::BF16, 0.02f), f, 32, "w"));
+  };
+  std::vector<std::array<LinearWeights, 3>> quantised_sets;  // q, up, down
+  for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+    quantised_sets.push_back({quantised(hq * d, hidden, f), quantised(inter, hidden, f), quantised(hidden, inter, f)});
+  const LinearWeights head_q8 = quantised(vocab, hidden, WeightFormat::Q8);
+  const auto run_quantised = [&](int64_t m) {
+    const Tensor x = gpu.from_host(random({m, hidden})), xi = gpu.from_host(random({m, inter}));
+    Tensor yq = gpu.alloc({m, hq * d}), yup = gpu.alloc({m, inter}), yh = gpu.alloc({m, hidden});
+    for (const auto& set : quantised_sets) {
+      gpu.linear(x, set[0], yq);
+      gpu.linear(x, set[1], yup);
+      gpu.linear(xi, set[2], yh);
+    }
+    if (m == 1) {
+      Tensor logits = gpu.alloc({1, vocab});
+      gpu.linear(x, head_q8, logits);
+    }
+  };
+  for (int i = 0; i < 3; ++i) run(1), run(512), run_quantised(1), run_quantised(512);  // warm-up (cuBLAS picks its kernels, the pool fills)
   gpu.collect_timings(true);
   gpu.set_timing_sink(profiler.get());
-  for (int i = 0; i < 20; ++i) run(1), run(512);
+  for (int i = 0; i < 20; ++i) run(1), run(512), run_quantised(1), run_quantised(512);
   gpu.collect_timings(true);
   gpu.set_timing_sink(nullptr);
   const auto print = [](const char* title, const Profiler& p) {

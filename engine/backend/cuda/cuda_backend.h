@@ -7,6 +7,7 @@
 //   cuda_backend.cpp      services and memory (upload, allocation, host copies, the pool report, identity)
 //   cuda_recording.cpp    CUDA graph capture and replay
 //   cuda_projections.cpp  linear and project(): GEMV, tiled GEMM, cuBLAS, the fused projections and epilogues
+//   cuda_quantized.cpp    the same for q8/q4 weights: the quantised GEMV, dequantise-then-GEMM
 //   cuda_attention.cpp    attention (flash, split decode, the unfused reference), its mask cache, q/k norm + RoPE
 //   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify
 #include <memory>
@@ -18,6 +19,8 @@
 #include "cuda_context.h"
 #include "cuda_timing.h"
 #include "elementwise.cuh"
+#include "gemv.cuh"
+#include "gemv_quantized.cuh"
 #include "quantized_args.h"
 
 namespace qvl {
@@ -83,8 +86,12 @@ private:
   // cuda_projections.cpp: the pieces project() chooses between.
   void linear_into(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
   bool folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const;
-  void linear_quantised(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y, bool accumulate);
+
+  // cuda_quantized.cpp
+  void linear_quantised(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
   cuda::QuantMatrix quant_matrix(const LinearWeights& w) const;
+  void quantised_gemv(const Tensor& x, std::span<const LinearWeights* const> weights, std::span<Tensor* const> outputs,
+                      cuda::QuantEpilogue epilogue, const cuda::GemvNorm& norm, const char* op);
   void project_quantised(const Projection& p);
   bool runs_cublas(int64_t rows) const;
   bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
@@ -116,5 +123,8 @@ private:
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   UploadedList mask_bounds_, mask_layout_;
 };
+
+// The RMSNorm a GEMV folds in (fold false: none).
+cuda::GemvNorm gemv_norm(const RowNorm& norm, bool fold);
 
 }  // namespace qvl

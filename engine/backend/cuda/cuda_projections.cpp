@@ -11,23 +11,17 @@
 #include "cuda_backend.h"
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
-#include "dequantize.cuh"
 #include "gemv_qkv.cuh"
 #include "gemv_quantized.cuh"
-#include "quantize_rows.cuh"
 #include "gemv_swiglu.cuh"
 
 namespace qvl {
-
-namespace {
 
 cuda::GemvNorm gemv_norm(const RowNorm& norm, bool fold) {
   if (!fold) return {};
   const Tensor& w = norm.weights->weight;
   return {w.raw(), weight_type(w.dtype()), norm.eps};
 }
-
-}  // namespace
 
 void CudaBackend::linear(const Tensor& x, const LinearWeights& w, Tensor& y) { linear_into(x, w, w.bias_or_null(), y); }
 
@@ -39,7 +33,7 @@ void CudaBackend::linear_into(const Tensor& x, const LinearWeights& lw, const Te
   if (w.rank() != 2 || lw.cols() != k || y.numel() != m * n)
     fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " (", n, "x", lw.cols(),
          " ", format_traits(lw.format).name, ") y ", shape_to_string(y.shape()));
-  if (lw.quantised()) return linear_quantised(x, lw, bias, y, false);
+  if (lw.quantised()) return linear_quantised(x, lw, bias, y);
   const GpuTimer timer = timed([&] { return op_cost::linear(x, lw, y); });
   ctx_.maybe_inject_fault();
   const cuda::WeightType wt = weight_type(w.dtype()), bt = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32;
@@ -65,57 +59,6 @@ void CudaBackend::linear_into(const Tensor& x, const LinearWeights& lw, const Te
   if (b) cuda::add_bias(f32(y), b, bt, m, n, ctx_.stream);
 }
 
-// q8/q4 weights. Few rows: the activations quantised per block, then the dp4a GEMV (accumulate: y += the product,
-// the residual add). Many rows: the matrix dequantised into a workspace of the GEMM's 16-bit type (f16 on SM61), then
-// the float path; a 6144 x 2048 matrix is 25 MB of workspace for the moment of its product.
-void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, const Tensor* bias, Tensor& y,
-                                   bool accumulate) {
-  const int64_t k = last_dim(x), m = rows_of(x), n = lw.rows();
-  const cuda::QuantMatrix w = quant_matrix(lw);
-  if (m <= ctx_.profile->gemv_max_rows) {
-    const GpuTimer timer = timed([&] { return op_cost::linear(x, lw, y, accumulate ? "linear+add" : "linear"); });
-    ctx_.maybe_inject_fault();
-    const int64_t blocks = (k + cuda::kQuantBlock - 1) / cuda::kQuantBlock;
-    Tensor values = ctx_.device_tensor(DType::I8, {m, blocks * cuda::kQuantBlock}, pool::Owner::Workspace);
-    Tensor scales = ctx_.device_tensor(DType::F32, {m, blocks}, pool::Owner::Workspace);
-    Tensor sums = ctx_.device_tensor(DType::I32, {m, blocks}, pool::Owner::Workspace);
-    const cuda::QuantizedRows xq{values.data<int8_t>(), scales.data<float>(), sums.data<int32_t>(), m, blocks};
-    cuda::quantize_rows(f32(x), k, xq, ctx_.stream);
-    cuda::gemv_quantized({.x = xq,
-                          .w = w,
-                          .bias = bias ? bias->raw() : nullptr,
-                          .bias_type = bias ? weight_type(bias->dtype()) : cuda::WeightType::F32,
-                          .y = f32(y),
-                          .accumulate = accumulate},
-                         ctx_.stream);
-    return;
-  }
-  if (accumulate) fail("linear: the accumulating product with quantised weights is for decode rows");
-  const DType wide = ctx_.profile->weights_as_f16 ? DType::F16 : DType::BF16;
-  Tensor dense = ctx_.device_tensor(wide, {n, k}, pool::Owner::Workspace);
-  {
-    const GpuTimer timer = timed([&] {
-      return op_cost::make("dequantize " + std::string(format_traits(lw.format).name), double(lw.nbytes()) + double(dense.nbytes()), 0);
-    });
-    cuda::dequantize(w, dense.raw(), weight_type(wide), ctx_.stream);
-  }
-  LinearWeights as_float = LinearWeights::of(dense, lw.bias);
-  linear_into(x, as_float, bias, y);
-}
-
-cuda::QuantMatrix CudaBackend::quant_matrix(const LinearWeights& lw) const {
-  if (lw.weight.device() != Device::CUDA || lw.scales.device() != Device::CUDA)
-    fail("linear: quantised weights must be on the GPU (Backend::upload_linear)");
-  return {.values = lw.weight.data<uint8_t>(),
-          .scales = lw.scales.data<uint16_t>(),
-          .format = lw.format == WeightFormat::Q4 ? cuda::QuantFormat::Q4 : cuda::QuantFormat::Q8,
-          .rows = lw.rows(),
-          .cols = lw.cols(),
-          .row_bytes = lw.weight.dim(1),
-          .groups = lw.scales.dim(1),
-          .blocks_per_group = int(lw.group / cuda::kQuantBlock)};
-}
-
 // Whether linear() runs cuBLAS for m rows, and so adds the bias with a kernel of its own after the product (the
 // GEMV and the tiled GEMM add it in their epilogue).
 bool CudaBackend::runs_cublas(int64_t m) const {
@@ -125,11 +68,11 @@ bool CudaBackend::runs_cublas(int64_t m) const {
 // Whether an RMSNorm runs inside the GEMV that reads it (decode rows, the rms_norm+linear fusion). Asked with the
 // same rows for a projection's closing norm and for the next projection's input norm, so the closing norm is left
 // out exactly when the next projection folds it in.
-// Quantised weights fold nothing yet (their GEMV reads quantised activations): both sides ask with their own weights,
-// which share quantised-ness (model/weights.h: one policy for every matrix and the output head).
+// Both sides ask with their own weights, which share quantised-ness (model/weights.h: one policy for every matrix and
+// the output head); the quantised GEMV holds the normed rows in shared memory, so it folds the norm where they fit.
 bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const {
   return norm.kind == RowNorm::Kind::Rms && fusions_.norm_into_projection && rows <= ctx_.profile->gemv_max_rows &&
-         !weights.quantised();
+         (!weights.quantised() || cuda::gemv_quantized_fits(rows, norm.width(), true));
 }
 
 void CudaBackend::project(const Projection& p) {
@@ -217,15 +160,6 @@ void CudaBackend::residual_epilogue(const Projection& p, const Tensor& in) {
   if (next && !next_folds) normalise(*this, next, x, slot(), p);
 }
 
-// Projections with q8/q4 weights: the reference's sequence (norm, products, epilogue), with the residual added in
-// the GEMV's epilogue at decode (as the float GEMV does).
-void CudaBackend::project_quantised(const Projection& p) {
-  const Tensor& in = unfused_prologue(*this, p);
-  if (p.epilogue != Epilogue::Residual || rows_of(in) > ctx_.profile->gemv_max_rows) return project_unfused(*this, p);
-  const LinearWeights& w = *p.weights[0];
-  linear_quantised(in, w, w.bias_or_null(), *p.residual, true);
-  if (p.then_norm) normalise(*this, p.then_norm, *p.residual, *p.then_normed, p);
-}
 
 // x += in · wᵀ (+ bias) in the GEMV's epilogue. false: nothing ran (many rows, or a shape the kernel does not take).
 bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {

@@ -1,0 +1,134 @@
+// Projections with q8/q4 weights on the CUDA backend. Decode rows: the quantised GEMV (gemv_quantized.cu), which
+// quantises the activations itself, folds the input RMSNorm, runs q+k+v or gate/up + SwiGLU in one launch and adds the
+// residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): each matrix dequantised into a
+// workspace of the GEMM's 16-bit type (f16 on SM61), then the float path; a 6144 x 2048 matrix is 25 MB of workspace
+// for the moment of its product.
+#include <string>
+
+#include "backend/op_costs.h"
+#include "core/error.h"
+#include "cuda_backend.h"
+#include "dequantize.cuh"
+#include "gemv_quantized.cuh"
+
+namespace qvl {
+
+cuda::QuantMatrix CudaBackend::quant_matrix(const LinearWeights& lw) const {
+  if (lw.weight.device() != Device::CUDA || lw.scales.device() != Device::CUDA)
+    fail("linear: quantised weights must be on the GPU (Backend::upload_linear)");
+  return {.values = lw.weight.data<uint8_t>(),
+          .scales = lw.scales.data<uint16_t>(),
+          .format = lw.format == WeightFormat::Q4 ? cuda::QuantFormat::Q4 : cuda::QuantFormat::Q8,
+          .rows = lw.rows(),
+          .cols = lw.cols(),
+          .row_bytes = lw.weight.dim(1),
+          .groups = lw.scales.dim(1),
+          .blocks_per_group = int(lw.group / cuda::kQuantBlock)};
+}
+
+void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, const Tensor* bias, Tensor& y) {
+  const int64_t k = last_dim(x), m = rows_of(x), n = lw.rows();
+  if (m <= ctx_.profile->gemv_max_rows) {
+    LinearWeights unit = lw;  // the bias the caller asked for (null where it adds it itself)
+    unit.bias = bias ? *bias : Tensor();
+    const LinearWeights* w = &unit;
+    Tensor* out = &y;
+    return quantised_gemv(x, {&w, 1}, {&out, 1}, cuda::QuantEpilogue::Store, {}, "linear");
+  }
+  const DType wide = ctx_.profile->weights_as_f16 ? DType::F16 : DType::BF16;
+  Tensor dense = ctx_.device_tensor(wide, {n, k}, pool::Owner::Workspace);
+  {
+    const GpuTimer timer = timed([&] {
+      return op_cost::make("dequantize " + std::string(format_traits(lw.format).name),
+                           double(lw.weight.nbytes() + lw.scales.nbytes() + dense.nbytes()), 0);
+    });
+    cuda::dequantize(quant_matrix(lw), dense.raw(), weight_type(wide), ctx_.stream);
+  }
+  linear_into(x, LinearWeights::of(dense, lw.bias), bias, y);
+}
+
+// One launch of the quantised GEMV over `weights` (1-3 matrices of the same K; SwiGLU: gate and up into outputs[0]).
+void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights* const> weights,
+                                 std::span<Tensor* const> outputs, cuda::QuantEpilogue epilogue,
+                                 const cuda::GemvNorm& norm, const char* op) {
+  const int64_t k = last_dim(x), m = rows_of(x);
+  cuda::QuantGemvArgs a;
+  a.x = f32(x), a.m = m, a.k = k, a.norm = norm, a.epilogue = epilogue;
+  int64_t rows = 0;
+  double bytes = double(x.nbytes());
+  const Tensor* some_bias = nullptr;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    const LinearWeights& w = *weights[i];
+    if (w.cols() != k || w.format != weights[0]->format) fail("quantised GEMV: matrices of different widths or formats");
+    const Tensor* bias = w.bias_or_null();
+    if (bias && some_bias && bias->dtype() != some_bias->dtype()) fail("quantised GEMV: biases of different types");
+    if (bias) some_bias = bias;
+    const bool gated = epilogue == cuda::QuantEpilogue::SwiGlu;
+    a.part[i] = {quant_matrix(w), bias ? bias->raw() : nullptr, f32(*outputs[gated ? 0 : i])};
+    rows += gated && i > 0 ? 0 : w.rows();
+    bytes += double(w.weight.nbytes() + w.scales.nbytes() + (gated && i > 0 ? 0 : outputs[i]->nbytes()));
+  }
+  a.count = int(weights.size());
+  a.bias_type = some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32;
+  const GpuTimer timer = timed([&] {
+    return op_cost::make(std::string(norm.w ? "rms_norm+" : "") + op + " " + std::to_string(rows) + "x" +
+                             std::to_string(k) + " " + std::string(format_traits(weights[0]->format).name) + " m<=4",
+                         bytes, 2.0 * double(m) * double(rows) * double(k) * double(epilogue == cuda::QuantEpilogue::SwiGlu ? 2 : 1));
+  });
+  ctx_.maybe_inject_fault();
+  if (cuda::gemv_quantized_fits(m, k, norm.w != nullptr)) return cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
+  // Too wide for all rows' quantised activations in shared memory at once: a launch a row (folds_norm asked about
+  // the normed rows already, so a norm here always fits).
+  if (!cuda::gemv_quantized_fits(1, k, norm.w != nullptr))
+    fail("linear: a quantised product over ", k, " inputs is wider than the GEMV's shared memory holds");
+  for (int64_t r = 0; r < m; ++r) {
+    cuda::QuantGemvArgs one = a;
+    one.m = 1;
+    one.x = a.x + r * k;
+    for (int i = 0; i < a.count; ++i) one.part[i].y = a.part[i].y + r * a.part[i].w.rows;
+    cuda::gemv_quantized(one, ctx_.overlapped_launches, ctx_.stream);
+  }
+}
+
+// The projection at decode rows in as few launches as the Fusions allow; more rows run the reference's sequence.
+void CudaBackend::project_quantised(const Projection& p) {
+  const int64_t rows = p.rows();
+  if (rows > ctx_.profile->gemv_max_rows) return project_unfused(*this, p);
+  const bool fold = p.norm && folds_norm(p.norm, rows, *p.weights[0]);
+  const Tensor& in = fold ? *p.input : unfused_prologue(*this, p);
+  const cuda::GemvNorm norm = gemv_norm(p.norm, fold);
+  const std::span<const LinearWeights* const> weights(p.weights.data(), std::size_t(p.count));
+  const auto each = [&](cuda::QuantEpilogue e, Tensor* const* outputs) {  // a launch a matrix (only unfolded)
+    for (int i = 0; i < p.count; ++i) quantised_gemv(in, {&p.weights[std::size_t(i)], 1}, {&outputs[i], 1}, e, {}, "linear");
+  };
+  switch (p.epilogue) {
+    case Epilogue::Store:
+      if (p.count == 1 || fold || fusions_.qkv_projection)
+        return quantised_gemv(in, weights, {p.outputs.data(), std::size_t(p.count)}, cuda::QuantEpilogue::Store, norm,
+                              p.count == 3 ? "linear q+k+v" : "linear");
+      return each(cuda::QuantEpilogue::Store, p.outputs.data());
+    case Epilogue::SwiGLU:
+      if (fold || fusions_.swiglu_projection)
+        return quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::SwiGlu, norm, "linear+swiglu");
+      each(cuda::QuantEpilogue::Store, p.outputs.data());
+      return silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
+    case Epilogue::Gelu:
+      quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::Store, norm, "linear");
+      return gelu(*p.outputs[0], p.gelu_kind, *p.outputs[0]);
+    case Epilogue::Residual: {
+      if (fusions_.norm_into_projection) {
+        Tensor* residual = p.residual;
+        quantised_gemv(in, weights, {&residual, 1}, cuda::QuantEpilogue::Accumulate, norm, "linear+add");
+      } else {
+        quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::Store, norm, "linear");
+        add(*p.residual, *p.outputs[0], *p.residual);
+      }
+      const RowNorm& next = p.then_norm;
+      if (next && !folds_norm(next, rows_of(*p.residual), *p.weights[0]))
+        normalise(*this, next, *p.residual, norm_slot(*this, *p.then_normed, *p.residual, p), p);
+      return;
+    }
+  }
+}
+
+}  // namespace qvl
