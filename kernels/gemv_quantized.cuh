@@ -31,6 +31,7 @@ struct QuantGemvArgs {
   int count = 0;  // SwiGlu: 2 (gate, up; into part 0's y)
   QuantEpilogue epilogue = QuantEpilogue::Store;
   WeightType bias_type = WeightType::F32;
+  int64_t max_blocks = 1 << 30;  // the blocks the GPU holds at once (multiprocessors x 8): rows beyond go grid-stride
 };
 
 // Whether one launch takes m rows of k values (its shared memory: the quantised rows, and the normed f32 rows when

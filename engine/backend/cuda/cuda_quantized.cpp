@@ -54,6 +54,7 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
   const int64_t k = last_dim(x), m = rows_of(x);
   cuda::QuantGemvArgs a;
   a.x = f32(x), a.m = m, a.k = k, a.norm = norm, a.epilogue = epilogue;
+  a.max_blocks = int64_t(ctx_.multiprocessors) * 8;
   int64_t rows = 0;
   double bytes = double(x.nbytes());
   const Tensor* some_bias = nullptr;
