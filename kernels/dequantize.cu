@@ -11,7 +11,7 @@ namespace {
 __device__ __forceinline__ float dequantized(const QuantMatrix& w, int64_t row, int64_t i) {
   const uint8_t* values = w.values + row * w.row_bytes;
   const int block = int(i / kQuantBlock), j = int(i % kQuantBlock);  // a row is far below 2^31 values
-  const float d = __half2float(reinterpret_cast<const __half*>(w.scales)[row * w.groups + block / w.blocks_per_group]);
+  const float d = __half2float(reinterpret_cast<const __half*>(w.scales)[row * w.groups + (block >> w.group_shift)]);
   if (w.format == QuantFormat::Q8) return d * float(int8_t(values[i]));
   const uint8_t byte = values[block * kQuantBlock / 2 + j % (kQuantBlock / 2)];
   return d * float(int(j < kQuantBlock / 2 ? byte & 15 : byte >> 4) - 8);

@@ -47,8 +47,14 @@ void check_group(WeightFormat format, int64_t group) {
     if (group != 1) fail("a ", t.name, " weight has no groups (group ", group, ")");
     return;
   }
-  if (group < kQuantBlock || group > 1024 || group % kQuantBlock)
-    fail("a ", t.name, " group of ", group, " values: groups are multiples of ", kQuantBlock, " up to 1024");
+  if (group < kQuantBlock || group > 1024 || (group & (group - 1)))
+    fail("a ", t.name, " group of ", group, " values: groups are powers of two from ", kQuantBlock, " to 1024");
+}
+
+int LinearWeights::group_shift() const {
+  int shift = 0;
+  while ((kQuantBlock << shift) < group) ++shift;
+  return shift;
 }
 
 LinearWeights LinearWeights::of(Tensor weight, Tensor bias) {

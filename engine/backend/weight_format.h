@@ -37,7 +37,8 @@ const WeightFormatTraits& format_traits(WeightFormat format);
 // The format that stores elements of type t as they are (f32, f16, bf16); throws qvl::Error for other types.
 WeightFormat format_of(DType t);
 std::optional<WeightFormat> format_from_name(std::string_view name);
-// Throws qvl::Error unless `group` is a valid group size for `format` (a multiple of kQuantBlock, at most 1024).
+// Throws qvl::Error unless `group` is a valid group size for `format` (a power of two from kQuantBlock to 1024: kernels
+// find a block's scale with a shift, not a division).
 void check_group(WeightFormat format, int64_t group);
 
 // What a weight is for, told to Backend::upload: a backend may store matrices differently from the vectors next to
@@ -55,6 +56,7 @@ struct LinearWeights {
   int64_t rows() const { return weight.dim(0); }
   int64_t cols() const { return in; }
   bool quantised() const { return format_traits(format).quantised; }
+  int group_shift() const;  // log2 of the 32-value blocks a group holds: block b's scale is scales[b >> group_shift]
   const Tensor* bias_or_null() const { return bias.raw() ? &bias : nullptr; }
   std::size_t nbytes() const { return weight.nbytes() + scales.nbytes() + bias.nbytes(); }
   // A float weight tensor (host or backend), in the format of its element type.

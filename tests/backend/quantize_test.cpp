@@ -78,7 +78,7 @@ TEST(Quantize, RefusesWhatCannotBeQuantised) {
             std::string::npos);
   w.data<float>()[64 + 10] = 0;
   EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::Q8, 48, "t"); })
-                .find("multiples of 32"),
+                .find("powers of two from 32"),
             std::string::npos);
   EXPECT_NE(test::error_within(std::chrono::seconds(10), [&] { quantize_matrix(w, WeightFormat::BF16, 32, "t"); })
                 .find("not a quantised format"),
@@ -165,7 +165,7 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
                                                        .blocks = std::size_t(blocks),
                                                        .w = w.weight.data<uint8_t>() + j * w.weight.dim(1),
                                                        .w_scales = w.scales.data<uint16_t>() + j * w.scales.dim(1),
-                                                       .blocks_per_group = std::size_t(group / kQuantBlock),
+                                                       .group_shift = w.group_shift(),
                                                        .y = got.data(), .y_stride = 1});
               for (int64_t r = 0; r < m; ++r)
                 ASSERT_NEAR(got[std::size_t(r)], want[std::size_t(r * w.rows() + j)], 2e-6 * scale * std::sqrt(double(k)))

@@ -119,7 +119,7 @@ public:
                .blocks = std::size_t(blocks),
                .w = values + j * row_bytes,
                .w_scales = scales + j * groups,
-               .blocks_per_group = std::size_t(weights.group / kQuantBlock),
+               .group_shift = weights.group_shift(),
                .y = yp + m0 * n + int64_t(j),
                .y_stride = std::size_t(n)});
       add_bias(begin, end);

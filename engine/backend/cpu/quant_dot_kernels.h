@@ -15,7 +15,7 @@ struct QuantDot {
   std::size_t rows = 0, blocks = 0;
   const uint8_t* w = nullptr;         // one weight row's values, packed as the format says (quantize.h)
   const uint16_t* w_scales = nullptr;  // its f16 scales, one per group
-  std::size_t blocks_per_group = 1;
+  int group_shift = 0;  // block b's scale is w_scales[b >> group_shift]
   float* y = nullptr;  // y[m * y_stride] for m < rows
   std::size_t y_stride = 1;
 };

@@ -1,6 +1,6 @@
-// Projections with q8/q4 weights on the CUDA backend. Decode rows: the quantised GEMV (gemv_quantized.cu), which
-// quantises the activations itself, folds the input RMSNorm, runs q+k+v or gate/up + SwiGLU in one launch and adds the
-// residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): each matrix dequantised into a
+// Projections with q8/q4 weights on the CUDA backend. Decode rows: the activations quantised per block (with the
+// input RMSNorm folded in), then the quantised GEMV (gemv_quantized.cu), which runs q+k+v or gate/up + SwiGLU in one
+// launch and adds the residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): each matrix dequantised into a
 // workspace of the GEMM's 16-bit type (f16 on SM61), then the float path; a 6144 x 2048 matrix is 25 MB of workspace
 // for the moment of its product.
 #include <string>
@@ -10,6 +10,7 @@
 #include "cuda_backend.h"
 #include "dequantize.cuh"
 #include "gemv_quantized.cuh"
+#include "quantize_rows.cuh"
 
 namespace qvl {
 
@@ -23,7 +24,7 @@ cuda::QuantMatrix CudaBackend::quant_matrix(const LinearWeights& lw) const {
           .cols = lw.cols(),
           .row_bytes = lw.weight.dim(1),
           .groups = lw.scales.dim(1),
-          .blocks_per_group = int(lw.group / cuda::kQuantBlock)};
+          .group_shift = lw.group_shift()};
 }
 
 void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, const Tensor* bias, Tensor& y) {
@@ -47,14 +48,16 @@ void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, con
   linear_into(x, LinearWeights::of(dense, lw.bias), bias, y);
 }
 
-// One launch of the quantised GEMV over `weights` (1-3 matrices of the same K; SwiGLU: gate and up into outputs[0]).
+// The activations quantised (with the input RMSNorm when `norm` has one), then one launch of the quantised GEMV over
+// `weights` (1-3 matrices of the same K; SwiGLU: gate and up into outputs[0]).
 void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights* const> weights,
                                  std::span<Tensor* const> outputs, cuda::QuantEpilogue epilogue,
                                  const cuda::GemvNorm& norm, const char* op) {
-  const int64_t k = last_dim(x), m = rows_of(x);
+  const int64_t k = last_dim(x), m = rows_of(x), blocks = (k + cuda::kQuantBlock - 1) / cuda::kQuantBlock;
+  const bool gated = epilogue == cuda::QuantEpilogue::SwiGlu;
   cuda::QuantGemvArgs a;
-  a.x = f32(x), a.m = m, a.k = k, a.norm = norm, a.epilogue = epilogue;
-  a.max_blocks = int64_t(ctx_.multiprocessors) * 8;
+  a.epilogue = epilogue;
+  a.count = int(weights.size());
   int64_t rows = 0;
   double bytes = double(x.nbytes());
   const Tensor* some_bias = nullptr;
@@ -64,31 +67,23 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
     const Tensor* bias = w.bias_or_null();
     if (bias && some_bias && bias->dtype() != some_bias->dtype()) fail("quantised GEMV: biases of different types");
     if (bias) some_bias = bias;
-    const bool gated = epilogue == cuda::QuantEpilogue::SwiGlu;
     a.part[i] = {quant_matrix(w), bias ? bias->raw() : nullptr, f32(*outputs[gated ? 0 : i])};
     rows += gated && i > 0 ? 0 : w.rows();
     bytes += double(w.weight.nbytes() + w.scales.nbytes() + (gated && i > 0 ? 0 : outputs[i]->nbytes()));
   }
-  a.count = int(weights.size());
   a.bias_type = some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32;
   const GpuTimer timer = timed([&] {
     return op_cost::make(std::string(norm.w ? "rms_norm+" : "") + op + " " + std::to_string(rows) + "x" +
                              std::to_string(k) + " " + std::string(format_traits(weights[0]->format).name) + " m<=4",
-                         bytes, 2.0 * double(m) * double(rows) * double(k) * double(epilogue == cuda::QuantEpilogue::SwiGlu ? 2 : 1));
+                         bytes, 2.0 * double(m) * double(rows) * double(k) * (gated ? 2.0 : 1.0));
   });
   ctx_.maybe_inject_fault();
-  if (cuda::gemv_quantized_fits(m, k, norm.w != nullptr)) return cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
-  // Too wide for all rows' quantised activations in shared memory at once: a launch a row (folds_norm asked about
-  // the normed rows already, so a norm here always fits).
-  if (!cuda::gemv_quantized_fits(1, k, norm.w != nullptr))
-    fail("linear: a quantised product over ", k, " inputs is wider than the GEMV's shared memory holds");
-  for (int64_t r = 0; r < m; ++r) {
-    cuda::QuantGemvArgs one = a;
-    one.m = 1;
-    one.x = a.x + r * k;
-    for (int i = 0; i < a.count; ++i) one.part[i].y = a.part[i].y + r * a.part[i].w.rows;
-    cuda::gemv_quantized(one, ctx_.overlapped_launches, ctx_.stream);
-  }
+  Tensor values = ctx_.device_tensor(DType::I8, {m, blocks * cuda::kQuantBlock}, pool::Owner::Workspace);
+  Tensor scales = ctx_.device_tensor(DType::F32, {m, blocks}, pool::Owner::Workspace);
+  Tensor sums = ctx_.device_tensor(DType::I32, {m, blocks}, pool::Owner::Workspace);
+  a.x = {values.data<int8_t>(), scales.data<float>(), sums.data<int32_t>(), m, blocks};
+  cuda::quantize_rows(f32(x), k, norm, a.x, ctx_.stream);
+  cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
 }
 
 // The projection at decode rows in as few launches as the Fusions allow; more rows run the reference's sequence.
