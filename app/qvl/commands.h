@@ -9,6 +9,7 @@ int run_info(const std::vector<std::string>& argv);
 int run_make_random_model(const std::vector<std::string>& argv);
 int run_bench(const std::vector<std::string>& argv);
 int run_generate(const std::vector<std::string>& argv);
+int run_quantize(const std::vector<std::string>& argv);
 int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
 int run_bench_tokenizer(const std::vector<std::string>& argv);

@@ -23,6 +23,7 @@ const std::vector<Command>& commands() {
       {"generate", "answer a prompt about images", qvl::cli::run_generate},
       {"info", "summarise a model folder (config, parameters, bytes, dtypes)", qvl::cli::run_info},
       {"make-random-model", "write a random-weight Qwen3-VL model folder", qvl::cli::run_make_random_model},
+      {"quantize", "write a model folder with q8/q4 weights (or the floats they stand for)", qvl::cli::run_quantize},
       {"tokenize", "print the token ids of a text", qvl::cli::run_tokenize},
       {"detokenize", "print the text of token ids", qvl::cli::run_detokenize},
       {"bench-tokenizer", "measure tokenizer throughput (MB/s)", qvl::cli::run_bench_tokenizer},

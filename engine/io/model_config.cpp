@@ -182,7 +182,47 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
   else if (dtype_name == "float16") c.dtype = DType::F16;
   else if (dtype_name == "bfloat16") c.dtype = DType::BF16;
   else fail(top.where(dtype_key), ": unsupported dtype '", dtype_name, "'");
+  if (top.has("quantization_config"))  // object() refuses anything but an object, naming the field
+    c.quantization = QuantizationConfig::from_json(top.object("quantization_config").json(), source);
   return c;
+}
+
+std::string QuantizationConfig::name() const {
+  const std::string base(format_traits(matrices).name);
+  return matrices == WeightFormat::Q4 && group != kQuantBlock ? base + "-g" + std::to_string(group) : base;
+}
+
+nlohmann::json QuantizationConfig::to_json() const {
+  return {{"quant_method", "qvl"},
+          {"weights", std::string(format_traits(matrices).name)},
+          {"group_size", group},
+          {"embedding", std::string(format_traits(embedding).name)},
+          {"embedding_group_size", kQuantBlock}};
+}
+
+QuantizationConfig QuantizationConfig::from_json(const nlohmann::json& j, const std::string& source) {
+  const JsonFields f(j, source, "quantization_config.");
+  const auto method = f.required<std::string>("quant_method");
+  require(method == "qvl", f, "quant_method",
+          "'" + method + "' is not read by qvl (it reads the q8/q4 folders qvl quantize writes)");
+  QuantizationConfig q;
+  const auto format = [&](const std::string& key) {
+    const auto name = f.required<std::string>(key);
+    const auto fmt = format_from_name(name);
+    require(fmt && format_traits(*fmt).quantised, f, key, "expected q8 or q4, got '" + name + "'");
+    return *fmt;
+  };
+  q.matrices = format("weights");
+  q.embedding = format("embedding");
+  q.group = f.required<int64_t>("group_size");
+  try {
+    check_group(q.matrices, q.group);
+  } catch (const Error& e) {
+    fail(f.where("group_size"), ": ", e.what());
+  }
+  require(f.optional<int64_t>("embedding_group_size", kQuantBlock) == kQuantBlock, f, "embedding_group_size",
+          "the embedding is quantised in groups of 32");
+  return q;
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& path) {
@@ -224,6 +264,7 @@ nlohmann::json ModelConfig::to_json() const {
       {"transformers_version", "4.57.0"},
   };
   write_fields(j, kTokenIds, *this);
+  if (quantization) j["quantization_config"] = quantization->to_json();
   return j;
 }
 

@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "backend/weight_format.h"
 #include "core/dtype.h"
 
 namespace qvl {
@@ -48,6 +50,21 @@ struct VisionConfig {
   int64_t merged_dim() const { return hidden_size * spatial_merge_size * spatial_merge_size; }
 };
 
+// Weights stored quantised (config.json's quantization_config, written by `qvl quantize`; docs/quantization.md):
+// every linear layer of the decoder and the vision tower in `matrices` with groups of `group` values, the embedding
+// table (and an untied output head) in `embedding` with groups of 32. The same description chooses what is quantised
+// at load (--weights).
+struct QuantizationConfig {
+  WeightFormat matrices = WeightFormat::Q8;
+  int64_t group = kQuantBlock;
+  WeightFormat embedding = WeightFormat::Q8;
+  bool operator==(const QuantizationConfig&) const = default;
+  std::string name() const;  // "q8", "q4", "q4-g128"
+  nlohmann::json to_json() const;
+  // Throws qvl::Error naming `source` and the field for anything else than qvl's own q8/q4 description.
+  static QuantizationConfig from_json(const nlohmann::json& j, const std::string& source);
+};
+
 struct ModelConfig {
   TextConfig text;
   VisionConfig vision;
@@ -57,6 +74,7 @@ struct ModelConfig {
   int64_t vision_end_token_id = 151653;
   bool tie_word_embeddings = false;
   DType dtype = DType::BF16;  // the checkpoint's declared dtype ("dtype" or "torch_dtype")
+  std::optional<QuantizationConfig> quantization;  // a folder written by qvl quantize
 
   // Throws qvl::Error naming `source` and the field for missing, wrongly typed or inconsistent fields.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source = "config.json");

@@ -12,7 +12,7 @@ std::vector<std::string> check_tensors(const ModelConfig& config, const Checkpoi
                                        std::vector<std::string>* notes) {
   std::vector<std::string> missing, wrong, unexpected;
   std::map<std::string, bool> expected_names;
-  for (const auto& spec : expected_tensors(config)) {
+  for (const auto& spec : stored_tensors(config)) {
     expected_names[spec.name] = true;
     const auto* entry = checkpoint.find(spec.name);
     if (!entry) {
@@ -21,7 +21,10 @@ std::vector<std::string> check_tensors(const ModelConfig& config, const Checkpoi
     }
     if (entry->info->shape != spec.shape)
       wrong.push_back(spec.name + ": shape " + shape_to_string(entry->info->shape) + ", expected " + shape_to_string(spec.shape));
-    else if (!is_floating(entry->info->dtype) || entry->info->dtype == DType::F64)
+    else if (spec.dtype && entry->info->dtype != *spec.dtype)
+      wrong.push_back(spec.name + ": dtype " + std::string(dtype_safetensors_name(entry->info->dtype)) + ", expected " +
+                      std::string(dtype_safetensors_name(*spec.dtype)) + " (quantization_config)");
+    else if (!spec.dtype && (!is_floating(entry->info->dtype) || entry->info->dtype == DType::F64))
       wrong.push_back(spec.name + ": dtype " + std::string(dtype_safetensors_name(entry->info->dtype)) +
                       ", expected F32, F16 or BF16");
   }

@@ -1,8 +1,5 @@
 #include "io/random_model.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -10,6 +7,7 @@
 #include "core/half.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/staged_folder.h"
 #include "io/tensor_layout.h"
 
 namespace qvl {
@@ -202,55 +200,8 @@ ModelConfig model_preset(std::string_view name) {
   fail("unknown model preset '", name, "' (known: ", known, ")");
 }
 
-namespace {
-
-// An existing `out` is replaced only when it is empty, or when overwrite is on and it is a model folder: never the
-// current folder or one that holds it ("--out . --overwrite" once emptied the folder the command ran in), never a
-// folder holding files a model folder does not hold.
-void check_replaceable(const fs::path& out, bool overwrite) {
-  const fs::path target = fs::weakly_canonical(fs::absolute(out));
-  for (fs::path p = fs::weakly_canonical(fs::current_path());; p = p.parent_path()) {
-    if (p == target) fail(out.string(), ": is the current folder or holds it; a model is not written over it");
-    if (p == p.parent_path()) break;
-  }
-  if (!fs::is_directory(out)) fail(out.string(), ": exists and is not a folder");
-  if (fs::is_empty(out)) return;
-  if (!overwrite) fail(out.string(), ": already exists and is not empty (pass overwrite to replace it)");
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    const bool model_file = entry.is_regular_file() && (name.ends_with(".safetensors") || name.ends_with(".json"));
-    if (!model_file)
-      fail(out.string(), ": overwrite replaces model folders only, and '", name,
-           "' is not a model file (configs, tokenizer and weights: .json and .safetensors)");
-  }
-  if (!fs::exists(out / "config.json"))
-    fail(out.string(), ": overwrite replaces model folders only, and this folder has no config.json");
-}
-
-// Puts the finished folder `staging` where `out` is. An existing `out` is swapped out in one step (renameat2's
-// exchange: no moment without a complete folder there), then removed; where the file system cannot exchange, it is
-// renamed aside first.
-void move_into_place(const fs::path& staging, const fs::path& out) {
-  fs::create_directories(out.parent_path().empty() ? fs::path(".") : out.parent_path());
-  if (!fs::exists(out)) {
-    fs::rename(staging, out);
-    return;
-  }
-  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
-    fs::remove_all(staging);  // now the old folder
-    return;
-  }
-  fs::path old = out;
-  old += ".old-" + std::to_string(::getpid());
-  fs::rename(out, old);
-  fs::rename(staging, out);
-  fs::remove_all(old);
-}
-
-}  // namespace
-
 void write_random_model(const ModelConfig& input_config, const fs::path& out_arg, const RandomModelOptions& options) {
-  const fs::path out = out_arg.has_filename() ? out_arg : out_arg.parent_path();  // "dir/" names "dir"
+  const fs::path& out = out_arg;
   if (!is_floating(options.dtype) || options.dtype == DType::F64) fail("random models are written in f32, f16 or bf16");
   ModelConfig config = input_config;
   config.dtype = options.dtype;
@@ -258,27 +209,21 @@ void write_random_model(const ModelConfig& input_config, const fs::path& out_arg
   config = ModelConfig::from_json(config.to_json(), "generated config.json");
   PreprocessorConfig::from_json(options.preprocessor.to_json(), "generated preprocessor_config.json");
 
-  if (fs::exists(out)) check_replaceable(out, options.overwrite);
+  if (config.quantization)
+    fail("a quantised config (quantization_config) is not written with random weights: write the model unquantised, "
+         "then run qvl quantize");
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
     if (!fs::exists(options.tokenizer_dir / file)) fail((options.tokenizer_dir / file).string(), ": missing (tokenizer files are copied from here)");
 
-  // Build in a sibling folder and rename at the end, so an interrupted run never leaves a half model behind.
-  fs::path staging = out;
-  staging += ".partial-" + std::to_string(::getpid());
-  fs::remove_all(staging);
-  fs::create_directories(staging);
-  try {
-    write_file_atomically(staging / "config.json", config.to_json().dump(2) + "\n");
-    write_file_atomically(staging / "generation_config.json", GenerationConfig{}.to_json().dump(2) + "\n");
-    write_file_atomically(staging / "preprocessor_config.json", options.preprocessor.to_json().dump(2) + "\n");
-    for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-      fs::copy_file(options.tokenizer_dir / file, staging / file);
-    write_checkpoint(config, staging, options);
-  } catch (...) {
-    fs::remove_all(staging);
-    throw;
-  }
-  move_into_place(staging, out);
+  StagedFolder folder(out, options.overwrite);
+  const fs::path& staging = folder.path();
+  write_file_atomically(staging / "config.json", config.to_json().dump(2) + "\n");
+  write_file_atomically(staging / "generation_config.json", GenerationConfig{}.to_json().dump(2) + "\n");
+  write_file_atomically(staging / "preprocessor_config.json", options.preprocessor.to_json().dump(2) + "\n");
+  for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
+    fs::copy_file(options.tokenizer_dir / file, staging / file);
+  write_checkpoint(config, staging, options);
+  folder.publish();
 }
 
 }  // namespace qvl

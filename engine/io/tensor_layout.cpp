@@ -64,4 +64,30 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
   return specs;
 }
 
+std::optional<QuantisedAs> quantised_as(const TensorSpec& spec, const QuantizationConfig& q) {
+  if (spec.role == TensorRole::Embedding || spec.name == "lm_head.weight") return QuantisedAs{q.embedding, kQuantBlock};
+  if (spec.role == TensorRole::Linear || spec.role == TensorRole::PatchEmbed) return QuantisedAs{q.matrices, q.group};
+  return std::nullopt;
+}
+
+std::string scale_name(const std::string& weight_name) { return weight_name + "_scale"; }
+
+std::vector<TensorSpec> stored_tensors(const ModelConfig& config) {
+  std::vector<TensorSpec> specs = expected_tensors(config);
+  if (!config.quantization) return specs;
+  std::vector<TensorSpec> stored;
+  for (TensorSpec& spec : specs) {
+    const auto as = quantised_as(spec, *config.quantization);
+    if (!as) {
+      stored.push_back(std::move(spec));
+      continue;
+    }
+    const WeightFormatTraits& t = format_traits(as->format);
+    const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / rows;
+    stored.push_back({scale_name(spec.name), {rows, t.groups(in, as->group)}, spec.role, DType::F16});
+    stored.push_back({spec.name, {rows, t.row_bytes(in, as->group)}, spec.role, t.storage});
+  }
+  return stored;
+}
+
 }  // namespace qvl

@@ -2,49 +2,63 @@
 
 #include <algorithm>
 
+#include <map>
+
 #include "backend/quantize.h"
 #include "core/error.h"
+#include "io/tensor_layout.h"
 
 namespace qvl {
 
 namespace {
 
 struct Binder {
-  const Checkpoint& ck;
+  const ModelFolder& model;
   Backend& backend;
-  const WeightPolicy& policy;
+  const std::optional<QuantizationConfig>& quantise;  // at load; the folder's own quantisation is model.config's
   const std::function<void(double)>& progress;
+  std::map<std::string, TensorSpec> specs;  // the unquantised shapes, by name
   mutable uint64_t bytes_done = 0;
+
   Tensor counted(Tensor t) const {
     bytes_done += uint64_t(t.nbytes());
-    if (progress) progress(std::min(1.0, double(bytes_done) / double(std::max<uint64_t>(1, ck.total_bytes()))));
+    if (progress) progress(std::min(1.0, double(bytes_done) / double(std::max<uint64_t>(1, model.checkpoint.total_bytes()))));
     return t;
   }
-  Tensor host(const std::string& name) const { return counted(ck.tensor(name)); }
+  Tensor host(const std::string& name) const { return counted(model.checkpoint.tensor(name)); }
   Tensor vector(const std::string& name) const { return backend.upload(host(name), WeightRole::Vector); }
-  // A linear layer in the policy's format for matrices (quantised here, on the host, unless it stays as stored).
-  LinearWeights unit(const std::string& name, const Tensor& weight, Tensor bias) const {
-    if (!policy.matrices) return backend.upload_linear(LinearWeights::of(weight, std::move(bias)));
-    LinearWeights q = quantize_matrix(weight, *policy.matrices, policy.group, name);
-    q.bias = std::move(bias);
-    return backend.upload_linear(q);
-  }
-  LinearWeights linear(const std::string& p, bool bias) const {
-    return unit(p + ".weight", host(p + ".weight"), bias ? host(p + ".bias") : Tensor());
-  }
-  // The embedding table (or an untied output head) in the policy's embedding format.
-  LinearWeights table(const std::string& name, WeightRole role) const {
-    const Tensor t = host(name);
-    if (!policy.embedding) return backend.upload_linear(LinearWeights::of(t), role);
-    return backend.upload_linear(quantize_matrix(t, *policy.embedding, kQuantBlock, name), role);
-  }
   NormWeights norm(const std::string& p, bool bias) const {
     return {vector(p + ".weight"), bias ? vector(p + ".bias") : Tensor()};
   }
-  // Rows [begin, end) of a linear layer (one of q/k/v inside a fused projection).
+  // The matrix `name` (its rows [begin, end) when end >= 0: q, k or v of a fused projection) with `bias`, as a unit:
+  // as the folder stores it (quantised there, or float), or quantised here when the policy says so.
+  LinearWeights unit(const std::string& name, Tensor bias, WeightRole role = WeightRole::Matrix, int64_t begin = 0,
+                     int64_t end = -1) const {
+    const TensorSpec& spec = specs.at(name);
+    const int64_t in = shape_numel(spec.shape) / spec.shape[0];
+    const auto rows = [&](Tensor t) { return end < 0 ? t : t.slice_rows(begin, end); };
+    if (model.config.quantization)
+      if (const auto as = quantised_as(spec, *model.config.quantization))
+        return backend.upload_linear(LinearWeights::quantised_of(as->format, as->group, in, counted(rows(model.checkpoint.tensor(name))),
+                                                                 counted(rows(model.checkpoint.tensor(scale_name(name)))),
+                                                                 std::move(bias)),
+                                     role);
+    Tensor matrix = counted(rows(model.checkpoint.tensor(name)));
+    matrix = matrix.reshaped({matrix.dim(0), in});  // the patch embedding's Conv3d as [hidden, C·T·P·P]
+    if (quantise)
+      if (const auto as = quantised_as(spec, *quantise)) {
+        LinearWeights q = quantize_matrix(matrix, as->format, as->group, name);
+        q.bias = std::move(bias);
+        return backend.upload_linear(q, role);
+      }
+    return backend.upload_linear(LinearWeights::of(std::move(matrix), std::move(bias)), role);
+  }
+  LinearWeights linear(const std::string& p, bool bias) const {
+    return unit(p + ".weight", bias ? host(p + ".bias") : Tensor());
+  }
   LinearWeights linear_rows(const std::string& p, int64_t begin, int64_t end) const {
-    return unit(p + ".weight", counted(ck.tensor(p + ".weight").slice_rows(begin, end)),
-                counted(ck.tensor(p + ".bias").slice_rows(begin, end)));
+    return unit(p + ".weight", counted(model.checkpoint.tensor(p + ".bias").slice_rows(begin, end)), WeightRole::Matrix,
+                begin, end);
   }
   MergerWeights merger(const std::string& p) const {
     return {norm(p + ".norm", true), linear(p + ".linear_fc1", true), linear(p + ".linear_fc2", true)};
@@ -57,16 +71,12 @@ WeightPolicy WeightPolicy::from_name(std::string_view name) {
   WeightPolicy p;
   p.name = std::string(name);
   if (name == "bf16") return p;
-  if (name == "q8") {
-    p.matrices = p.embedding = WeightFormat::Q8;
-    p.group = kQuantBlock;
-    return p;
-  }
-  for (const int64_t group : {32, 64, 128})
-    if (name == "q4" + (group == 32 ? std::string() : "-g" + std::to_string(group))) {
-      p.matrices = WeightFormat::Q4;
-      p.embedding = WeightFormat::Q8;
-      p.group = group;
+  for (const QuantizationConfig q : {QuantizationConfig{WeightFormat::Q8, 32, WeightFormat::Q8},
+                                     QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8},
+                                     QuantizationConfig{WeightFormat::Q4, 64, WeightFormat::Q8},
+                                     QuantizationConfig{WeightFormat::Q4, 128, WeightFormat::Q8}})
+    if (name == q.name()) {
+      p.quantise = q;
       return p;
     }
   fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q4-g64, q4-g128: larger groups)");
@@ -75,13 +85,15 @@ WeightPolicy WeightPolicy::from_name(std::string_view name) {
 ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy,
                           const std::function<void(double)>& progress) {
   const ModelConfig& c = model.config;
-  const Binder b{model.checkpoint, backend, policy, progress};
+  if (c.quantization && policy.quantise && *policy.quantise != *c.quantization)
+    fail(model.dir.string(), " holds ", c.quantization->name(), " weights (written by qvl quantize): --weights bf16 uses "
+         "them as they are, --weights ", policy.name, " would quantise them twice");
+  Binder b{model, backend, policy.quantise, progress, {}};
+  for (TensorSpec& spec : expected_tensors(c)) b.specs.emplace(spec.name, std::move(spec));
   ModelWeights w;
 
   const std::string vis = "model.visual.";
-  const std::string conv = vis + "patch_embed.proj.weight";
-  w.vision.patch_embed = b.unit(conv, b.host(conv).reshaped({c.vision.hidden_size, c.vision.patch_dim()}),
-                                b.host(vis + "patch_embed.proj.bias"));
+  w.vision.patch_embed = b.unit(vis + "patch_embed.proj.weight", b.host(vis + "patch_embed.proj.bias"));
   w.vision.position_table = b.host(vis + "pos_embed.weight").to(DType::F32);  // widened once, not per image
   const int64_t h = c.vision.hidden_size;
   for (int64_t i = 0; i < c.vision.depth; ++i) {
@@ -97,7 +109,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const Weig
 
   const std::string lm = "model.language_model.";
   const bool bias = c.text.attention_bias;
-  w.text.embed_tokens = b.table(lm + "embed_tokens.weight", WeightRole::EmbeddingTable);
+  w.text.embed_tokens = b.unit(lm + "embed_tokens.weight", Tensor(), WeightRole::EmbeddingTable);
   for (int64_t l = 0; l < c.text.num_hidden_layers; ++l) {
     const std::string p = lm + "layers." + std::to_string(l) + ".";
     w.text.layers.push_back({b.norm(p + "input_layernorm", false), b.norm(p + "post_attention_layernorm", false),
@@ -109,7 +121,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const Weig
   }
   w.text.final_norm = b.norm(lm + "norm", false);
   // Tied checkpoints use the embedding as the output head even when an lm_head.weight is present (transformers).
-  w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.table("lm_head.weight", WeightRole::Matrix);
+  w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.unit("lm_head.weight", Tensor());
   if (progress) progress(1.0);
   return w;
 }

@@ -44,22 +44,21 @@ struct ModelWeights {
   TextWeights text;
 };
 
-// The formats the weights are held in (--weights). "bf16": as the checkpoint stores them; "q8": every linear layer
-// of the decoder and the vision tower and the embedding table (with the tied output head) quantised to q8 at load;
-// "q4": the linear layers q4, the embedding table q8 (the output head decides every token: 4 bits there cost the
-// most accuracy for the least memory). "q4-g64" and "q4-g128" choose larger q4 groups. Norms, biases and position
-// embeddings keep their types.
+// The formats the weights are held in (--weights). "bf16": as the folder stores them (a folder written by qvl
+// quantize stays quantised); "q8": every linear layer of the decoder and the vision tower and the embedding table
+// (with the tied output head) quantised to q8 at load; "q4": the linear layers q4, the embedding table q8 (the output
+// head decides every token: 4 bits there cost the most accuracy for the least memory). "q4-g64" and "q4-g128" choose
+// larger q4 groups. Norms, biases and position embeddings keep their types (io/tensor_layout.h: quantised_as).
 struct WeightPolicy {
   std::string name = "bf16";
-  std::optional<WeightFormat> matrices;   // nullopt: as stored
-  int64_t group = 1;                      // the matrices' group
-  std::optional<WeightFormat> embedding;  // the embedding table and the output head
+  std::optional<QuantizationConfig> quantise;  // nullopt: as stored
   // Throws qvl::Error naming the choices for an unknown name.
   static WeightPolicy from_name(std::string_view name);
 };
 
 // progress(fraction) is called as the weights reach the backend (by bytes of the checkpoint), ending at 1.
-// Quantising is deterministic: the same checkpoint and policy give the same bits on every backend.
+// Quantising is deterministic: the same checkpoint and policy give the same bits on every backend. A quantised folder
+// takes "bf16" (as stored) or its own policy; another is refused (it would quantise twice).
 ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy = {},
                           const std::function<void(double)>& progress = {});
 

@@ -253,7 +253,9 @@ public:
   std::string device() const override { return backend_info(kind_).id; }
   BackendKind backend_kind() const override { return kind_; }
   std::string backend_name() const override { return backend_->name(); }
-  std::string weights() const override { return weight_policy_.name; }
+  std::string weights() const override {
+    return model_.config.quantization ? model_.config.quantization->name() : weight_policy_.name;
+  }
   uint64_t decode_weight_bytes() const override {
     const TextWeights& t = weights_.text;
     const auto norm = [](const NormWeights& n) { return uint64_t(n.weight.nbytes() + n.bias.nbytes()); };

@@ -44,6 +44,8 @@ GenerateRequest request_for(const nlohmann::json& item) {
   return r;
 }
 
+constexpr double kQ4Agreement = 0.98;  // measured 100% (240/240) on the CPU, 2026-11-23
+
 struct Score {
   int items = 0, same_as_reference = 0, right = 0, reference_right = 0;
   std::map<std::string, std::pair<int, int>> by_kind;  // right, total
@@ -55,9 +57,13 @@ constexpr std::size_t kItemStride = 8;  // sanitizers look for memory errors: ev
 constexpr std::size_t kItemStride = 1;
 #endif
 
-void evaluate_on(const std::string& device) {
+// weights: bf16 (as stored), or quantised at load: then the answers are held to `min_agreement` with transformers'
+// (fp32) ones instead of 98%, and the accuracy is reported, not required.
+void evaluate_on(const std::string& device, const std::string& weights = "bf16", double min_agreement = 0.98) {
   const auto golden = read_json_file(kEvalDir / "items.json");
-  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-shapes", {device});
+  EngineOptions options{device};
+  options.weights = weights;
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-shapes", options);
   ASSERT_EQ(engine->device(), device);
   Score s;
   int shown = 0;
@@ -80,8 +86,9 @@ void evaluate_on(const std::string& device) {
   }
   const double agreement = double(s.same_as_reference) / s.items, accuracy = double(s.right) / s.items,
                reference_accuracy = double(s.reference_right) / s.items;
-  std::printf("demo model on %s: %d items, same answer as transformers %.2f%%, accuracy %.2f%% (transformers %.2f%%)\n",
-              device.c_str(), s.items, 100 * agreement, 100 * accuracy, 100 * reference_accuracy);
+  std::printf("demo model on %s, %s weights: %d items, same answer as transformers %.2f%%, accuracy %.2f%% "
+              "(transformers %.2f%%)\n",
+              device.c_str(), weights.c_str(), s.items, 100 * agreement, 100 * accuracy, 100 * reference_accuracy);
   for (const auto& [kind, rt] : s.by_kind) std::printf("  %-9s %d/%d\n", kind.c_str(), rt.first, rt.second);
   if (kItemStride == 1) {
     EXPECT_GE(s.items, 200);
@@ -89,8 +96,10 @@ void evaluate_on(const std::string& device) {
   } else {
     std::printf("sanitizer build: every %zu-th item only\n", kItemStride);
   }
-  EXPECT_GE(agreement, 0.98);
-  EXPECT_LE(std::fabs(accuracy - reference_accuracy), 0.01);
+  EXPECT_GE(agreement, min_agreement);
+  if (weights == "bf16") {
+    EXPECT_LE(std::fabs(accuracy - reference_accuracy), 0.01);
+  }
 }
 
 TEST(DemoModel, AnswersTheHeldOutQuestionsAsTransformersDoesOnTheCpu) { evaluate_on("cpu"); }
@@ -98,6 +107,16 @@ TEST(DemoModel, AnswersTheHeldOutQuestionsAsTransformersDoesOnTheCpu) { evaluate
 TEST(DemoModel, AnswersTheHeldOutQuestionsAsTransformersDoesOnTheGpu) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   evaluate_on("cuda");
+}
+
+// Quantised at load: q8 answers as the unquantised model does on at least 98% of the items (the bar); q4 is
+// measured (docs/quantization.md records it) and held to what it measured when this test was written, less a margin.
+TEST(DemoModel, AnswersTheHeldOutQuestionsWithQ8WeightsOnTheCpu) { evaluate_on("cpu", "q8", 0.98); }
+TEST(DemoModel, AnswersTheHeldOutQuestionsWithQ4WeightsOnTheCpu) { evaluate_on("cpu", "q4", kQ4Agreement); }
+TEST(DemoModel, AnswersTheHeldOutQuestionsWithQuantisedWeightsOnTheGpu) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  evaluate_on("cuda", "q8", 0.98);
+  evaluate_on("cuda", "q4", kQ4Agreement);
 }
 
 // The pictures the app ships: the README's demo asks the first one; the answer is transformers' answer.

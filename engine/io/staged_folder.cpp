@@ -1,0 +1,79 @@
+#include "io/staged_folder.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace qvl {
+namespace fs = std::filesystem;
+
+namespace {
+
+// An existing `out` is replaced only when it is empty, or when overwrite is on and it is a model folder: never the
+// current folder or one that holds it ("--out . --overwrite" once emptied the folder the command ran in), never a
+// folder holding files a model folder does not hold.
+void check_replaceable(const fs::path& out, bool overwrite) {
+  const fs::path target = fs::weakly_canonical(fs::absolute(out));
+  for (fs::path p = fs::weakly_canonical(fs::current_path());; p = p.parent_path()) {
+    if (p == target) fail(out.string(), ": is the current folder or holds it; a model is not written over it");
+    if (p == p.parent_path()) break;
+  }
+  if (!fs::is_directory(out)) fail(out.string(), ": exists and is not a folder");
+  if (fs::is_empty(out)) return;
+  if (!overwrite) fail(out.string(), ": already exists and is not empty (pass overwrite to replace it)");
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    const bool model_file = entry.is_regular_file() && (name.ends_with(".safetensors") || name.ends_with(".json"));
+    if (!model_file)
+      fail(out.string(), ": overwrite replaces model folders only, and '", name,
+           "' is not a model file (configs, tokenizer and weights: .json and .safetensors)");
+  }
+  if (!fs::exists(out / "config.json"))
+    fail(out.string(), ": overwrite replaces model folders only, and this folder has no config.json");
+}
+
+// Puts the finished folder `staging` where `out` is. An existing `out` is swapped out in one step (renameat2's
+// exchange: no moment without a complete folder there), then removed; where the file system cannot exchange, it is
+// renamed aside first.
+void move_into_place(const fs::path& staging, const fs::path& out) {
+  fs::create_directories(out.parent_path().empty() ? fs::path(".") : out.parent_path());
+  if (!fs::exists(out)) {
+    fs::rename(staging, out);
+    return;
+  }
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(staging);  // now the old folder
+    return;
+  }
+  fs::path old = out;
+  old += ".old-" + std::to_string(::getpid());
+  fs::rename(out, old);
+  fs::rename(staging, out);
+  fs::remove_all(old);
+}
+
+}  // namespace
+
+StagedFolder::StagedFolder(fs::path out, bool overwrite)
+    : out_(out.has_filename() ? std::move(out) : out.parent_path()) {  // "dir/" names "dir"
+  if (fs::exists(out_)) check_replaceable(out_, overwrite);
+  staging_ = out_;
+  staging_ += ".partial-" + std::to_string(::getpid());
+  fs::remove_all(staging_);
+  fs::create_directories(staging_);
+}
+
+StagedFolder::~StagedFolder() {
+  std::error_code ignored;
+  if (!published_) fs::remove_all(staging_, ignored);
+}
+
+void StagedFolder::publish() {
+  move_into_place(staging_, out_);
+  published_ = true;
+}
+
+}  // namespace qvl

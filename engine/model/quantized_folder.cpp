@@ -1,0 +1,106 @@
+#include "model/quantized_folder.h"
+
+#include "backend/quantize.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "io/json_fields.h"
+#include "io/safetensors.h"
+#include "io/staged_folder.h"
+#include "io/tensor_layout.h"
+
+namespace qvl {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Every file of the folder but its weights and config.json, into `to`.
+void copy_other_files(const fs::path& from, const fs::path& to) {
+  for (const auto& entry : fs::directory_iterator(from)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name == "config.json" || name.ends_with(".safetensors") ||
+        name == "model.safetensors.index.json")
+      continue;
+    fs::copy_file(entry.path(), to / name);
+  }
+}
+
+void write_config(const ModelFolder& model, const fs::path& to, const std::optional<QuantizationConfig>& q) {
+  nlohmann::json config = read_json_file(model.dir / "config.json", kMaxConfigBytes);
+  if (q) {
+    config["quantization_config"] = q->to_json();
+  } else {
+    config.erase("quantization_config");
+    config["dtype"] = "bfloat16";  // the dequantised matrices; the other tensors keep their types
+    if (config.contains("torch_dtype")) config["torch_dtype"] = "bfloat16";
+  }
+  write_file_atomically(to / "config.json", config.dump(2) + "\n");
+}
+
+// A quantised matrix of the folder as a unit: its stored values and scales (the folder is quantised), or `spec`'s
+// tensor quantised with `q`.
+LinearWeights quantised_unit(const ModelFolder& model, const TensorSpec& spec, const QuantisedAs& as, bool stored) {
+  const Tensor t = model.checkpoint.tensor(spec.name);
+  const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / rows;
+  if (stored)
+    return LinearWeights::quantised_of(as.format, as.group, in, t, model.checkpoint.tensor(scale_name(spec.name)));
+  return quantize_matrix(t.reshaped({rows, in}), as.format, as.group, spec.name);
+}
+
+}  // namespace
+
+void write_quantized_model(const ModelFolder& model, const QuantizationConfig& q, const fs::path& out, bool overwrite) {
+  if (model.config.quantization)
+    fail(model.dir.string(), ": already quantised (", model.config.quantization->name(),
+         "); quantise the unquantised folder, or --dequantize-to to get its floats back");
+  ModelConfig stored = model.config;
+  stored.quantization = q;
+  StagedFolder folder(out, overwrite);
+  copy_other_files(model.dir, folder.path());
+  write_config(model, folder.path(), q);
+  SafetensorsWriter writer(folder.path() / "model.safetensors", {{"format", "pt"}, {"quantized_by", "qvl"}});
+  for (const TensorSpec& spec : stored_tensors(stored))
+    writer.declare(spec.name, spec.dtype ? *spec.dtype : model.checkpoint.find(spec.name)->info->dtype, spec.shape);
+  for (const TensorSpec& spec : expected_tensors(model.config)) {
+    const auto as = quantised_as(spec, q);
+    if (!as) {
+      const Tensor t = model.checkpoint.tensor(spec.name);
+      writer.append(t.raw(), t.nbytes());
+      continue;
+    }
+    const LinearWeights w = quantised_unit(model, spec, *as, false);
+    writer.append(w.scales.raw(), w.scales.nbytes());  // stored_tensors lists the scales before the values
+    writer.append(w.weight.raw(), w.weight.nbytes());
+  }
+  writer.finish();
+  folder.publish();
+}
+
+void write_dequantized_model(const ModelFolder& model, const std::optional<QuantizationConfig>& quantise,
+                             const fs::path& out, bool overwrite) {
+  const std::optional<QuantizationConfig>& q = model.config.quantization ? model.config.quantization : quantise;
+  if (!q) fail(model.dir.string(), ": not quantised; name the quantisation to apply first (--weights q8 or q4)");
+  if (model.config.quantization && quantise && *quantise != *model.config.quantization)
+    fail(model.dir.string(), ": holds ", model.config.quantization->name(), " weights, not ", quantise->name());
+  StagedFolder folder(out, overwrite);
+  copy_other_files(model.dir, folder.path());
+  write_config(model, folder.path(), std::nullopt);
+  SafetensorsWriter writer(folder.path() / "model.safetensors", {{"format", "pt"}, {"dequantized_by", "qvl"}});
+  const std::vector<TensorSpec> specs = expected_tensors(model.config);
+  for (const TensorSpec& spec : specs) {
+    const bool quantised = quantised_as(spec, *q).has_value();
+    writer.declare(spec.name, quantised ? DType::BF16 : model.checkpoint.find(spec.name)->info->dtype, spec.shape);
+  }
+  for (const TensorSpec& spec : specs) {
+    if (const auto as = quantised_as(spec, *q)) {
+      const Tensor floats = dequantize_matrix(quantised_unit(model, spec, *as, model.config.quantization.has_value()), DType::BF16);
+      writer.append(floats.raw(), floats.nbytes());
+    } else {
+      const Tensor t = model.checkpoint.tensor(spec.name);
+      writer.append(t.raw(), t.nbytes());
+    }
+  }
+  writer.finish();
+  folder.publish();
+}
+
+}  // namespace qvl
