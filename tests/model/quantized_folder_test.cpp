@@ -45,8 +45,9 @@ TEST(QuantizedFolder, LoadsAsQuantisingAtLoadComputes) {
     const ModelFolder q = ModelFolder::open(out);
     ASSERT_TRUE(q.config.quantization);
     EXPECT_EQ(q.config.quantization->name(), weights);
-    // The demo's weights are mostly its embedding table (151,936 x 48), q8 in every policy: about 1.06 bytes a value.
-    EXPECT_LT(double(q.checkpoint.total_bytes()), 0.6 * double(demo.checkpoint.total_bytes()));
+    // The demo's bf16 weights are half embedding table (151,936 x 48, q8 in every policy: 1.06 bytes a value) and a
+    // fifth vision position table (kept): 0.64 of the bytes at q8 (measured), less at q4.
+    EXPECT_LT(double(q.checkpoint.total_bytes()), (weights == "q8" ? 0.66 : 0.62) * double(demo.checkpoint.total_bytes()));
     EXPECT_TRUE(fs::exists(out / "tokenizer.json") && fs::exists(out / "preprocessor_config.json"));
     EXPECT_EQ(first_logits(out, "bf16"), first_logits(kDemo, weights)) << weights;
     EXPECT_EQ(first_logits(out, weights), first_logits(kDemo, weights)) << weights;  // its own policy: as stored
