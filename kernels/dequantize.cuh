@@ -1,6 +1,6 @@
 #pragma once
-// q8/q4 weights back to floats on the device: a whole matrix into a 16-bit workspace (the prefill and vision GEMMs
-// then run as for bf16/f16 weights: cuBLAS on tensor cores, or the SM61 tiled kernel), or the rows of a quantised
+// q8/q4 weights back to floats on the device: a whole matrix into a workspace (bf16: the prefill and vision GEMMs then
+// run as for bf16 weights, cuBLAS on tensor cores; f32 for the SM61 tiled kernel), or the rows of a quantised
 // embedding table (the lookup).
 #include <cuda_runtime.h>
 

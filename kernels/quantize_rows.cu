@@ -17,6 +17,7 @@ template <bool kNormed>
 __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __restrict__ x, int64_t k, GemvNorm norm,
                                                                   QuantizedRows out) {
   extern __shared__ float normed[];
+  allow_next_kernel();  // the GEMV after it fetches its first weights meanwhile (it waits before it reads x)
   const int64_t row = blockIdx.x;
   const float* in = x + row * k;
   if constexpr (kNormed) {
@@ -44,7 +45,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
       finite &= __shfl_xor_sync(0xffffffffu, finite, offset);
     }
-    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+    // As the CPU: a block whose 127 / max is past the f32 range quantises to zeros.
+    const float inv = finite && amax > 0 && isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
     int sum = 0;
     uint32_t word = 0;
 #pragma unroll
@@ -63,7 +65,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __
 
 }  // namespace
 
-bool quantize_rows_fits(int64_t k, bool normed) { return !normed || k * int64_t(sizeof(float)) <= kSharedLimit; }
+// The normed row, and 1 KB for the block reduction's own static shared memory.
+bool quantize_rows_fits(int64_t k, bool normed) { return !normed || k * int64_t(sizeof(float)) <= kSharedLimit - 1024; }
 
 void quantize_rows(const float* x, int64_t k, const GemvNorm& norm, const QuantizedRows& out, cudaStream_t stream) {
   if (out.rows == 0) return;

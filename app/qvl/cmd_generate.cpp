@@ -39,7 +39,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"seed", "N", "random seed for sampling (default 0)"},
       {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"device", "NAME", "auto (default), cpu or cuda"},
-      {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4"},
+      {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4 (q4-g64, q4-g128: larger groups)"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},

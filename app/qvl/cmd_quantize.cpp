@@ -24,7 +24,8 @@ int run_quantize(const std::vector<std::string>& argv) {
   if (!args.has("model")) fail("qvl quantize: --model DIR is required");
   if (args.has("out") == args.has("dequantize-to")) fail("qvl quantize: give exactly one of --out or --dequantize-to");
   const ModelFolder model = ModelFolder::open(args.get("model"));
-  const WeightPolicy policy = WeightPolicy::from_name(args.get("weights", args.has("out") ? "" : "bf16"));
+  if (args.has("out") && !args.has("weights")) fail("qvl quantize: --weights q8 or q4 names the format to write");
+  const WeightPolicy policy = WeightPolicy::from_name(args.get("weights", "bf16"));
   if (args.has("out")) {
     if (!policy.quantise) fail("qvl quantize: --weights q8 or q4 names the format to write");
     write_quantized_model(model, *policy.quantise, args.get("out"), args.has("overwrite"));

@@ -12,7 +12,8 @@ namespace qvl {
 
 namespace {
 
-// The f16 scale of one group, checked: a scale past the f16 range (values beyond ~8e6) cannot be stored.
+// The f16 scale of one group, checked: a scale past the f16 range (q8 values beyond ~8.3e6, q4 beyond ~5.2e5)
+// cannot be stored.
 uint16_t group_scale(float scale, std::string_view name, int64_t row, int64_t col) {
   const uint16_t h = f32_to_f16(scale);
   if (std::isinf(f16_to_f32(h)))
@@ -122,7 +123,8 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales
       amax = std::max(amax, std::fabs(x[i]));
     }
     scales[b] = finite ? amax / 127.0f : NAN;
-    const float inv = finite && amax > 0 ? 127.0f / amax : 0.0f;
+    // A block whose 127 / max is past the f32 range (max below ~3.7e-37) quantises to zeros, as zeros do.
+    const float inv = finite && amax > 0 && std::isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
     for (int64_t i = begin; i < begin + kQuantBlock; ++i)
       q[i] = finite && i < end ? int8_t(std::nearbyint(x[i] * inv)) : int8_t(0);
   }

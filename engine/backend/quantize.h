@@ -4,10 +4,12 @@
 // activations that every backend's integer products share (so CPU and GPU sums differ only in their order).
 //
 // Weights, per group of `group` values along a row (format_traits: padded with zeros to whole groups):
-//   q8: scale = f16(max|x| / 127), q = round(x / scale) in [-127, 127]
-//   q4: scale = f16(m / -8) where m is the value of largest magnitude, q = round(x / scale) in [-8, 7], stored q + 8
+//   q8: scale = f16(max|x| / 127), q = round(x · (1 / scale)) in [-127, 127]
+//   q4: scale = f16(m / -8) where m is the value of largest magnitude, q = round(x · (1 / scale)) in [-8, 7], stored
+//       q + 8
 //       (the largest value maps to -8 exactly: the whole 4-bit range is used, as llama.cpp's Q4_0 does)
-// Activations, per block of kQuantBlock values: scale = max|x| / 127 (f32), q = round(x · 127 / max|x|).
+// Activations, per block of kQuantBlock values: scale = max|x| / 127 (f32), q = round(x · (127 / max|x|)).
+// Rounding is to nearest, ties to even, in f32, everywhere.
 #include <cstdint>
 #include <string_view>
 

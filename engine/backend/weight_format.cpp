@@ -8,13 +8,13 @@ namespace {
 
 // One row per format, in enum order.
 constexpr WeightFormatTraits kFormats[] = {
-    {"f32", DType::F32, 32, false, 1},
-    {"f16", DType::F16, 16, false, 1},
-    {"bf16", DType::BF16, 16, false, 1},
-    // q8: symmetric int8 in [-127, 127], blocks of 32 (what llama.cpp's Q8_0 uses; 8.5 bits a value).
-    {"q8", DType::I8, 8, true, 32},
-    // q4: symmetric 4-bit in [-8, 7] stored +8, groups of 32 (4.5 bits a value; docs/quantization.md says why).
-    {"q4", DType::U8, 4, true, 32},
+    {"f32", DType::F32, 32, false},
+    {"f16", DType::F16, 16, false},
+    {"bf16", DType::BF16, 16, false},
+    // q8: symmetric int8 in [-127, 127] (8.5 bits a value with a scale per 32, what llama.cpp's Q8_0 uses).
+    {"q8", DType::I8, 8, true},
+    // q4: symmetric 4-bit in [-8, 7] stored + 8 (4.5 bits a value at groups of 32; docs/quantization.md says why).
+    {"q4", DType::U8, 4, true},
 };
 
 void check_bias(const Tensor& bias, int64_t rows) {

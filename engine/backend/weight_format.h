@@ -4,7 +4,7 @@
 // and bf16 store one element per value; q8 and q4 store small integers, each group of `group` values along the
 // input dimension sharing one f16 scale (value = scale · q). What depends on the format on the host (bytes per row,
 // groups) is read from one table (weight_format.cpp); on the device, kernels/weights.cuh loads and widens the float
-// types and kernels/quantized.cuh the integer ones. A new format is a row there plus its kernels
+// types, gemv_quantized.cu and dequantize.cu read the integer ones. A new format is a row there plus its kernels
 // (docs/architecture.md lists the places; docs/quantization.md describes q8 and q4 byte by byte).
 #include <cstdint>
 #include <optional>
@@ -25,7 +25,6 @@ struct WeightFormatTraits {
   DType storage;          // element type of the stored values tensor (q4: u8, two values a byte)
   int bits;               // bits per value
   bool quantised;         // values come with one f16 scale per group
-  int64_t default_group;  // values per scale (1: no scales)
   // Bytes one row of k values takes in the values tensor: quantised rows are padded with zeros to whole groups.
   int64_t row_bytes(int64_t k, int64_t group) const {
     return quantised ? (k + group - 1) / group * group * bits / 8 : k * bits / 8;

@@ -188,8 +188,10 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 }
 
 std::string QuantizationConfig::name() const {
-  const std::string base(format_traits(matrices).name);
-  return matrices == WeightFormat::Q4 && group != kQuantBlock ? base + "-g" + std::to_string(group) : base;
+  std::string name(format_traits(matrices).name);
+  if (group != kQuantBlock) name += "-g" + std::to_string(group);
+  if (embedding != WeightFormat::Q8) name += "-embedding-" + std::string(format_traits(embedding).name);
+  return name;
 }
 
 nlohmann::json QuantizationConfig::to_json() const {

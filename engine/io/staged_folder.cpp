@@ -26,10 +26,9 @@ void check_replaceable(const fs::path& out, bool overwrite) {
   if (!overwrite) fail(out.string(), ": already exists and is not empty (pass overwrite to replace it)");
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
-    const bool model_file = entry.is_regular_file() && (name.ends_with(".safetensors") || name.ends_with(".json"));
-    if (!model_file)
+    if (!entry.is_regular_file() || !is_model_file_name(name))
       fail(out.string(), ": overwrite replaces model folders only, and '", name,
-           "' is not a model file (configs, tokenizer and weights: .json and .safetensors)");
+           "' is not a model file (configs, tokenizer and weights: .json, .safetensors, .jinja, merges.txt)");
   }
   if (!fs::exists(out / "config.json"))
     fail(out.string(), ": overwrite replaces model folders only, and this folder has no config.json");
@@ -56,6 +55,12 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
 }
 
 }  // namespace
+
+bool is_model_file_name(const std::string& name) {
+  for (const char* ending : {".json", ".safetensors", ".jinja"})
+    if (name.ends_with(ending)) return true;
+  return name == "merges.txt";  // not any .txt: a folder of someone's notes is not replaced
+}
 
 StagedFolder::StagedFolder(fs::path out, bool overwrite)
     : out_(out.has_filename() ? std::move(out) : out.parent_path()) {  // "dir/" names "dir"

@@ -4,8 +4,13 @@
 // empty, or when overwrite is on and it is a model folder (configs and weights, a config.json): never the current
 // folder or one that holds it, never a folder holding other files.
 #include <filesystem>
+#include <string>
 
 namespace qvl {
+
+// The files a model folder holds, by name: configs and tokenizer (.json), weights (.safetensors), chat templates
+// (.jinja) and the tokenizer's merges.txt. Only folders of these are replaced.
+bool is_model_file_name(const std::string& name);
 
 class StagedFolder {
 public:

@@ -13,15 +13,21 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Every file of the folder but its weights and config.json, into `to`.
+// The folder's other model files (the configs but config.json, the tokenizer's files, chat templates:
+// is_model_file_name, so that StagedFolder replaces the result again), into `to`. The weights are written anew.
 void copy_other_files(const fs::path& from, const fs::path& to) {
   for (const auto& entry : fs::directory_iterator(from)) {
     const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name == "config.json" || name.ends_with(".safetensors") ||
-        name == "model.safetensors.index.json")
+    if (!entry.is_regular_file() || name == "config.json" || name == "model.safetensors.index.json" ||
+        !is_model_file_name(name) || name.ends_with(".safetensors"))
       continue;
     fs::copy_file(entry.path(), to / name);
   }
+}
+
+void refuse_own_folder(const ModelFolder& model, const fs::path& out) {
+  if (fs::weakly_canonical(fs::absolute(out)) == fs::weakly_canonical(fs::absolute(model.dir)))
+    fail(out.string(), ": is the folder being read; write the result to another folder");
 }
 
 void write_config(const ModelFolder& model, const fs::path& to, const std::optional<QuantizationConfig>& q) {
@@ -54,6 +60,7 @@ void write_quantized_model(const ModelFolder& model, const QuantizationConfig& q
          "); quantise the unquantised folder, or --dequantize-to to get its floats back");
   ModelConfig stored = model.config;
   stored.quantization = q;
+  refuse_own_folder(model, out);
   StagedFolder folder(out, overwrite);
   copy_other_files(model.dir, folder.path());
   write_config(model, folder.path(), q);
@@ -81,6 +88,7 @@ void write_dequantized_model(const ModelFolder& model, const std::optional<Quant
   if (!q) fail(model.dir.string(), ": not quantised; name the quantisation to apply first (--weights q8 or q4)");
   if (model.config.quantization && quantise && *quantise != *model.config.quantization)
     fail(model.dir.string(), ": holds ", model.config.quantization->name(), " weights, not ", quantise->name());
+  refuse_own_folder(model, out);
   StagedFolder folder(out, overwrite);
   copy_other_files(model.dir, folder.path());
   write_config(model, folder.path(), std::nullopt);

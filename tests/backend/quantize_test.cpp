@@ -108,6 +108,9 @@ TEST(Quantize, ActivationsRoundToTheBlockScale) {
   for (int i = 0; i < 64; ++i)
     EXPECT_EQ(q[std::size_t(i)], i < 40 ? int8_t(std::nearbyint(x[std::size_t(i)] * (127.0f / (i < 32 ? s[0] * 127.0f : s[1] * 127.0f)))) : 0)
         << i;
+  std::vector<float> tiny(32, 1e-38f);  // 127 / max leaves the f32 range: zeros, as the GPU's kernel gives
+  quantize_activation_row(tiny.data(), 32, q.data(), s.data());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q[std::size_t(i)], 0);
   x[3] = NAN;  // a non-finite block: NaN scale, zero values (the products then say NaN, not a number)
   quantize_activation_row(x.data(), 40, q.data(), s.data());
   EXPECT_TRUE(std::isnan(s[0]));

@@ -101,6 +101,16 @@ TEST(QuantizedFolder, RefusesWhatItCannotDo) {
                 .find("already exists"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "x"));
+  EXPECT_NE(error([&] { write_dequantized_model(q8, std::nullopt, dir / "q8", true); }).find("is the folder being read"),
+            std::string::npos);
+  // A Hugging Face folder's other files (merges, a chat template) go along, and the result can be replaced again.
+  fs::copy(kDemo, dir / "hf", fs::copy_options::recursive);
+  test::write_bytes(dir / "hf" / "merges.txt", "#version: 0.2\n");
+  test::write_bytes(dir / "hf" / "chat_template.jinja", "{{ messages }}");
+  const ModelFolder hf = ModelFolder::open(dir / "hf");
+  for (int round = 0; round < 2; ++round)
+    write_quantized_model(hf, *WeightPolicy::from_name("q8").quantise, dir / "hf-q8", round == 1);
+  EXPECT_TRUE(fs::exists(dir / "hf-q8" / "merges.txt") && fs::exists(dir / "hf-q8" / "chat_template.jinja"));
 
   // A config that says quantised over unquantised tensors: each wrong tensor named with the shape it should have.
   fs::copy(kDemo, dir / "claims", fs::copy_options::recursive);

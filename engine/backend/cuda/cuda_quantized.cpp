@@ -1,8 +1,8 @@
 // Projections with q8/q4 weights on the CUDA backend. Decode rows: the activations quantised per block (with the
 // input RMSNorm folded in), then the quantised GEMV (gemv_quantized.cu), which runs q+k+v or gate/up + SwiGLU in one
 // launch and adds the residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): each matrix dequantised into a
-// workspace of the GEMM's 16-bit type (f16 on SM61), then the float path; a 6144 x 2048 matrix is 25 MB of workspace
-// for the moment of its product.
+// workspace of the GEMM's type (bf16; f32 on SM61, whose tiled GEMM computes in f32), then the float path; a
+// 6144 x 2048 matrix is 25 MB of bf16 workspace for the moment of its product.
 #include <string>
 
 #include "backend/op_costs.h"
@@ -13,6 +13,8 @@
 #include "quantize_rows.cuh"
 
 namespace qvl {
+
+static_assert(cuda::kQuantBlock == qvl::kQuantBlock, "the kernels' block is the format's");
 
 cuda::QuantMatrix CudaBackend::quant_matrix(const LinearWeights& lw) const {
   if (lw.weight.device() != Device::CUDA || lw.scales.device() != Device::CUDA)
@@ -36,7 +38,8 @@ void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, con
     Tensor* out = &y;
     return quantised_gemv(x, {&w, 1}, {&out, 1}, cuda::QuantEpilogue::Store, {}, "linear");
   }
-  const DType wide = ctx_.profile->weights_as_f16 ? DType::F16 : DType::BF16;
+  // SM61: f32 for the tiled GEMM (an f16 workspace would overflow where d · q passes 65504; q8 scales go to 65504).
+  const DType wide = ctx_.profile->weights_as_f16 ? DType::F32 : DType::BF16;
   Tensor dense = ctx_.device_tensor(wide, {n, k}, pool::Owner::Workspace);
   {
     const GpuTimer timer = timed([&] {
@@ -63,7 +66,8 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
   const Tensor* some_bias = nullptr;
   for (std::size_t i = 0; i < weights.size(); ++i) {
     const LinearWeights& w = *weights[i];
-    if (w.cols() != k || w.format != weights[0]->format) fail("quantised GEMV: matrices of different widths or formats");
+    if (w.cols() != k || w.format != weights[0]->format || w.group != weights[0]->group)
+      fail("quantised GEMV: matrices of different widths, formats or groups in one launch");
     const Tensor* bias = w.bias_or_null();
     if (bias && some_bias && bias->dtype() != some_bias->dtype()) fail("quantised GEMV: biases of different types");
     if (bias) some_bias = bias;
@@ -90,8 +94,13 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
 void CudaBackend::project_quantised(const Projection& p) {
   const int64_t rows = p.rows();
   if (rows > ctx_.profile->gemv_max_rows) return project_unfused(*this, p);
-  const bool fold = p.norm && folds_norm(p.norm, rows, *p.weights[0]);
-  const Tensor& in = fold ? *p.input : unfused_prologue(*this, p);
+  bool fold = p.norm && folds_norm(p.norm, rows, *p.weights[0]);
+  const Tensor* input = p.input;
+  if (fold && p.norm.width() != last_dim(*p.input)) {  // a norm over groups of the row: made here, as the GEMV cannot
+    normalise(*this, p.norm, *p.input, *p.normed, p);
+    input = p.normed, fold = false;
+  }
+  const Tensor& in = fold || input != p.input ? *input : unfused_prologue(*this, p);
   const cuda::GemvNorm norm = gemv_norm(p.norm, fold);
   const std::span<const LinearWeights* const> weights(p.weights.data(), std::size_t(p.count));
   const auto each = [&](cuda::QuantEpilogue e, Tensor* const* outputs) {  // a launch a matrix (only unfolded)
