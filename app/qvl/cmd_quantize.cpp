@@ -13,7 +13,7 @@ int run_quantize(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder to read"},
       {"weights", "FORMAT", "q8, q4 (q4-g64, q4-g128: larger groups); for --dequantize-to, the quantised folder's own by default"},
       {"out", "DIR", "write the quantised folder here (it loads without quantising again)"},
-      {"dequantize-to", "DIR", "write the bf16 weights the quantised model computes with (the reference transformers runs)"},
+      {"dequantize-to", "DIR", "write the f32 weights the quantised model computes with (the reference transformers runs)"},
       {"overwrite", "", "replace an existing model folder"},
       {"help", "", "show this help"},
   };
@@ -32,7 +32,7 @@ int run_quantize(const std::vector<std::string>& argv) {
     std::printf("wrote %s (%s)\n", args.get("out").c_str(), policy.quantise->name().c_str());
   } else {
     write_dequantized_model(model, policy.quantise, args.get("dequantize-to"), args.has("overwrite"));
-    std::printf("wrote %s (bf16, as the %s model computes)\n", args.get("dequantize-to").c_str(),
+    std::printf("wrote %s (f32, as the %s model computes)\n", args.get("dequantize-to").c_str(),
                 (model.config.quantization ? *model.config.quantization : *policy.quantise).name().c_str());
   }
   return 0;

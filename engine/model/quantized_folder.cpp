@@ -36,8 +36,8 @@ void write_config(const ModelFolder& model, const fs::path& to, const std::optio
     config["quantization_config"] = q->to_json();
   } else {
     config.erase("quantization_config");
-    config["dtype"] = "bfloat16";  // the dequantised matrices; the other tensors keep their types
-    if (config.contains("torch_dtype")) config["torch_dtype"] = "bfloat16";
+    config["dtype"] = "float32";  // the dequantised matrices, exact; the other tensors keep their types
+    if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";
   }
   write_file_atomically(to / "config.json", config.dump(2) + "\n");
 }
@@ -96,11 +96,11 @@ void write_dequantized_model(const ModelFolder& model, const std::optional<Quant
   const std::vector<TensorSpec> specs = expected_tensors(model.config);
   for (const TensorSpec& spec : specs) {
     const bool quantised = quantised_as(spec, *q).has_value();
-    writer.declare(spec.name, quantised ? DType::BF16 : model.checkpoint.find(spec.name)->info->dtype, spec.shape);
+    writer.declare(spec.name, quantised ? DType::F32 : model.checkpoint.find(spec.name)->info->dtype, spec.shape);
   }
   for (const TensorSpec& spec : specs) {
     if (const auto as = quantised_as(spec, *q)) {
-      const Tensor floats = dequantize_matrix(quantised_unit(model, spec, *as, model.config.quantization.has_value()), DType::BF16);
+      const Tensor floats = dequantize_matrix(quantised_unit(model, spec, *as, model.config.quantization.has_value()));
       writer.append(floats.raw(), floats.nbytes());
     } else {
       const Tensor t = model.checkpoint.tensor(spec.name);

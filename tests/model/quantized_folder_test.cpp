@@ -72,12 +72,12 @@ TEST(QuantizedFolder, DequantisedFolderHoldsTheFloatsTheQuantisedModelUses) {
   for (const char* name : {"from-folder", "from-policy"}) {
     const ModelFolder d = ModelFolder::open(dir / name);
     EXPECT_FALSE(d.config.quantization);
-    EXPECT_EQ(d.config.dtype, DType::BF16);
+    EXPECT_EQ(d.config.dtype, DType::F32);
     const std::string w = "model.language_model.layers.0.mlp.down_proj.weight";
     const Tensor stored = q4.checkpoint.tensor(w);
     const LinearWeights unit = LinearWeights::quantised_of(WeightFormat::Q4, 32, stored.dim(1) * 2, stored,
                                                            q4.checkpoint.tensor(scale_name(w)));
-    const Tensor want = dequantize_matrix(unit, DType::BF16), got = d.checkpoint.tensor(w);
+    const Tensor want = dequantize_matrix(unit), got = d.checkpoint.tensor(w);
     ASSERT_EQ(got.shape(), want.shape());
     EXPECT_EQ(0, std::memcmp(got.raw(), want.raw(), got.nbytes())) << name;
     // Untouched tensors are copied as they are (a norm).
