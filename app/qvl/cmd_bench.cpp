@@ -13,6 +13,7 @@
 #include "io/random_model.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
+#include "qvl/gpu_options.h"
 #include "runtime/engine.h"
 #include "runtime/fusion_comparison.h"
 
@@ -108,12 +109,11 @@ void print_comparison(const FusionComparison& c) {
 int run_bench(const std::vector<std::string>& argv) {
   std::string presets;
   for (const auto& p : model_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
-  const std::vector<OptionSpec> specs = {
+  std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder"},
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
       {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4 (q4-g64, q4-g128: larger groups)"},
-      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
       {"attention-window", "N",
@@ -131,6 +131,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
+  const std::vector<OptionSpec> gpu_specs = gpu_option_specs();
+  specs.insert(specs.end() - 1, gpu_specs.begin(), gpu_specs.end());  // before --help
   const auto parsed = parse_or_help("bench", "Measures vision, prefill and decode speed against the memory roofline.", argv, specs);
   if (!parsed) return 0;
   const Args& args = *parsed;
@@ -146,7 +148,7 @@ int run_bench(const std::vector<std::string>& argv) {
     fail("qvl bench: --images takes 1 to 64, with --image-size");
 
   EngineOptions options;
-  options.cuda_profile = args.get("profile", "auto");
+  apply_gpu_options(args, options);
   options.cuda_graphs = !args.has("no-graphs");
   if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
   if (args.has("no-fusion")) options.fusions = Fusions::none();
@@ -229,6 +231,7 @@ int run_bench(const std::vector<std::string>& argv) {
                     {"gtx1080_floor_ms_per_token", double(bytes_per_token) / kGtx1080Bandwidth * 1e3},
                     {"mx330_floor_ms_per_token", double(bytes_per_token) / kMx330Bandwidth * 1e3}}},
       {"kernels", kernel_table},
+      {"memory_plan", engine->memory_plan() ? memory_plan_json(*engine->memory_plan()) : nlohmann::json()},
       {"pool", memory.available ? nlohmann::json{{"allocated_peak_bytes", memory.allocated_peak},
                                                  {"reserved_peak_bytes", memory.reserved_peak},
                                                  {"by_owner", memory.by_owner}}
@@ -243,6 +246,7 @@ int run_bench(const std::vector<std::string>& argv) {
     std::printf("chrome trace     %s (%zu kernel events of the profiled run)\n", args.get("trace").c_str(),
                 profiler->events().size());
   std::printf("model            %s\nbackend          %s\n", dir.c_str(), engine->backend_name().c_str());
+  if (const auto plan = engine->memory_plan()) std::printf("memory plan      %s\n", plan->summary().c_str());
   const std::string& backend = engine->backend_name();
   if (backend.find("profile sm61") != std::string::npos && backend.find("sm_6") == std::string::npos)
     std::printf("note             the SM61 profile forced on a newer GPU: these numbers check the Pascal code path, they\n"

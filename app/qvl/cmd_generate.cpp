@@ -7,6 +7,7 @@
 #include "io/json_fields.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
+#include "qvl/gpu_options.h"
 #include "runtime/engine.h"
 #include "text/messages_json.h"
 
@@ -25,7 +26,7 @@ public:
 }  // namespace
 
 int run_generate(const std::vector<std::string>& argv) {
-  const std::vector<OptionSpec> specs = {
+  std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder (default: the embedded demo model)"},
       {"image", "PATH", "an image, before the text in the user turn (repeatable)"},
       {"prompt", "TEXT", "the user's text"},
@@ -37,13 +38,11 @@ int run_generate(const std::vector<std::string>& argv) {
       {"top-p", "P", "keep the smallest set with probability P"},
       {"repetition-penalty", "R", "penalise tokens already present (1 = off)"},
       {"seed", "N", "random seed for sampling (default 0)"},
-      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
       {"device", "NAME", "auto (default), cpu or cuda"},
       {"weights", "FORMAT", "hold the weights as stored (bf16, the default) or quantised at load: q8, q4 (q4-g64, q4-g128: larger groups)"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"max-context", "N", "prompt + answer token limit (default 32768)"},
-      {"gpu-memory-mb", "N", "cap the GPU memory pool at N MiB, e.g. 2048 to behave like a 2 GB card"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
       {"attention-window", "N",
        "long contexts: prefill attention sees N blocks of 64 positions up to its own and the first block (0 = all, "
@@ -51,17 +50,18 @@ int run_generate(const std::vector<std::string>& argv) {
       {"json", "", "print one JSON object instead of streaming the answer"},
       {"help", "", "show this help"},
   };
+  const std::vector<OptionSpec> gpu_specs = gpu_option_specs();
+  specs.insert(specs.end() - 1, gpu_specs.begin(), gpu_specs.end());  // before --help
   const auto parsed = parse_or_help("generate", "Answers a prompt about images with a Qwen3-VL model.", argv, specs);
   if (!parsed) return 0;
   const Args& args = *parsed;
   EngineOptions options;
-  options.cuda_profile = args.get("profile", "auto");
   options.device = args.get("device", "auto");
   options.weights = args.get("weights", "bf16");
   options.max_context = args.get_int("max-context", options.max_context);
   options.image_min_tokens = args.get_int("image-min-tokens", 0);
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
-  options.device_memory_limit = std::size_t(std::max<int64_t>(0, args.get_int("gpu-memory-mb", 0))) << 20;
+  apply_gpu_options(args, options);
   if (args.has("no-fusion")) options.fusions = Fusions::none();
   options.attention_window.blocks = args.get_int("attention-window", 0);
   const std::filesystem::path model_dir = args.get("model", default_model_dir().string());
@@ -123,6 +123,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"weights", engine->weights()},
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
+      {"memory_plan", engine->memory_plan() ? memory_plan_json(*engine->memory_plan()) : nlohmann::json()},
       {"fallback_reason", engine->fallback_reason().empty() ? nlohmann::json() : nlohmann::json(engine->fallback_reason())},
       {"timing", {{"preprocess_ms", r.timing.preprocess_ms}, {"vision_ms", r.timing.vision_ms},
                   {"prefill_ms", r.timing.prefill_ms}, {"decode_ms", r.timing.decode_ms},

@@ -2,10 +2,14 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "backend/registry.h"
+#include "core/error.h"
 #include "core/paths.h"
 #include "io/model_folder.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
+#include "qvl/gpu_options.h"
+#include "runtime/engine.h"
 
 namespace qvl::cli {
 
@@ -15,14 +19,32 @@ std::string join(const std::vector<int64_t>& v) {
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
   return s;
 }
+// --plan: with --gpu-memory-mb, the plan for a card of that budget, made without loading the model (no GPU needed);
+// without it, the plan the engine makes on this machine's GPU (the model loaded there).
+MemoryPlan plan_for(const ModelFolder& m, const Args& args) {
+  EngineOptions options;
+  options.weights = args.get("weights", "bf16");
+  apply_gpu_options(args, options);
+  if (options.device_memory_limit > 0) return plan_memory(m.config, memory_plan_request(m, options));
+  if (!backend_info(BackendKind::Cuda).available)
+    fail("qvl info --plan: no usable GPU here (", backend_info(BackendKind::Cuda).reason,
+         "); give --gpu-memory-mb N to plan for a card of N MiB");
+  options.device = "cuda";
+  return *Engine::load(m.dir, options)->memory_plan();
+}
+
 }  // namespace
 
 int run_info(const std::vector<std::string>& argv) {
-  const std::vector<OptionSpec> specs = {
+  std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder (default: the embedded demo model)"},
+      {"plan", "", "print the GPU memory plan: which parts live on the GPU and the CPU, bytes each"},
+      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q4, q4-g64, q4-g128)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
+  const std::vector<OptionSpec> gpu_specs = gpu_option_specs();
+  specs.insert(specs.end() - 1, gpu_specs.begin(), gpu_specs.end());
   const auto parsed = parse_or_help("info", "Checks a model folder and summarises it.", argv, specs);
   if (!parsed) return 0;
   const Args& args = *parsed;
@@ -32,6 +54,7 @@ int run_info(const std::vector<std::string>& argv) {
   for (const auto& [name, e] : m.checkpoint.entries())
     bytes_by_dtype[std::string(dtype_name(e.info->dtype))] += e.info->end - e.info->begin;
   const int64_t params = c.parameter_count();
+  const std::optional<MemoryPlan> plan = args.has("plan") ? std::optional(plan_for(m, args)) : std::nullopt;
 
   if (args.has("json")) {
     nlohmann::json j = {{"model", m.dir.string()},
@@ -41,6 +64,7 @@ int run_info(const std::vector<std::string>& argv) {
                         {"bytes_by_dtype", bytes_by_dtype},
                         {"files", m.checkpoint.files().size()},
                         {"notes", m.notes}};
+    if (plan) j["memory_plan"] = memory_plan_json(*plan);
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -63,6 +87,7 @@ int run_info(const std::vector<std::string>& argv) {
   for (const auto& [dtype, bytes] : bytes_by_dtype) std::printf(" %s %llu", dtype.c_str(), (unsigned long long)bytes);
   std::printf("\n");
   for (const auto& note : m.notes) std::printf("note:       %s\n", note.c_str());
+  if (plan) std::printf("plan:       %s\n%s", plan->summary().c_str(), plan->table().c_str());
   return 0;
 }
 

@@ -169,6 +169,10 @@ public:
   LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix);
   LinearWeights upload_linear(const Tensor& weight, const Tensor* bias);
   virtual Tensor alloc(Shape shape) = 0;  // activation type
+  // A layer's keys or values (activation type), told apart from activations in the memory report.
+  virtual Tensor alloc_cache(Shape shape) { return alloc(std::move(shape)); }
+  // The element type upload() stores a float weight of type `stored` in (the memory plan counts with it).
+  virtual DType weight_storage(DType stored) const { return stored; }
   // The norm slot of a projection (projection.h) in the type the products that read it take; `p` is the projection
   // that reads it, or, for a closing norm, the residual projection that writes it (the layer's matrices share one
   // format). The model never calls this. Default: alloc (the CPU computes in f32).

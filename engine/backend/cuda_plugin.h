@@ -13,7 +13,7 @@ struct CudaPluginStatus {
   std::filesystem::path path;      // where it was loaded from
   nlohmann::json probe;            // the plugin's own report (devices, driver, archs)
   std::string reason;              // why CUDA cannot be used, empty when usable
-  // Creates the backend on a device (capacity 0: no pool limit); throws qvl::Error with the plugin's message.
+  // Creates the backend on a device (capacity 0: the free memory less a reserve); throws qvl::Error with the plugin's message.
   void* (*create)(int device, size_t capacity, const char* profile, char* error, size_t error_capacity) = nullptr;
 };
 

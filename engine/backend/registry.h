@@ -34,7 +34,7 @@ std::optional<BackendKind> backend_kind(std::string_view id);
 std::string backend_ids();
 
 struct BackendSettings {
-  std::size_t memory_limit = 0;      // bytes the device pool may take (0: no limit)
+  std::size_t memory_limit = 0;      // bytes the device pool may take (0: what the driver has free, less a reserve)
   std::string cuda_profile = "auto";  // "auto", "sm61" or "native"
 };
 // Throws qvl::Error naming why when the backend is unavailable or fails to start.

@@ -21,99 +21,186 @@ struct TextDecoder::Position {
   Tensor cos, sin;
 };
 
-// The inputs and activations of a recorded decode step, alive as long as its cache.
+// The inputs and activations of a recorded decode step, alive as long as its cache. `ids` is set where the part
+// embeds the token itself; otherwise the hidden state is written into buffers.x before each replay.
 struct RecordedDecodeStep {
   Tensor ids, past, cos, sin;
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
 };
 
-KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity) : capacity_(capacity) {
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    k_.push_back(backend.alloc({capacity, c.num_key_value_heads, c.head_dim}));
-    v_.push_back(backend.alloc({capacity, c.num_key_value_heads, c.head_dim}));
-  }
+namespace {
+
+// The injection on `be`: as it is where the vision tower ran there (or no backend was named), else copied.
+VisionInjection on_backend(const VisionInjection& v, Backend& be) {
+  if (!v.backend || v.backend == &be) return v;
+  const auto copy = [&](const Tensor& t) { return be.from_host(v.backend->to_host(t)); };
+  VisionInjection out{copy(v.embeddings), {}, v.positions, &be};
+  for (const Tensor& d : v.deepstack) out.deepstack.push_back(copy(d));
+  return out;
 }
+
+}  // namespace
+
+VisionInjection VisionInjection::rows(int64_t begin, int64_t end) const {
+  // Positions increase, so the features of those inside [begin, end) are one run of rows.
+  const auto first = std::lower_bound(positions.begin(), positions.end(), begin);
+  const auto last = std::lower_bound(first, positions.end(), end);
+  const int64_t r0 = first - positions.begin(), r1 = last - positions.begin();
+  VisionInjection out{Tensor(), {}, {}, backend};
+  if (r0 == r1) return out;
+  for (auto p = first; p != last; ++p) out.positions.push_back(*p - begin);
+  out.embeddings = embeddings.slice_rows(r0, r1);
+  for (const Tensor& d : deepstack) out.deepstack.push_back(d.slice_rows(r0, r1));
+  return out;
+}
+
+KvCache::KvCache(const std::vector<DecoderPart>& parts, const TextConfig& c, int64_t capacity) : capacity_(capacity) {
+  for (const DecoderPart& part : parts)
+    for (int64_t l = part.first_layer; l < part.end_layer; ++l) {
+      k_.push_back(part.backend->alloc_cache({capacity, c.num_key_value_heads, c.head_dim}));
+      v_.push_back(part.backend->alloc_cache({capacity, c.num_key_value_heads, c.head_dim}));
+    }
+  decode_steps_.resize(parts.size());
+}
+KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity)
+    : KvCache({DecoderPart{&backend, 0, c.num_hidden_layers}}, c, capacity) {}
 KvCache::~KvCache() = default;
 
+TextDecoder::TextDecoder(std::vector<DecoderPart> parts, const ModelConfig& config, const TextWeights& weights,
+                         bool record_decode_steps, AttentionWindow window)
+    : parts_(std::move(parts)), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), window_(window) {
+  int64_t next = 0;
+  for (const DecoderPart& p : parts_) {
+    if (!p.backend || p.first_layer != next || p.end_layer < p.first_layer)
+      fail("decoder: parts must cover layers 0..", c_.num_hidden_layers, " in order, each on a backend (the last may "
+           "hold none: the output head alone)");
+    next = p.end_layer;
+  }
+  if (parts_.empty() || next != c_.num_hidden_layers || std::size_t(next) != w_.layers.size())
+    fail("decoder: the parts cover ", next, " layers of ", c_.num_hidden_layers);
+}
 TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps,
                          AttentionWindow window)
-    : be_(backend), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), window_(window) {}
+    : TextDecoder({DecoderPart{&backend, 0, config.text.num_hidden_layers}}, config, weights, record_decode_steps,
+                  window) {}
 
-DecoderActivations TextDecoder::allocate(int64_t s) {
+DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s) {
+  Backend& be = *parts_[part].backend;
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
   // a is the projections' norm slot: the backend allocates it on first use, in the type its products read.
-  return {be_.alloc({s, hidden}),     Tensor(),                  be_.alloc({s, hq, d}),
-          be_.alloc({s, hkv, d}),     be_.alloc({s, hkv, d}),    be_.alloc({s, hq, d}),
-          be_.alloc({s, hidden}),     be_.alloc({s, c_.intermediate_size}), be_.alloc({s, c_.intermediate_size}),
-          Tensor(),                   be_.alloc({1, w_.lm_head.rows()})};
+  return {be.alloc({s, hidden}),     Tensor(),                  be.alloc({s, hq, d}),
+          be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    be.alloc({s, hq, d}),
+          be.alloc({s, hidden}),     be.alloc({s, c_.intermediate_size}), be.alloc({s, c_.intermediate_size}),
+          Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor()};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
                             const VisionInjection* vision, KvCache& cache) {
   const auto s = int64_t(ids.size());
-  const int64_t past = cache.length_;
   if (s == 0) fail("decoder: no tokens to run");
-  if (past + s > cache.capacity_)
-    fail("the conversation needs ", past + s, " tokens but the context holds ", cache.capacity_);
+  if (cache.length_ + s > cache.capacity_)
+    fail("the conversation needs ", cache.length_ + s, " tokens but the context holds ", cache.capacity_);
+  if (cache.decode_steps_.size() != parts_.size() || cache.k_.size() != w_.layers.size())
+    fail("decoder: the cache was made for other parts");
   for (int32_t id : ids)
     if (id < 0 || id >= w_.embed_tokens.rows()) fail("decoder: token id ", id, " is outside the embedding table");
+  Tensor out;
+  if (parts_.size() == 1) {
+    out = forward_part(0, {ids, nullptr}, cos_host, sin_host, vision, cache);
+  } else {
+    // The table lives with the output head: the tokens are embedded there and their rows go to the first part.
+    Backend& table = *parts_.back().backend;
+    Tensor x = table.alloc({s, c_.hidden_size});
+    table.embed(w_.embed_tokens, ids, x);
+    if (vision) {
+      const VisionInjection v = on_backend(*vision, table);
+      table.set_rows(x, v.embeddings, v.positions);
+    }
+    out = table.to_host(x);
+    for (std::size_t part = 0; part < parts_.size(); ++part)
+      out = forward_part(part, {{}, &out}, cos_host, sin_host, vision, cache);
+  }
+  cache.length_ += s;
+  return out;
+}
+
+// One part over this pass's tokens: the last part's logits (last position), or every position's hidden state.
+Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
+                                 const VisionInjection* vision, KvCache& cache) {
+  Backend& be = *parts_[part].backend;
+  const int64_t s = in.rows ? in.rows->dim(0) : int64_t(in.ids.size()), past = cache.length_;
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
-  if (s == 1 && !vision && record_decode_steps_ &&
-      ((cache.decode_step_ && cache.decode_step_->work) || be_.begin_recording()))
-    return forward_recorded(ids[0], cos_host, sin_host, cache);
+  const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
+  if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
+    return forward_recorded(part, in, cos_host, sin_host, cache);
 
-  DecoderActivations b = allocate(s);
-  be_.embed(w_.embed_tokens, ids, b.x);
-  if (vision) be_.set_rows(b.x, vision->embeddings, vision->positions);
-  run(b, {past, nullptr, past, be_.from_host(cos_host), be_.from_host(sin_host)}, vision, cache);
-  cache.length_ = past + s;
-  return be_.to_host(b.logits);
+  DecoderActivations b = allocate(part, s);
+  const VisionInjection local = vision ? on_backend(*vision, be) : VisionInjection{};
+  if (in.rows) {
+    be.write(b.x, *in.rows);
+  } else {
+    be.embed(w_.embed_tokens, in.ids, b.x);
+    if (vision) be.set_rows(b.x, local.embeddings, local.positions);
+  }
+  run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
+  return be.to_host(has_head(part) ? b.logits : b.x);
 }
 
 // Called with recording begun, or with the step already recorded.
-Tensor TextDecoder::forward_recorded(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache) {
+Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
+                                     KvCache& cache) {
+  Backend& be = *parts_[part].backend;
   const int64_t past = cache.length_;
-  if (!cache.decode_step_) cache.decode_step_ = std::make_unique<RecordedDecodeStep>();
-  RecordedDecodeStep& step = *cache.decode_step_;
+  std::unique_ptr<RecordedDecodeStep>& slot = cache.decode_steps_[part];
+  if (!slot) slot = std::make_unique<RecordedDecodeStep>();
+  RecordedDecodeStep& step = *slot;
   if (!step.work) {
     try {
       // Inputs and activations outlive the recording: its kernels use these addresses at every replay.
-      step.ids = be_.alloc_indices(1);
-      step.past = be_.alloc_indices(1);
-      step.cos = be_.alloc({1, c_.head_dim});
-      step.sin = be_.alloc({1, c_.head_dim});
-      step.buffers = allocate(1);
-      be_.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
-      run(step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
+      step.past = be.alloc_indices(1);
+      step.cos = be.alloc({1, c_.head_dim});
+      step.sin = be.alloc({1, c_.head_dim});
+      step.buffers = allocate(part, 1);
+      if (!in.rows) {
+        step.ids = be.alloc_indices(1);
+        be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
+      }
+      run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
     } catch (...) {
-      be_.end_recording();  // leave the backend able to run ops again
+      be.end_recording();  // leave the backend able to run ops again
       throw;
     }
-    step.work = be_.end_recording();
+    step.work = be.end_recording();
   }
-  const int64_t id64 = id;
-  be_.write_indices(step.ids, {&id64, 1});
-  be_.write_indices(step.past, {&past, 1});
-  be_.write(step.cos, cos_host);
-  be_.write(step.sin, sin_host);
-  be_.replay(*step.work);
-  cache.length_ = past + 1;
-  return be_.to_host(step.buffers.logits);
+  if (in.rows) {
+    be.write(step.buffers.x, *in.rows);
+  } else {
+    const int64_t id64 = in.ids[0];
+    be.write_indices(step.ids, {&id64, 1});
+  }
+  be.write_indices(step.past, {&past, 1});
+  be.write(step.cos, cos_host);
+  be.write(step.sin, sin_host);
+  be.replay(*step.work);
+  return be.to_host(has_head(part) ? step.buffers.logits : step.buffers.x);
 }
 
 // One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);
 // x += down(swiglu(norm(x))). Each projection states its norm and residual; the backend decides whether a norm runs
 // inside the product that reads it or after the add that feeds it (projection.h).
-void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache) {
+void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& at, const VisionInjection* vision,
+                      KvCache& cache) {
+  Backend& be = *parts_[part].backend;
+  const int64_t first = parts_[part].first_layer, end = parts_[part].end_layer;
   const int64_t s = b.x.dim(0), hq = c_.num_attention_heads, d = c_.head_dim;
   const float eps = float(c_.rms_norm_eps);
   AttentionMask mask =
       at.past_on_device ? AttentionMask::causal_on_device(*at.past_on_device, at.max_past) : AttentionMask::causal(at.past);
   // The window is for prefill chunks (decode steps attend to every cached key) the backend runs block-sparse.
   if (window_.blocks > 0 && !at.past_on_device &&
-      s >= std::max(AttentionWindow::kMinQueries, be_.limits().block_sparse_min_queries)) {
+      s >= std::max(AttentionWindow::kMinQueries, be.limits().block_sparse_min_queries)) {
     const int64_t side = (at.past + s + AttentionMask::kSparseBlock - 1) / AttentionMask::kSparseBlock;
     mask = AttentionMask::causal_block_sparse(at.past, AttentionMask::local_global_layout(side, window_.blocks,
                                                                                           window_.global), side);
@@ -121,26 +208,27 @@ void TextDecoder::run(DecoderActivations& b, const Position& at, const VisionInj
   const int64_t kv_len = (at.past_on_device ? at.max_past : at.past) + s;
   const auto rms = [&](const NormWeights& n) { return RowNorm::rms(n, eps); };
   bool input_normed = false;  // b.a holds this layer's normed input (the previous layer's closing norm made it)
-  for (std::size_t l = 0; l < w_.layers.size(); ++l) {
-    const DecoderLayerWeights& L = w_.layers[l];
-    be_.project(Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed));
-    be_.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[l],
-                             &cache.v_[l], at.past, at.past_on_device});
-    be_.attention(b.q, cache.k_[l], cache.v_[l], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+  for (int64_t l = first; l < end; ++l) {
+    const DecoderLayerWeights& L = w_.layers[std::size_t(l)];
+    be.project(Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed));
+    be.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[std::size_t(l)],
+                             &cache.v_[std::size_t(l)], at.past, at.past_on_device});
+    be.attention(b.q, cache.k_[std::size_t(l)], cache.v_[std::size_t(l)], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     const Tensor attn = b.attn.reshaped({s, hq * d});
-    be_.project(Projection::add_to(b.x, attn, L.o, b.proj).then(rms(L.post_attention_norm), b.a));
-    be_.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));
+    be.project(Projection::add_to(b.x, attn, L.o, b.proj).then(rms(L.post_attention_norm), b.a));
+    be.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));
     // DeepStack features join the residual after the layer: the next layer's norm reads the sum, so it runs then.
-    const bool deepstack = vision && l < vision->deepstack.size();
-    input_normed = l + 1 < w_.layers.size() && !deepstack;
+    const bool deepstack = vision && std::size_t(l) < vision->deepstack.size();
+    input_normed = l + 1 < end && !deepstack;
     Projection down = Projection::add_to(b.x, b.gate, L.down, b.proj);
-    if (input_normed) down.then(rms(w_.layers[l + 1].input_norm), b.a);
-    be_.project(down);
-    if (deepstack) be_.add_rows(b.x, vision->deepstack[l], vision->positions);
+    if (input_normed) down.then(rms(w_.layers[std::size_t(l) + 1].input_norm), b.a);
+    be.project(down);
+    if (deepstack) be.add_rows(b.x, vision->deepstack[std::size_t(l)], vision->positions);
   }
+  if (!has_head(part)) return;  // the next part takes every position's hidden state
   // Only the last position's logits are needed (generation reads nothing else).
   const Tensor last = b.x.slice_rows(s - 1, s);
-  be_.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
+  be.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
 }
 
 }  // namespace qvl

@@ -12,11 +12,20 @@ namespace qvl {
 struct RecordedDecodeStep;
 struct DecoderActivations;
 
-// Keys and values of every layer for the tokens seen so far ([capacity, kv heads, head_dim] each), and the decode
-// step recorded against them (its graph writes into these very tensors).
+// Consecutive decoder layers [first_layer, end_layer) on one backend. A memory plan may cut the decoder in parts
+// (the first layers on the GPU, the rest on the CPU): the hidden state crosses between parts once per pass. The
+// embedding table and the output head live on the last part's backend.
+struct DecoderPart {
+  Backend* backend = nullptr;
+  int64_t first_layer = 0, end_layer = 0;
+};
+
+// Keys and values of every layer for the tokens seen so far ([capacity, kv heads, head_dim] each, on the backend of
+// the layer's part), and each part's decode step recorded against them (its graph writes into these very tensors).
 class KvCache {
 public:
-  KvCache(Backend& backend, const TextConfig& config, int64_t capacity);
+  KvCache(const std::vector<DecoderPart>& parts, const TextConfig& config, int64_t capacity);
+  KvCache(Backend& backend, const TextConfig& config, int64_t capacity);  // every layer on one backend
   ~KvCache();
   int64_t length() const { return length_; }
 
@@ -24,15 +33,19 @@ private:
   friend class TextDecoder;
   std::vector<Tensor> k_, v_;
   int64_t length_ = 0, capacity_ = 0;
-  std::unique_ptr<RecordedDecodeStep> decode_step_;
+  std::vector<std::unique_ptr<RecordedDecodeStep>> decode_steps_;  // one per part
 };
 
 // Image features to place into the prompt: rows `positions` (indices into this call's tokens) get the image
-// embeddings instead of the pad embedding, and deepstack[l] is added there after decoder layer l.
+// embeddings instead of the pad embedding, and deepstack[l] is added there after decoder layer l. The tensors live on
+// `backend` (the vision tower's); a part on another backend gets a copy.
 struct VisionInjection {
   Tensor embeddings;
   std::vector<Tensor> deepstack;
   std::vector<int64_t> positions;
+  Backend* backend = nullptr;
+  // The features of tokens [begin, end) of this call, positions counted from begin (a prefill chunk's share).
+  VisionInjection rows(int64_t begin, int64_t end) const;
 };
 
 // Block-sparse prefill attention for long contexts (AttentionMask::local_global_layout): each query block of 64
@@ -49,22 +62,33 @@ struct AttentionWindow {
 class TextDecoder {
 public:
   // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
-  // can record; the replay reads token id, position and rotary rows from device tensors written before it.
-  // Fused or unfused kernels are the backend's choice (Backend::set_fusions).
+  // can record; the replay reads token id (or hidden state), position and rotary rows from device tensors written
+  // before it. Fused or unfused kernels are the backend's choice (Backend::set_fusions).
+  TextDecoder(std::vector<DecoderPart> parts, const ModelConfig& config, const TextWeights& weights,
+              bool record_decode_steps = true, AttentionWindow window = {});
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
               AttentionWindow window = {});
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
                  KvCache& cache);
+  const std::vector<DecoderPart>& parts() const { return parts_; }
 
 private:
   struct Position;
-  DecoderActivations allocate(int64_t rows);
-  void run(DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache);
-  Tensor forward_recorded(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache);
+  // A part's input: token ids (the single part embeds them itself) or hidden rows on the host.
+  struct PartInput {
+    std::span<const int32_t> ids;
+    const Tensor* rows = nullptr;
+  };
+  bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
+  DecoderActivations allocate(std::size_t part, int64_t rows);
+  Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
+                      const VisionInjection* vision, KvCache& cache);
+  Tensor forward_recorded(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin, KvCache& cache);
+  void run(std::size_t part, DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache);
 
-  Backend& be_;
+  std::vector<DecoderPart> parts_;
   const TextConfig& c_;
   const TextWeights& w_;
   bool record_decode_steps_;

@@ -14,7 +14,7 @@ namespace {
 
 struct Binder {
   const ModelFolder& model;
-  Backend& backend;
+  Backend* backend;  // where the part being bound goes
   const std::optional<QuantizationConfig>& quantise;  // at load; the folder's own quantisation is model.config's
   const std::function<void(double)>& progress;
   std::map<std::string, TensorSpec> specs;  // the unquantised shapes, by name
@@ -26,7 +26,7 @@ struct Binder {
     return t;
   }
   Tensor host(const std::string& name) const { return counted(model.checkpoint.tensor(name)); }
-  Tensor vector(const std::string& name) const { return backend.upload(host(name), WeightRole::Vector); }
+  Tensor vector(const std::string& name) const { return backend->upload(host(name), WeightRole::Vector); }
   NormWeights norm(const std::string& p, bool bias) const {
     return {vector(p + ".weight"), bias ? vector(p + ".bias") : Tensor()};
   }
@@ -39,7 +39,7 @@ struct Binder {
     const auto rows = [&](Tensor t) { return end < 0 ? t : t.slice_rows(begin, end); };
     if (model.config.quantization)
       if (const auto as = quantised_as(spec, *model.config.quantization))
-        return backend.upload_linear(LinearWeights::quantised_of(as->format, as->group, in, counted(rows(model.checkpoint.tensor(name))),
+        return backend->upload_linear(LinearWeights::quantised_of(as->format, as->group, in, counted(rows(model.checkpoint.tensor(name))),
                                                                  counted(rows(model.checkpoint.tensor(scale_name(name)))),
                                                                  std::move(bias)),
                                      role);
@@ -49,9 +49,9 @@ struct Binder {
       if (const auto as = quantised_as(spec, *quantise)) {
         LinearWeights q = quantize_matrix(matrix, as->format, as->group, name);
         q.bias = std::move(bias);
-        return backend.upload_linear(q, role);
+        return backend->upload_linear(q, role);
       }
-    return backend.upload_linear(LinearWeights::of(std::move(matrix), std::move(bias)), role);
+    return backend->upload_linear(LinearWeights::of(std::move(matrix), std::move(bias)), role);
   }
   LinearWeights linear(const std::string& p, bool bias) const {
     return unit(p + ".weight", bias ? host(p + ".bias") : Tensor());
@@ -82,13 +82,24 @@ WeightPolicy WeightPolicy::from_name(std::string_view name) {
   fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q4-g64, q4-g128: larger groups)");
 }
 
+WeightPlacement WeightPlacement::all_on(Backend& backend, const ModelConfig& config) {
+  return {&backend, &backend, std::vector<Backend*>(std::size_t(config.text.num_hidden_layers), &backend)};
+}
+
 ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy,
+                          const std::function<void(double)>& progress) {
+  return bind_weights(model, WeightPlacement::all_on(backend, model.config), policy, progress);
+}
+
+ModelWeights bind_weights(const ModelFolder& model, const WeightPlacement& placement, const WeightPolicy& policy,
                           const std::function<void(double)>& progress) {
   const ModelConfig& c = model.config;
   if (c.quantization && policy.quantise && *policy.quantise != *c.quantization)
     fail(model.dir.string(), " holds ", c.quantization->name(), " weights (written by qvl quantize): --weights bf16 uses "
          "them as they are, --weights ", policy.name, " would quantise them twice");
-  Binder b{model, backend, policy.quantise, progress, {}};
+  if (!placement.vision || !placement.head || placement.layers.size() != std::size_t(c.text.num_hidden_layers))
+    fail("bind_weights: the placement names no backend for some part of the model");
+  Binder b{model, placement.vision, policy.quantise, progress, {}};
   for (TensorSpec& spec : expected_tensors(c)) b.specs.emplace(spec.name, std::move(spec));
   ModelWeights w;
 
@@ -109,9 +120,11 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const Weig
 
   const std::string lm = "model.language_model.";
   const bool bias = c.text.attention_bias;
+  b.backend = placement.head;
   w.text.embed_tokens = b.unit(lm + "embed_tokens.weight", Tensor(), WeightRole::EmbeddingTable);
   for (int64_t l = 0; l < c.text.num_hidden_layers; ++l) {
     const std::string p = lm + "layers." + std::to_string(l) + ".";
+    b.backend = placement.layers[std::size_t(l)];
     w.text.layers.push_back({b.norm(p + "input_layernorm", false), b.norm(p + "post_attention_layernorm", false),
                              b.norm(p + "self_attn.q_norm", false), b.norm(p + "self_attn.k_norm", false),
                              b.linear(p + "self_attn.q_proj", bias), b.linear(p + "self_attn.k_proj", bias),
@@ -119,6 +132,7 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const Weig
                              b.linear(p + "mlp.gate_proj", false), b.linear(p + "mlp.up_proj", false),
                              b.linear(p + "mlp.down_proj", false)});
   }
+  b.backend = placement.head;
   w.text.final_norm = b.norm(lm + "norm", false);
   // Tied checkpoints use the embedding as the output head even when an lm_head.weight is present (transformers).
   w.text.lm_head = c.tie_word_embeddings ? w.text.embed_tokens : b.unit("lm_head.weight", Tensor());

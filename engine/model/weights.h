@@ -56,9 +56,20 @@ struct WeightPolicy {
   static WeightPolicy from_name(std::string_view name);
 };
 
+// Which backend each part's weights go to (a memory plan's placement): the vision tower; each decoder layer; the
+// embedding table, final norm and output head (together, on the last decoder part's backend).
+struct WeightPlacement {
+  Backend* vision = nullptr;
+  Backend* head = nullptr;
+  std::vector<Backend*> layers;  // one per decoder layer
+  static WeightPlacement all_on(Backend& backend, const ModelConfig& config);
+};
+
 // progress(fraction) is called as the weights reach the backend (by bytes of the checkpoint), ending at 1.
 // Quantising is deterministic: the same checkpoint and policy give the same bits on every backend. A quantised folder
 // takes "bf16" (as stored) or its own policy; another is refused (it would quantise twice).
+ModelWeights bind_weights(const ModelFolder& model, const WeightPlacement& placement, const WeightPolicy& policy = {},
+                          const std::function<void(double)>& progress = {});
 ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const WeightPolicy& policy = {},
                           const std::function<void(double)>& progress = {});
 

@@ -43,14 +43,14 @@ public:
       options_ = before;
       throw;
     }
-    if (profiler_) backend_->set_timing_sink(profiler_.get());
+    if (profiler_) set_timing_sinks();
   }
 
   void set_device(const std::string& device) override {
     if (device == options_.device && device_error_.empty()) return;
     place(device);
     options_.device = device;
-    if (profiler_) backend_->set_timing_sink(profiler_.get());
+    if (profiler_) set_timing_sinks();
   }
 
   GenerateResult generate(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) override {
@@ -79,8 +79,16 @@ private:
     if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
-        ModelWeights weights = bind_weights(model_, *gpu, weight_policy_, options_.load_progress);
-        adopt(std::move(gpu), std::move(weights), BackendKind::Cuda, "");
+        MemoryPlan plan = plan_memory(model_.config, plan_request(*gpu));
+        // The parts the plan leaves off the GPU run on a CPU backend beside it.
+        std::unique_ptr<Backend> host = plan.everything_on_gpu() ? nullptr : create_backend(BackendKind::Cpu);
+        WeightPlacement placement = WeightPlacement::all_on(*gpu, model_.config);
+        if (!plan.vision_on_gpu) placement.vision = host.get();
+        if (!plan.head_on_gpu) placement.head = host.get();
+        for (int64_t l = plan.gpu_layers; l < plan.layers; ++l) placement.layers[std::size_t(l)] = host.get();
+        ModelWeights weights = bind_weights(model_, placement, weight_policy_, options_.load_progress);
+        adopt(std::move(gpu), std::move(host), std::move(weights), BackendKind::Cuda, "");
+        plan_ = std::move(plan);
         return;
       } catch (const std::exception& e) {
         // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
@@ -95,15 +103,45 @@ private:
     }
     auto cpu = create_backend(BackendKind::Cpu);
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
-    adopt(std::move(cpu), std::move(weights), BackendKind::Cpu, fallback);
+    adopt(std::move(cpu), nullptr, std::move(weights), BackendKind::Cpu, fallback);
+    plan_.reset();
   }
-  void adopt(std::unique_ptr<Backend> backend, ModelWeights weights, BackendKind kind, std::string fallback) {
-    weights_ = {};  // the old weights go before their backend
+  void adopt(std::unique_ptr<Backend> backend, std::unique_ptr<Backend> host, ModelWeights weights, BackendKind kind,
+             std::string fallback) {
+    weights_ = {};  // the old weights go before their backends
     backend_ = std::move(backend);
-    backend_->set_fusions(options_.fusions);
+    host_ = std::move(host);
+    for (Backend* be : backends()) be->set_fusions(options_.fusions);
     weights_ = std::move(weights);
     kind_ = kind;
     fallback_reason_ = std::move(fallback);
+  }
+
+  // What the memory plan is asked: the GPU's budget (its pool's capacity, as the backend was made), the context the
+  // engine keeps room for, the largest image the preprocessor makes, how the weights are held.
+  MemoryPlanRequest plan_request(const Backend& gpu) const {
+    MemoryPlanRequest r = memory_plan_request(model_, options_);
+    const MemoryReport pool = gpu.memory_report(false);
+    r.budget = uint64_t(std::max<int64_t>(0, pool.capacity));
+    r.reserved = uint64_t(std::max<int64_t>(0, pool.reserved));
+    r.gpu_floats = gpu.weight_storage(r.checkpoint_floats);
+    r.gpu_activations = gpu.activation_type();
+    return r;
+  }
+  // The backends in use: the main one, and the CPU beside a GPU for the parts the plan leaves off it.
+  std::vector<Backend*> backends() const {
+    std::vector<Backend*> out{backend_.get()};
+    if (host_) out.push_back(host_.get());
+    return out;
+  }
+  Backend& vision_backend() const { return plan_ && !plan_->vision_on_gpu ? *host_ : *backend_; }
+  std::vector<DecoderPart> decoder_parts() const {
+    const int64_t layers = model_.config.text.num_hidden_layers;
+    if (!plan_ || !plan_->decoder_split()) return {DecoderPart{backend_.get(), 0, layers}};
+    std::vector<DecoderPart> parts;
+    if (plan_->gpu_layers > 0) parts.push_back({backend_.get(), 0, plan_->gpu_layers});
+    if (plan_->gpu_layers < layers) parts.push_back({host_.get(), plan_->gpu_layers, layers});
+    return parts;
   }
 
   // One request, phase by phase: images, prompt, vision tower, prefill, decode.
@@ -124,6 +162,9 @@ private:
     if (needed > options_.max_context || needed > config.text.max_position_embeddings)
       fail("the prompt has ", prompt_len, " tokens; with ", request.max_new_tokens, " new tokens that is ", needed,
            ", over the context limit of ", std::min(options_.max_context, config.text.max_position_embeddings));
+    if (plan_ && needed > plan_->context_room)  // before the KV cache is allocated: the pool would refuse it later
+      fail("the conversation needs ", needed, " tokens of context; the GPU's memory plan (", plan_->summary(),
+           ") has room for ", plan_->context_room, ": shorten it, or plan for more context (fewer layers stay on the GPU)");
 
     t0 = Clock::now();
     const VisionInjection vision = encode_vision(image_patches, result);
@@ -131,10 +172,20 @@ private:
 
     t0 = Clock::now();
     const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
-    KvCache cache(*backend_, config.text, needed);
-    TextDecoder decoder(*backend_, config, weights_.text, options_.cuda_graphs, options_.attention_window);
-    auto [cos, sin] = text_rope_tables(config.text, positions.axes, 0, std::size_t(prompt_len));
-    Tensor logits = decoder.forward(result.prompt_ids, cos, sin, image_patches.empty() ? nullptr : &vision, cache);
+    const std::vector<DecoderPart> parts = decoder_parts();
+    KvCache cache(parts, config.text, needed);
+    TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
+    // A plan whose activations would not fit a whole-prompt pass runs the prompt in chunks (the same answer: each
+    // chunk attends to the keys cached before it).
+    const int64_t chunk = plan_ ? plan_->prefill_chunk : prompt_len;
+    Tensor logits;
+    for (int64_t begin = 0; begin < prompt_len; begin += chunk) {
+      const int64_t end = std::min(prompt_len, begin + chunk);
+      auto [cos, sin] = text_rope_tables(config.text, positions.axes, std::size_t(begin), std::size_t(end - begin));
+      const VisionInjection share = vision.rows(begin, end);
+      logits = decoder.forward(std::span(result.prompt_ids).subspan(std::size_t(begin), std::size_t(end - begin)), cos,
+                               sin, share.positions.empty() ? nullptr : &share, cache);
+    }
     result.timing.prefill_ms = ms_since(t0);
     result.timing.prompt_tokens = prompt_len;
     if (sink) sink->on_prompt_done(result.timing);
@@ -143,7 +194,7 @@ private:
     decode(request, decoder, cache, positions.delta, std::move(logits), sink, cancel, result);
     result.timing.decode_ms = ms_since(t0);
     if (profiler_) {
-      backend_->collect_timings(true);
+      for (Backend* be : backends()) be->collect_timings(true);
       profiler_->publish();
     }
     result.timing.generated_tokens = int64_t(result.generated_ids.size());
@@ -161,7 +212,7 @@ private:
       const PreprocessedImage p = preprocess_image(image, preprocessor);
       tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor.merge_size * preprocessor.merge_size));
       result.image_grids.push_back(p.grid);
-      image_patches.push_back(patches(*backend_, p));
+      image_patches.push_back(patches(vision_backend(), p));
     }
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
                                      TokenId(model_.config.image_token_id), request.template_options);
@@ -172,9 +223,10 @@ private:
   VisionInjection encode_vision(const std::vector<Tensor>& image_patches, const GenerateResult& result) {
     VisionInjection vision;
     if (image_patches.empty()) return vision;
-    VisionOutput v = encode_images(*backend_, model_.config, weights_.vision, stack_rows(*backend_, image_patches),
-                                   result.image_grids);
-    backend_->synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+    Backend& be = vision_backend();
+    VisionOutput v = encode_images(be, model_.config, weights_.vision, stack_rows(be, image_patches), result.image_grids);
+    be.synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+    vision.backend = &be;
     vision.embeddings = std::move(v.embeddings);
     vision.deepstack = std::move(v.deepstack);
     for (std::size_t i = 0; i < result.prompt_ids.size(); ++i)
@@ -205,7 +257,7 @@ private:
       result.text += piece;
       if (sink) sink->on_token(next, piece);
       if (profiler_) {
-        backend_->collect_timings(false);
+        for (Backend* be : backends()) be->collect_timings(false);
         profiler_->publish();
       }
       if (stop) {
@@ -233,7 +285,10 @@ private:
 public:
   void set_profiler(std::shared_ptr<Profiler> profiler) override {
     profiler_ = std::move(profiler);
-    backend_->set_timing_sink(profiler_.get());
+    set_timing_sinks();
+  }
+  void set_timing_sinks() {
+    for (Backend* be : backends()) be->set_timing_sink(profiler_.get());
   }
 
   std::shared_ptr<Profiler> profiler() const override { return profiler_; }
@@ -243,7 +298,7 @@ public:
 
   void set_fusions(const Fusions& fusions) override {
     options_.fusions = fusions;
-    backend_->set_fusions(fusions);
+    for (Backend* be : backends()) be->set_fusions(fusions);
   }
   Fusions fusions() const override { return options_.fusions; }
 
@@ -266,6 +321,7 @@ public:
     }
     return bytes;
   }
+  std::optional<MemoryPlan> memory_plan() const override { return plan_; }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
 
@@ -287,6 +343,8 @@ private:
   ModelFolder model_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> host_;   // the CPU beside a GPU, for the parts the memory plan leaves off it
+  std::optional<MemoryPlan> plan_;  // with a GPU only
   ModelWeights weights_;
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;
@@ -296,6 +354,21 @@ private:
 };
 
 }  // namespace
+
+MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options) {
+  MemoryPlanRequest r;
+  r.budget = options.device_memory_limit;
+  r.context = std::min(options.plan_context, options.max_context);
+  const PreprocessorConfig p = with_token_budget(model.preprocessor, options.image_min_tokens, options.image_max_tokens);
+  r.image_tokens = p.max_pixels / std::max<int64_t>(1, p.patch_size * p.patch_size * p.merge_size * p.merge_size);
+  r.formats = model.config.quantization ? model.config.quantization : WeightPolicy::from_name(options.weights).quantise;
+  r.checkpoint_floats = model.checkpoint.find("model.language_model.norm.weight")->info->dtype;  // checked at open
+  // The CUDA backend's own storage, for plans made without a GPU: f32 activations and KV cache; the SM61 profile
+  // keeps bf16 weights as f16 (CudaBackend::weight_storage says the same for a live backend).
+  r.gpu_activations = DType::F32;
+  r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
+  return r;
+}
 
 std::unique_ptr<Engine> Engine::load(const std::filesystem::path& model_dir, const EngineOptions& options) {
   return std::make_unique<Qwen3VLEngine>(model_dir, options);

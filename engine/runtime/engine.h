@@ -14,6 +14,7 @@
 #include "backend/fusions.h"
 #include "model/rope.h"
 #include "model/text_decoder.h"
+#include "runtime/memory_plan.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
 #include "text/chat_template.h"
@@ -28,7 +29,9 @@ struct EngineOptions {
   int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
-  std::size_t device_memory_limit = 0;  // bytes the GPU pool may take (0: no limit): "pretend this is a 2 GB card"
+  std::size_t device_memory_limit = 0;  // the GPU budget: bytes its pool may take ("pretend this is a 2 GB card"; 0: what
+                                        // the driver has free less a reserve). The memory plan places parts within it.
+  int64_t plan_context = 2048;          // tokens of KV cache the memory plan keeps room for on the GPU
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
   std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
@@ -117,8 +120,15 @@ public:
   virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4"
   // Bytes of weights one decode step reads as they are held (every decoder layer, the final norm, the output head).
   virtual uint64_t decode_weight_bytes() const = 0;
+  // Where the parts of the model live on the GPU and the CPU within the GPU's budget (nullopt: all on the CPU).
+  virtual std::optional<MemoryPlan> memory_plan() const = 0;
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
 };
+
+// The memory plan's question for a model folder and these options, answered as the CUDA backend would store the
+// weights (options.cuda_profile "sm61": 16-bit floats) under options.device_memory_limit: for plans made without a
+// GPU (qvl info --plan). A loaded engine asks its GPU for the budget and the storage instead.
+MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options);
 
 }  // namespace qvl

@@ -29,7 +29,14 @@ Tensor checked_f16(const Tensor& bf16) {
 }  // namespace
 
 CudaBackend::CudaBackend(int device, std::size_t capacity, const std::string& profile)
-    : ctx_(device, capacity, profile), timer_(ctx_.stream) {
+    : ctx_(device, capacity ? capacity : SIZE_MAX, profile), timer_(ctx_.stream) {
+  if (capacity == 0) {
+    // No budget given: what the driver has free now (the context made), less a reserve for the display, cuBLAS's
+    // own workspace and graph memory, which the pool does not see.
+    std::size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    ctx_.pool->set_capacity(free > kOutsidePoolReserve ? free - kOutsidePoolReserve : 0);
+  }
   attention_arrivals_ = ctx_.device_tensor(DType::I32, {ctx_.profile->split_below_pairs_per_sm * ctx_.multiprocessors},
                                            pool::Owner::Workspace);
   CUDA_CHECK(cudaMemsetAsync(attention_arrivals_.raw(), 0, attention_arrivals_.nbytes(), ctx_.stream));
@@ -100,6 +107,12 @@ Tensor CudaBackend::upload(const Tensor& host, WeightRole) {
 
 Tensor CudaBackend::alloc(Shape shape) { return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
 
+Tensor CudaBackend::alloc_cache(Shape shape) { return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::KvCache); }
+
+DType CudaBackend::weight_storage(DType stored) const {
+  return ctx_.profile->weights_as_f16 && stored == DType::BF16 ? DType::F16 : stored;
+}
+
 // cuBLAS reads 16-bit weights with activations narrowed to their type: where the rows go to cuBLAS and the fusion
 // of the norm into the product is on (rms_norm+linear, layer_norm+linear), the norm writes that operand directly,
 // rounded as the conversion rounds (the same bits), and no product runs a conversion pass of its own.
@@ -152,7 +165,7 @@ Tensor CudaBackend::indices(std::span<const int64_t> values) {
 
 extern "C" void* qvl_cuda_create_backend(int device, size_t capacity, const char* profile, char* error, size_t error_capacity) {
   try {
-    return static_cast<qvl::Backend*>(new qvl::CudaBackend(device, capacity ? capacity : SIZE_MAX, profile ? profile : "auto"));
+    return static_cast<qvl::Backend*>(new qvl::CudaBackend(device, capacity, profile ? profile : "auto"));
   } catch (const std::exception& e) {
     if (error && error_capacity) {
       std::strncpy(error, e.what(), error_capacity - 1);

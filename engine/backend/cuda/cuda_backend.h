@@ -27,7 +27,9 @@ namespace qvl {
 
 class CudaBackend final : public Backend {
 public:
+  // capacity: bytes the pool may take; 0: the driver's free memory less kOutsidePoolReserve.
   CudaBackend(int device, std::size_t capacity, const std::string& profile);
+  static constexpr std::size_t kOutsidePoolReserve = std::size_t(200) << 20;
   ~CudaBackend() override;
 
   // cuda_backend.cpp
@@ -43,6 +45,8 @@ public:
   MemoryReport memory_report(bool with_segment_map) const override;
   Tensor upload(const Tensor& host, WeightRole role) override;
   Tensor alloc(Shape shape) override;
+  Tensor alloc_cache(Shape shape) override;
+  DType weight_storage(DType stored) const override;
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;

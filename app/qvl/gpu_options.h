@@ -1,0 +1,17 @@
+#pragma once
+// The options that place a model on the GPU (its memory budget, the context the plan keeps room for, the
+// architecture profile), shared by generate, bench and info, and the memory plan as JSON.
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "qvl/args.h"
+#include "runtime/engine.h"
+
+namespace qvl::cli {
+
+std::vector<OptionSpec> gpu_option_specs();
+// Throws qvl::Error naming the option for a budget or context out of range.
+void apply_gpu_options(const Args& args, EngineOptions& options);
+nlohmann::json memory_plan_json(const MemoryPlan& plan);
+
+}  // namespace qvl::cli

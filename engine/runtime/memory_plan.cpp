@@ -1,0 +1,237 @@
+#include "runtime/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "backend/weight_format.h"
+#include "core/error.h"
+#include "io/tensor_layout.h"
+
+namespace qvl {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+// The pool (kernels/memory_pool.h) rounds every block to 512 bytes and carves blocks under 10 MiB out of shared
+// 2 MiB and 20 MiB segments: the last segment of each kind is partly empty, and freed blocks leave holes there.
+constexpr uint64_t kBlock = 512, kLargeBlock = 2 * kMiB, kLarge = 10 * kMiB;
+constexpr uint64_t kSmallSegment = 2 * kMiB, kMidSegment = 20 * kMiB;
+// Prompts longer than this run as several passes when the budget does not fit a whole-context pass.
+constexpr int64_t kSmallChunk = 512;
+
+uint64_t pool_rounded(uint64_t bytes) {
+  const uint64_t unit = bytes >= kLarge ? kLargeBlock : kBlock;
+  return (bytes + unit - 1) / unit * unit;
+}
+uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
+double mib(uint64_t bytes) { return double(bytes) / double(kMiB); }
+std::string mib_text(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", mib(bytes));
+  return text;
+}
+
+// Weight bytes per part as one device holds them, and the largest quantised matrix each side widens for products of
+// many rows (its dequantised workspace).
+struct WeightBytes {
+  uint64_t vision = 0, head = 0;  // head: the embedding table, the output head, the final norm
+  std::vector<uint64_t> layer;
+  uint64_t widest_decoder_quantised = 0, widest_vision_quantised = 0;  // elements (n · k)
+};
+
+WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool gpu) {
+  WeightBytes w;
+  w.layer.assign(std::size_t(c.text.num_hidden_layers), 0);
+  const std::string layers = "model.language_model.layers.";
+  for (const TensorSpec& spec : expected_tensors(c)) {
+    // The vision position table stays on the host (interpolated there for every image).
+    if (spec.role == TensorRole::PositionEmbedding) continue;
+    const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / std::max<int64_t>(rows, 1);
+    uint64_t bytes = 0, quantised_elements = 0;
+    const std::optional<QuantisedAs> as = r.formats ? quantised_as(spec, *r.formats) : std::nullopt;
+    if (as) {
+      const WeightFormatTraits& f = format_traits(as->format);
+      bytes = pool_rounded(u(rows * f.row_bytes(in, as->group))) + pool_rounded(u(rows * f.groups(in, as->group) * 2));
+      quantised_elements = u(rows * in);
+    } else {
+      bytes = u(shape_numel(spec.shape)) * dtype_size(gpu ? r.gpu_floats : r.checkpoint_floats);
+      if (gpu) bytes = pool_rounded(bytes);
+    }
+    if (spec.name.starts_with("model.visual.")) {
+      w.vision += bytes;
+      w.widest_vision_quantised = std::max(w.widest_vision_quantised, quantised_elements);
+    } else if (spec.name.starts_with(layers)) {
+      const auto l = std::stoll(spec.name.substr(layers.size()));
+      w.layer[std::size_t(l)] += bytes;
+      w.widest_decoder_quantised = std::max(w.widest_decoder_quantised, quantised_elements);
+    } else {
+      w.head += bytes;
+    }
+  }
+  return w;
+}
+
+uint64_t sum(const std::vector<uint64_t>& v, int64_t first, int64_t end) {
+  uint64_t s = 0;
+  for (int64_t i = first; i < end; ++i) s += v[std::size_t(i)];
+  return s;
+}
+
+// What the GPU's activations and workspaces take at their peak, per phase (docs/memory-plan.md).
+struct ActivationModel {
+  const ModelConfig& c;
+  const MemoryPlanRequest& r;
+  uint64_t a = dtype_size(r.gpu_activations);
+  uint64_t widened = dtype_size(r.gpu_floats == DType::F16 ? DType::F32 : DType::BF16);  // the SM61 profile: f32
+
+  // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
+  // dequantised matrix of a multi-row quantised product or the 16-bit operand cuBLAS reads; the logits when the head
+  // is here. The recorded decode step's own one-row buffers stay beside it.
+  uint64_t decoder(int64_t rows, bool head, uint64_t widest_quantised) const {
+    const TextConfig& t = c.text;
+    const int64_t q = t.num_attention_heads * t.head_dim, kv = t.num_key_value_heads * t.head_dim;
+    const auto pass = [&](int64_t s) {
+      return a * u(s) * u(3 * t.hidden_size + 2 * q + 2 * kv + 2 * t.intermediate_size + 2 * t.head_dim) + 8 * u(s) +
+             (head ? a * u(t.vocab_size + t.hidden_size) : 0);
+    };
+    const uint64_t operand = 2 * u(rows) * u(std::max(q, t.intermediate_size));
+    const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
+    return pass(rows) + pass(1) + workspace;
+  }
+  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (x, position
+  // embedding, q, k, v, attn, proj, norm slot, MLP, rotary rows), the widest product's workspace, the mergers.
+  uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
+    const VisionConfig& v = c.vision;
+    const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;
+    const uint64_t blocks = a * u(n) * u(7 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
+    const uint64_t workspace =
+        (widest_quantised ? widest_quantised * widened : 0) + 2 * u(n) * u(std::max(v.intermediate_size, v.patch_dim()));
+    const uint64_t mergers = a * u(tokens) * u(2 * v.merged_dim() + c.text.hidden_size);
+    return blocks + workspace + mergers + outputs(tokens);
+  }
+  // The image embeddings and DeepStack features, alive through the prefill.
+  uint64_t outputs(int64_t tokens) const {
+    return a * u(tokens) * u(c.text.hidden_size) * (1 + c.vision.deepstack_visual_indexes.size());
+  }
+};
+
+std::string layer_range(int64_t first, int64_t end) {
+  return end - first == 1 ? std::to_string(first) : std::to_string(first) + "-" + std::to_string(end - 1);
+}
+std::string layers_text(int64_t first, int64_t end) {
+  return (end - first == 1 ? "layer " : "layers ") + layer_range(first, end);
+}
+
+}  // namespace
+
+uint64_t kv_bytes_per_token(const TextConfig& t, int64_t layers, DType activations) {
+  return 2 * u(layers) * u(t.num_key_value_heads * t.head_dim) * dtype_size(activations);
+}
+
+MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
+  if (r.context <= 0) fail("memory plan: the context to plan for must be positive (got ", r.context, ")");
+  const int64_t n_layers = c.text.num_hidden_layers;
+  const WeightBytes gpu = weight_bytes(c, r, true), cpu = weight_bytes(c, r, false);
+  const ActivationModel act{c, r};
+  // A partly used small segment always; a partly used mid segment when blocks over 1 MiB exist (any layer of a
+  // real model; the demo model has none).
+  const uint64_t largest_layer = *std::max_element(gpu.layer.begin(), gpu.layer.end());
+  const uint64_t slack = kSmallSegment + (largest_layer > kMiB ? kMidSegment : 0);
+  const int64_t image_tokens = r.image_tokens > 0 ? std::min(r.image_tokens, r.context) : r.context;
+
+  // The pool's peak for one arrangement: weights, then the larger of the vision phase and the decoder phase (the
+  // vision activations are freed before the KV cache and the prefill's activations are allocated).
+  struct Arrangement {
+    bool vision_on_gpu;
+    int64_t gpu_layers;
+    bool head_on_gpu;
+    int64_t chunk;
+  };
+  const auto peak = [&](const Arrangement& p) {
+    const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
+                             (p.head_on_gpu ? gpu.head : 0);
+    const uint64_t vision_phase = p.vision_on_gpu ? act.vision(image_tokens, gpu.widest_vision_quantised) : 0;
+    const uint64_t decoder_phase = kv_bytes_per_token(c.text, p.gpu_layers, r.gpu_activations) * u(r.context) +
+                                   act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
+                                   act.outputs(image_tokens);
+    return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack;
+  };
+  std::vector<int64_t> chunks{r.context};
+  if (r.context > kSmallChunk) chunks.push_back(kSmallChunk);
+  // In order of preference: everything; the vision tower on the CPU; then fewer decoder layers.
+  std::vector<Arrangement> order;
+  for (int64_t chunk : chunks) order.push_back({true, n_layers, true, chunk});
+  for (int64_t chunk : chunks) order.push_back({false, n_layers, true, chunk});
+  for (int64_t k = n_layers; k >= 1; --k)
+    for (int64_t chunk : chunks) order.push_back({false, k, false, chunk});
+  const auto chosen = std::find_if(order.begin(), order.end(), [&](const Arrangement& p) { return peak(p) <= r.budget; });
+  if (chosen == order.end())
+    fail("a GPU memory budget of ", mib_text(r.budget), " is below the smallest plan: the first decoder layer, its KV "
+         "cache for ", r.context, " tokens and the activations need ", mib_text(peak(order.back())), " (everything on "
+         "the GPU needs ", mib_text(peak(order.front())), "); give the GPU more memory, plan for less context, choose "
+         "smaller weights (--weights q4), or run on the CPU (--device cpu)");
+
+  MemoryPlan plan;
+  plan.budget = r.budget;
+  plan.vision_on_gpu = chosen->vision_on_gpu;
+  plan.layers = n_layers;
+  plan.gpu_layers = chosen->gpu_layers;
+  plan.head_on_gpu = chosen->head_on_gpu;
+  plan.context = r.context;
+  plan.prefill_chunk = chosen->chunk;
+  plan.gpu_peak = peak(*chosen);
+  const uint64_t per_token = kv_bytes_per_token(c.text, plan.gpu_layers, r.gpu_activations);
+  plan.context_room = r.context + int64_t((r.budget - plan.gpu_peak) / std::max<uint64_t>(per_token, 1));
+
+  const auto add = [&](std::string name, bool on_gpu, uint64_t bytes) {
+    if (bytes) plan.parts.push_back({std::move(name), on_gpu, bytes});
+  };
+  const WeightBytes& vision_side = plan.vision_on_gpu ? gpu : cpu;
+  add("vision tower", plan.vision_on_gpu, vision_side.vision);
+  const int64_t k = plan.gpu_layers;
+  if (k > 0) add("decoder layers " + layer_range(0, k), true, sum(gpu.layer, 0, k));
+  if (k < n_layers) add("decoder layers " + layer_range(k, n_layers), false, sum(cpu.layer, k, n_layers));
+  add(c.tie_word_embeddings ? "embedding table (tied output head), final norm" : "embedding table, output head, final norm",
+      plan.head_on_gpu, (plan.head_on_gpu ? gpu : cpu).head);
+  const std::string tokens = std::to_string(r.context) + " tokens";
+  if (k > 0)
+    add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
+        kv_bytes_per_token(c.text, k, r.gpu_activations) * u(r.context));
+  if (k < n_layers)
+    add("kv cache, layers " + layer_range(k, n_layers) + ", " + tokens, false,
+        kv_bytes_per_token(c.text, n_layers - k, DType::F32) * u(r.context));
+  add("the backend's own buffers", true, r.reserved);
+  add("activations, workspaces, pool slack (peak)", true, plan.gpu_peak - [&] {
+    uint64_t placed = 0;
+    for (const PlannedPart& p : plan.parts) placed += p.on_gpu ? p.bytes : 0;
+    return placed;
+  }());
+  return plan;
+}
+
+std::string MemoryPlan::summary() const {
+  char line[256];
+  if (everything_on_gpu())
+    std::snprintf(line, sizeof line, "everything on the GPU");
+  else if (!decoder_split())
+    std::snprintf(line, sizeof line, "vision tower on the CPU, the decoder on the GPU");
+  else  // the planner moves the vision tower off the GPU before any decoder layer
+    std::snprintf(line, sizeof line, "vision tower on the CPU; decoder %s on the GPU, %sthe output head on the CPU",
+                  layers_text(0, gpu_layers).c_str(),
+                  gpu_layers < layers ? (layers_text(gpu_layers, layers) + " and ").c_str() : "");
+  char tail[160];
+  std::snprintf(tail, sizeof tail, " (GPU peak %.0f of %.0f MiB; room for %lld tokens of context)", mib(gpu_peak),
+                mib(budget), (long long)context_room);
+  return std::string(line) + tail;
+}
+
+std::string MemoryPlan::table() const {
+  std::string out;
+  for (const PlannedPart& p : parts) {
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-4s %10.1f MiB  %s\n", p.on_gpu ? "gpu" : "cpu", mib(p.bytes), p.name.c_str());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace qvl

@@ -1,0 +1,113 @@
+// The memory plan: bytes counted independently from the shapes and formats, the order in which parts leave the GPU
+// as the budget shrinks, the peak within the budget, and a clear error when nothing fits.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "io/random_model.h"
+#include "runtime/memory_plan.h"
+
+namespace qvl {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+
+MemoryPlanRequest q4_on_pascal(uint64_t budget_mib) {
+  MemoryPlanRequest r;
+  r.budget = budget_mib * kMiB;
+  r.context = 2048;
+  r.image_tokens = 1024;
+  r.formats = QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8};
+  r.gpu_floats = DType::F16;  // the SM61 profile
+  return r;
+}
+
+uint64_t gpu_bytes(const MemoryPlan& plan) {
+  uint64_t sum = 0;
+  for (const PlannedPart& p : plan.parts) sum += p.on_gpu ? p.bytes : 0;
+  return sum;
+}
+
+const PlannedPart& part_starting(const MemoryPlan& plan, const std::string& prefix) {
+  for (const PlannedPart& p : plan.parts)
+    if (p.name.starts_with(prefix)) return p;
+  throw std::runtime_error("no part " + prefix);
+}
+
+TEST(MemoryPlan, CountsTheDecoderAsTheFormatStoresIt) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  const MemoryPlan plan = plan_memory(c, q4_on_pascal(1 << 20));
+  ASSERT_TRUE(plan.everything_on_gpu());
+  // A q4 row of k values: k/32 blocks of 16 bytes and one f16 scale each; four 16-bit norm vectors per layer.
+  const auto q4 = [](int64_t rows, int64_t k) { return uint64_t(rows) * uint64_t(k / 32) * (16 + 2); };
+  const int64_t h = c.text.hidden_size, i = c.text.intermediate_size, q = c.text.num_attention_heads * c.text.head_dim,
+                kv = c.text.num_key_value_heads * c.text.head_dim;
+  const uint64_t layer = q4(q, h) + 2 * q4(kv, h) + q4(h, q) + 2 * q4(i, h) + q4(h, i) +
+                         2 * uint64_t(2 * h + 2 * c.text.head_dim);
+  const uint64_t counted = part_starting(plan, "decoder layers").bytes;
+  const uint64_t expected = layer * uint64_t(c.text.num_hidden_layers);
+  EXPECT_GE(counted, expected);                                     // rounded up to the pool's blocks...
+  EXPECT_LE(counted - expected, uint64_t(c.text.num_hidden_layers) * 18 * 512);  // ...by under 512 B a tensor
+  // The KV cache: keys and values of every layer, f32, for the planned context.
+  EXPECT_EQ(part_starting(plan, "kv cache").bytes, uint64_t(2 * c.text.num_hidden_layers * kv * 4 * 2048));
+  EXPECT_EQ(gpu_bytes(plan), plan.gpu_peak);
+}
+
+TEST(MemoryPlan, MovesTheVisionTowerFirstThenTheLastLayers) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  const MemoryPlan everything = plan_memory(c, q4_on_pascal(1 << 20));
+  int64_t last_layers = c.text.num_hidden_layers;
+  bool saw_vision_only = false, saw_split = false;
+  for (uint64_t mib = everything.gpu_peak / kMiB + 1; mib >= 400; mib -= 25) {
+    const MemoryPlan plan = plan_memory(c, q4_on_pascal(mib));
+    EXPECT_LE(plan.gpu_peak, plan.budget) << mib;
+    EXPECT_LE(plan.gpu_layers, last_layers) << mib;  // a smaller budget never holds more layers
+    last_layers = plan.gpu_layers;
+    if (plan.decoder_split()) {
+      saw_split = true;
+      EXPECT_FALSE(plan.vision_on_gpu) << "the vision tower leaves before any decoder layer";
+      EXPECT_FALSE(plan.head_on_gpu);
+      EXPECT_GE(plan.gpu_layers, 1);
+      EXPECT_TRUE(plan.prefill_chunk == 512 || plan.prefill_chunk == plan.context) << plan.prefill_chunk;
+    } else if (!plan.vision_on_gpu) {
+      saw_vision_only = true;
+    }
+    // The room reported is real: that many tokens of KV cache fit beside the planned peak.
+    const uint64_t per_token = kv_bytes_per_token(c.text, plan.gpu_layers, DType::F32);
+    EXPECT_GE(plan.context_room, plan.context);
+    EXPECT_LE(plan.gpu_peak + uint64_t(plan.context_room - plan.context) * per_token, plan.budget) << mib;
+    EXPECT_GT(plan.gpu_peak + uint64_t(plan.context_room - plan.context + 1) * per_token, plan.budget) << mib;
+  }
+  EXPECT_TRUE(saw_vision_only);
+  EXPECT_TRUE(saw_split);
+  EXPECT_EQ(everything.prefill_chunk, 2048) << "a budget that fits it runs the whole planned context in one pass";
+}
+
+TEST(MemoryPlan, ATwoGigabytePascalCardHoldsEveryDecoderLayerAtQ4) {
+  // 2,048 MiB less a 200 MiB reserve for the display, the context and cuBLAS, which the pool does not see.
+  const MemoryPlan plan = plan_memory(model_preset("qwen3-vl-2b"), q4_on_pascal(2048 - 200));
+  EXPECT_EQ(plan.gpu_layers, plan.layers);
+  EXPECT_TRUE(plan.head_on_gpu);
+  EXPECT_LE(plan.gpu_peak, plan.budget);
+  // bf16 weights do not: the decoder alone is 2.6 GiB.
+  MemoryPlanRequest bf16 = q4_on_pascal(2048 - 200);
+  bf16.formats.reset();
+  EXPECT_TRUE(plan_memory(model_preset("qwen3-vl-2b"), bf16).decoder_split());
+}
+
+TEST(MemoryPlan, ABudgetBelowTheSmallestPlanNamesBothNumbers) {
+  try {
+    plan_memory(model_preset("qwen3-vl-2b"), q4_on_pascal(100));
+    FAIL() << "a 100 MiB budget cannot hold a decoder layer, its cache and the activations";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("budget of 100.0 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("the smallest plan"), std::string::npos) << m;
+    EXPECT_NE(m.find("everything on the GPU needs"), std::string::npos) << m;
+  }
+  MemoryPlanRequest none = q4_on_pascal(4096);
+  none.context = 0;
+  EXPECT_THROW(plan_memory(model_preset("qwen3-vl-2b"), none), Error);
+}
+
+}  // namespace
+}  // namespace qvl
