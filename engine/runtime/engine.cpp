@@ -140,7 +140,7 @@ private:
     if (!plan_ || !plan_->decoder_split()) return {DecoderPart{backend_.get(), 0, layers}};
     std::vector<DecoderPart> parts;
     if (plan_->gpu_layers > 0) parts.push_back({backend_.get(), 0, plan_->gpu_layers});
-    if (plan_->gpu_layers < layers) parts.push_back({host_.get(), plan_->gpu_layers, layers});
+    parts.push_back({host_.get(), plan_->gpu_layers, layers});  // with no layers when only the head is on the CPU
     return parts;
   }
 
