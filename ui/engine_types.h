@@ -34,6 +34,7 @@ struct ModelInfo {
   QString device_error;  // the GPU failed during this session and cannot be used again
   QStringList fusions;  // the fused ops in use
   MemoryReport memory;              // the device pool right after loading or moving (with the segment map)
+  QString memory_plan;              // where the parts live within the GPU's budget (empty on the CPU)
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
 };

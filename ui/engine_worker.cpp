@@ -91,6 +91,8 @@ ModelInfo EngineWorker::info() const {
   i.device_error = QString::fromStdString(engine_->device_error());
   for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
   i.memory = engine_->memory_report(true);
+  if (const auto plan = engine_->memory_plan())
+    i.memory_plan = QString::fromStdString("Memory plan: " + plan->summary() + "\n" + plan->table()).trimmed();
   i.preprocessor = engine_->image_preprocessor();
   i.generation = m.generation;
   return i;

@@ -328,6 +328,7 @@ void MainWindow::apply_model(const ModelInfo& info) {
   }
   device_->setCurrentIndex(device_->findData(info.device));
   pool_->update_from(info.memory, has_device_memory(info));
+  pool_->set_plan(info.memory_plan);
   update_controls();
 }
 

@@ -1,5 +1,6 @@
 #include "ui/pool_view.h"
 
+#include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPainter>
@@ -69,10 +70,14 @@ void BlockMap::paintEvent(QPaintEvent*) {
 }
 
 PoolView::PoolView(QWidget* parent)
-    : QWidget(parent), summary_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
+    : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
       capacity_label_(new QLabel("no limit")) {
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
+  plan_->setObjectName("pool_plan");
+  plan_->setWordWrap(true);
+  plan_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  plan_->hide();
   capacity_->setRange(0, kSteps);
   capacity_->setObjectName("pool_capacity");
   capacity_->setToolTip("Cap the GPU memory pool to behave like a smaller card; the model reloads under the cap");
@@ -82,6 +87,7 @@ PoolView::PoolView(QWidget* parent)
   row->addWidget(capacity_label_);
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(summary_);
+  layout->addWidget(plan_);
   layout->addWidget(bar_);
   layout->addWidget(map_, 1);
   layout->addLayout(row);
@@ -89,6 +95,11 @@ PoolView::PoolView(QWidget* parent)
   connect(capacity_, &QSlider::valueChanged, this, label);
   connect(capacity_, &QSlider::sliderReleased, this, [this] { emit capacityChosen(qint64(capacity_->value()) * kStepMib); });
   update_from({}, false);
+}
+
+void PoolView::set_plan(const QString& plan) {
+  plan_->setText(plan);
+  plan_->setVisible(!plan.isEmpty());
 }
 
 void PoolView::update_from(const MemoryReport& r, bool device_memory) {

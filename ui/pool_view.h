@@ -44,12 +44,15 @@ public:
   explicit PoolView(QWidget* parent = nullptr);
   // device_memory: the backend the model runs on has a pool of its own (the slider caps it).
   void update_from(const MemoryReport& r, bool device_memory);
+  // The memory plan the model was placed by (bytes per part per device); empty hides it.
+  void set_plan(const QString& plan);
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit
 
 private:
   QLabel* summary_;
+  QLabel* plan_;
   OwnerBar* bar_;
   BlockMap* map_;
   QSlider* capacity_;

@@ -32,6 +32,7 @@
 #include "ui/fusion_view.h"
 #include "ui/kernel_view.h"
 #include "ui/main_window.h"
+#include "ui/pool_view.h"
 
 using namespace qvl::ui;
 
@@ -98,6 +99,16 @@ private slots:
   void cleanup() {
     window_.reset();  // stops and joins the engine thread
     store_.reset();
+  }
+
+  void theMemoryPlanShowsOnlyWithAGpu() {
+    auto* plan = child<QLabel>("pool_plan");
+    QVERIFY2(plan->isHidden(), "the model runs on the CPU: no GPU memory plan to show");
+    window().findChild<PoolView*>()->set_plan("Memory plan: everything on the GPU");
+    QVERIFY(!plan->isHidden());
+    QCOMPARE(plan->text(), QString("Memory plan: everything on the GPU"));
+    window().findChild<PoolView*>()->set_plan({});
+    QVERIFY(plan->isHidden());
   }
 
   void aFullTurnStreamsIntoTheView() {
