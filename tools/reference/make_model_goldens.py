@@ -12,7 +12,12 @@ builds the models with the qvl binary, runs transformers on them, and writes per
                                           deepstack features, last-position logits at every LOGIT_STRIDE-th id
 Images are generated here (seeded) into tests/golden/images/.
 
+Quantised variants (QUANTISED): `qvl quantize` writes the packed folder the engine loads and `--dequantize-to` the f32
+floats that folder multiplies with; transformers runs the latter, so the goldens say what the quantised model should
+compute. Their cases are named after the packed folder ("tiny-q4.text") and carry "weights".
+
 usage: python3 tools/reference/make_model_goldens.py --qvl build/release/app/qvl [--work /tmp/qvl-golden-models]
+                                                     [--only-quantised]  (keep the float goldens, redo the quantised)
 """
 import argparse
 import hashlib
@@ -62,6 +67,10 @@ MODELS = {
     "mha-sharded": (config(text_config(64, 128, 5, 4, 4, 24, [4, 4, 4]), vision_config(5, 32, 64, 2, 64, [4, 1, 2]), True), "bf16", 2, 13),
     "deep-32x32": (config(text_config(64, 96, 32, 32, 8, 8, [2, 1, 1]), vision_config(2, 32, 64, 4, 64, [1]), True), "bf16", 0, 14),
 }
+# name: (float model, --weights). tiny: tied head; gqa4-untied-f16: an untied head, f16, rows padded to whole groups
+# (its vision hidden size is 48).
+QUANTISED = {"tiny-q8": ("tiny", "q8"), "tiny-q4": ("tiny", "q4"), "gqa4-untied-f16-q4": ("gqa4-untied-f16", "q4")}
+QUANTISED_CASES = ("text", "one_image", "two_images")
 
 
 def make_images():
@@ -108,6 +117,46 @@ def build_model(qvl, work, name, recipe):
     digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.glob("*.safetensors"))}
     return out, {"name": name, "dtype": dtype, "seed": seed, "shard_size_mb": shard, "min_pixels": MIN_PIXELS,
                  "max_pixels": MAX_PIXELS, "sha256": digests}
+
+
+def build_quantised(qvl, work, name, base, weights):
+    packed, reference = work / name, work / (name + "-reference")
+    subprocess.run([str(qvl), "quantize", "--model", str(work / base), "--weights", weights, "--out", str(packed),
+                    "--overwrite"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([str(qvl), "quantize", "--model", str(packed), "--dequantize-to", str(reference), "--overwrite"],
+                   check=True, stdout=subprocess.DEVNULL)
+    digests = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(packed.glob("*.safetensors"))}
+    return reference, {"name": name, "from": base, "weights": weights, "sha256": digests}
+
+
+def processor_for(path):
+    from transformers import AutoTokenizer, Qwen2VLImageProcessorFast, Qwen3VLProcessor, Qwen3VLVideoProcessor
+    tok = AutoTokenizer.from_pretrained(str(path))
+    return Qwen3VLProcessor(
+        image_processor=Qwen2VLImageProcessorFast(size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
+                                                  patch_size=16, temporal_patch_size=2, merge_size=2,
+                                                  image_mean=[0.5] * 3, image_std=[0.5] * 3),
+        video_processor=Qwen3VLVideoProcessor(), tokenizer=tok, chat_template=TEMPLATE)
+
+
+def run_cases(path, model_name, case_names, weights=None):
+    from transformers import Qwen3VLForConditionalGeneration
+    model = Qwen3VLForConditionalGeneration.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager").eval()
+    processor = processor_for(path)
+    cases = []
+    for case_name, messages in conversations(None).items():
+        if case_name not in case_names:
+            continue
+        case = f"{model_name}.{case_name}"
+        out, tensors = run_case(model, processor, case, messages, model_name)
+        if weights:
+            out["weights"] = weights
+        (GOLDEN / f"{case}.json").write_text(json.dumps(out, ensure_ascii=False) + "\n")
+        save_file(tensors, str(GOLDEN / f"{case}.safetensors"))
+        cases.append(case)
+        print(case, "tokens", len(out["prompt_token_ids"]), "greedy", out["greedy_token_ids"][:5], "min margin",
+              round(min(out["greedy_margins"]), 4))
+    return cases
 
 
 def run_case(model, processor, name, messages, model_name):
@@ -158,34 +207,33 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qvl", required=True)
     ap.add_argument("--work", default="/tmp/qvl-golden-models")
+    ap.add_argument("--only-quantised", action="store_true")
     args = ap.parse_args()
     work = pathlib.Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     GOLDEN.mkdir(parents=True, exist_ok=True)
     make_images()
-    from transformers import AutoTokenizer, Qwen2VLImageProcessorFast, Qwen3VLForConditionalGeneration, Qwen3VLProcessor, Qwen3VLVideoProcessor
+    old = json.loads((GOLDEN / "recipes.json").read_text()) if args.only_quantised else None
     recipes, cases = [], []
     for name, recipe in MODELS.items():
         path, meta = build_model(args.qvl, work, name, recipe)
+        if old:  # the float goldens stay: their models must be the bytes they were made from
+            recorded = next(m for m in old["models"] if m["name"] == name)
+            assert recorded["sha256"] == meta["sha256"], f"{name}: the generator changed; regenerate every golden"
+            continue
         recipes.append(meta)
-        model = Qwen3VLForConditionalGeneration.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager").eval()
-        tok = AutoTokenizer.from_pretrained(str(path))
-        processor = Qwen3VLProcessor(
-            image_processor=Qwen2VLImageProcessorFast(size={"shortest_edge": MIN_PIXELS, "longest_edge": MAX_PIXELS},
-                                                      patch_size=16, temporal_patch_size=2, merge_size=2,
-                                                      image_mean=[0.5] * 3, image_std=[0.5] * 3),
-            video_processor=Qwen3VLVideoProcessor(), tokenizer=tok, chat_template=TEMPLATE)
-        for case_name, messages in conversations(None).items():
-            if name != "tiny" and case_name == "photo":
-                continue
-            case = f"{name}.{case_name}"
-            out, tensors = run_case(model, processor, case, messages, name)
-            (GOLDEN / f"{case}.json").write_text(json.dumps(out, ensure_ascii=False) + "\n")
-            save_file(tensors, str(GOLDEN / f"{case}.safetensors"))
-            cases.append(case)
-            print(case, "tokens", len(out["prompt_token_ids"]), "greedy", out["greedy_token_ids"][:5], "min margin",
-                  round(min(out["greedy_margins"]), 4))
-    (GOLDEN / "recipes.json").write_text(json.dumps({"transformers": transformers.__version__, "torch": torch.__version__,
+        wanted = [c for c in conversations(None) if name == "tiny" or c != "photo"]
+        cases += run_cases(path, name, wanted)
+    if old:
+        recipes = [m for m in old["models"] if "from" not in m]
+        cases = [c for c in old["cases"] if c.split(".")[0] not in QUANTISED]
+    for name, (base, weights) in QUANTISED.items():
+        reference, meta = build_quantised(args.qvl, work, name, base, weights)
+        meta.update({"transformers": transformers.__version__, "torch": torch.__version__})
+        recipes.append(meta)
+        cases += run_cases(reference, name, QUANTISED_CASES, weights)
+    versions = old or {"transformers": transformers.__version__, "torch": torch.__version__}  # the float goldens'
+    (GOLDEN / "recipes.json").write_text(json.dumps({"transformers": versions["transformers"], "torch": versions["torch"],
                                                       "logit_stride": LOGIT_STRIDE,
                                                       "models": recipes, "cases": cases}, indent=1) + "\n")
 
