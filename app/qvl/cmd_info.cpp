@@ -21,16 +21,25 @@ std::string join(const std::vector<int64_t>& v) {
 }
 // --plan: with --gpu-memory-mb, the plan for a card of that budget, made without loading the model (no GPU needed);
 // without it, the plan the engine makes on this machine's GPU (the model loaded there).
-MemoryPlan plan_for(const ModelFolder& m, const Args& args) {
+struct PlanAnswer {
+  MemoryPlan plan;
+  std::string weights;  // as held: --weights auto resolved
+};
+PlanAnswer plan_for(const ModelFolder& m, const Args& args) {
   EngineOptions options;
   options.weights = args.get("weights", "bf16");
   apply_gpu_options(args, options);
-  if (options.device_memory_limit > 0) return plan_memory(m.config, memory_plan_request(m, options));
+  if (options.device_memory_limit > 0) {
+    const MemoryPlanRequest request = memory_plan_request(m, options);
+    const WeightPolicy policy = weights_for(m, options.weights, request);
+    return {plan_memory(m.config, request), m.config.quantization ? m.config.quantization->name() : policy.name};
+  }
   if (!backend_info(BackendKind::Cuda).available)
     fail("qvl info --plan: no usable GPU here (", backend_info(BackendKind::Cuda).reason,
          "); give --gpu-memory-mb N to plan for a card of N MiB");
   options.device = "cuda";
-  return *Engine::load(m.dir, options)->memory_plan();
+  const auto engine = Engine::load(m.dir, options);
+  return {*engine->memory_plan(), engine->weights()};
 }
 
 }  // namespace
@@ -39,7 +48,7 @@ int run_info(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder (default: the embedded demo model)"},
       {"plan", "", "print the GPU memory plan: which parts live on the GPU and the CPU, bytes each"},
-      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q4, q4-g64, q4-g128)"},
+      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q4, q4-g64, q4-g128, auto)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };
@@ -54,7 +63,7 @@ int run_info(const std::vector<std::string>& argv) {
   for (const auto& [name, e] : m.checkpoint.entries())
     bytes_by_dtype[std::string(dtype_name(e.info->dtype))] += e.info->end - e.info->begin;
   const int64_t params = c.parameter_count();
-  const std::optional<MemoryPlan> plan = args.has("plan") ? std::optional(plan_for(m, args)) : std::nullopt;
+  const std::optional<PlanAnswer> plan = args.has("plan") ? std::optional(plan_for(m, args)) : std::nullopt;
 
   if (args.has("json")) {
     nlohmann::json j = {{"model", m.dir.string()},
@@ -64,7 +73,10 @@ int run_info(const std::vector<std::string>& argv) {
                         {"bytes_by_dtype", bytes_by_dtype},
                         {"files", m.checkpoint.files().size()},
                         {"notes", m.notes}};
-    if (plan) j["memory_plan"] = memory_plan_json(*plan);
+    if (plan) {
+      j["memory_plan"] = memory_plan_json(plan->plan);
+      j["memory_plan"]["weights"] = plan->weights;
+    }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
@@ -87,7 +99,9 @@ int run_info(const std::vector<std::string>& argv) {
   for (const auto& [dtype, bytes] : bytes_by_dtype) std::printf(" %s %llu", dtype.c_str(), (unsigned long long)bytes);
   std::printf("\n");
   for (const auto& note : m.notes) std::printf("note:       %s\n", note.c_str());
-  if (plan) std::printf("plan:       %s\n%s", plan->summary().c_str(), plan->table().c_str());
+  if (plan)
+    std::printf("plan:       %s\nweights:    %s, as the plan holds them\n%s", plan->plan.summary().c_str(),
+                plan->weights.c_str(), plan->plan.table().c_str());
   return 0;
 }
 

@@ -22,7 +22,7 @@ class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(const std::filesystem::path& dir, const EngineOptions& options)
       : options_(options),
-        weight_policy_(WeightPolicy::from_name(options.weights)),
+        weight_policy_(options.weights == "auto" ? WeightPolicy{} : WeightPolicy::from_name(options.weights)),
         model_(ModelFolder::open(dir)),
         tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
     if (options.attention_window.blocks < 0 || options.attention_window.global < 0)
@@ -79,16 +79,19 @@ private:
     if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
-        MemoryPlan plan = plan_memory(model_.config, plan_request(*gpu));
+        const MemoryPlanRequest request = memory_plan_request(model_, options_, gpu.get());
+        const WeightPolicy policy = weights_for(model_, options_.weights, request);
+        MemoryPlan plan = plan_memory(model_.config, request);
         // The parts the plan leaves off the GPU run on a CPU backend beside it.
         std::unique_ptr<Backend> host = plan.everything_on_gpu() ? nullptr : create_backend(BackendKind::Cpu);
         WeightPlacement placement = WeightPlacement::all_on(*gpu, model_.config);
         if (!plan.vision_on_gpu) placement.vision = host.get();
         if (!plan.head_on_gpu) placement.head = host.get();
         for (int64_t l = plan.gpu_layers; l < plan.layers; ++l) placement.layers[std::size_t(l)] = host.get();
-        ModelWeights weights = bind_weights(model_, placement, weight_policy_, options_.load_progress);
+        ModelWeights weights = bind_weights(model_, placement, policy, options_.load_progress);
         adopt(std::move(gpu), std::move(host), std::move(weights), BackendKind::Cuda, "");
         plan_ = std::move(plan);
+        held_policy_ = policy;
         return;
       } catch (const std::exception& e) {
         // --device cuda reports the failure (with the pool's numbers when it is memory); auto takes the CPU.
@@ -102,9 +105,11 @@ private:
       fallback = device_error_.empty() ? gpu_info.reason : "the GPU failed earlier: " + device_error_;
     }
     auto cpu = create_backend(BackendKind::Cpu);
+    // --weights auto on the CPU: as stored (the host's memory is not the budget a GPU's is).
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
     adopt(std::move(cpu), nullptr, std::move(weights), BackendKind::Cpu, fallback);
     plan_.reset();
+    held_policy_ = weight_policy_;
   }
   void adopt(std::unique_ptr<Backend> backend, std::unique_ptr<Backend> host, ModelWeights weights, BackendKind kind,
              std::string fallback) {
@@ -117,17 +122,6 @@ private:
     fallback_reason_ = std::move(fallback);
   }
 
-  // What the memory plan is asked: the GPU's budget (its pool's capacity, as the backend was made), the context the
-  // engine keeps room for, the largest image the preprocessor makes, how the weights are held.
-  MemoryPlanRequest plan_request(const Backend& gpu) const {
-    MemoryPlanRequest r = memory_plan_request(model_, options_);
-    const MemoryReport pool = gpu.memory_report(false);
-    r.budget = uint64_t(std::max<int64_t>(0, pool.capacity));
-    r.reserved = uint64_t(std::max<int64_t>(0, pool.reserved));
-    r.gpu_floats = gpu.weight_storage(r.checkpoint_floats);
-    r.gpu_activations = gpu.activation_type();
-    return r;
-  }
   // The backends in use: the main one, and the CPU beside a GPU for the parts the plan leaves off it.
   std::vector<Backend*> backends() const {
     std::vector<Backend*> out{backend_.get()};
@@ -309,7 +303,7 @@ public:
   BackendKind backend_kind() const override { return kind_; }
   std::string backend_name() const override { return backend_->name(); }
   std::string weights() const override {
-    return model_.config.quantization ? model_.config.quantization->name() : weight_policy_.name;
+    return model_.config.quantization ? model_.config.quantization->name() : held_policy_.name;
   }
   uint64_t decode_weight_bytes() const override {
     const TextWeights& t = weights_.text;
@@ -339,7 +333,8 @@ private:
   }
 
   EngineOptions options_;
-  WeightPolicy weight_policy_;
+  WeightPolicy weight_policy_;  // as --weights names it ("auto": as stored until a GPU's plan chooses)
+  WeightPolicy held_policy_;    // what the weights are held in now
   ModelFolder model_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::unique_ptr<Backend> backend_;
@@ -355,18 +350,38 @@ private:
 
 }  // namespace
 
-MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options) {
+WeightPolicy weights_for(const ModelFolder& model, const std::string& weights, MemoryPlanRequest request) {
+  if (weights != "auto") return WeightPolicy::from_name(weights);
+  if (model.config.quantization) return {};  // a folder written by qvl quantize: as stored
+  for (const char* name : {"bf16", "q8", "q4"}) {
+    WeightPolicy candidate = WeightPolicy::from_name(name);
+    request.formats = candidate.quantise;
+    try {
+      if (!plan_memory(model.config, request).decoder_split()) return candidate;
+    } catch (const Error&) {  // not even one layer fits: a smaller format may
+    }
+  }
+  return WeightPolicy::from_name("q4");
+}
+
+MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options, const Backend* gpu) {
   MemoryPlanRequest r;
   r.budget = options.device_memory_limit;
   r.context = std::min(options.plan_context, options.max_context);
   const PreprocessorConfig p = with_token_budget(model.preprocessor, options.image_min_tokens, options.image_max_tokens);
   r.image_tokens = p.max_pixels / std::max<int64_t>(1, p.patch_size * p.patch_size * p.merge_size * p.merge_size);
-  r.formats = model.config.quantization ? model.config.quantization : WeightPolicy::from_name(options.weights).quantise;
   r.checkpoint_floats = model.checkpoint.find("model.language_model.norm.weight")->info->dtype;  // checked at open
-  // The CUDA backend's own storage, for plans made without a GPU: f32 activations and KV cache; the SM61 profile
-  // keeps bf16 weights as f16 (CudaBackend::weight_storage says the same for a live backend).
-  r.gpu_activations = DType::F32;
-  r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
+  if (gpu) {  // the budget is the pool's capacity as the backend was made, less what it holds already
+    const MemoryReport pool = gpu->memory_report(false);
+    r.budget = uint64_t(std::max<int64_t>(0, pool.capacity));
+    r.reserved = uint64_t(std::max<int64_t>(0, pool.reserved));
+    r.gpu_floats = gpu->weight_storage(r.checkpoint_floats);
+    r.gpu_activations = gpu->activation_type();
+  } else {  // the CUDA backend's own storage: f32 activations and KV cache; the SM61 profile keeps bf16 as f16
+    r.gpu_activations = DType::F32;
+    r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
+  }
+  r.formats = model.config.quantization ? model.config.quantization : weights_for(model, options.weights, r).quantise;
   return r;
 }
 

@@ -25,7 +25,8 @@ namespace qvl {
 
 struct EngineOptions {
   std::string device = "auto";     // "auto", "cpu" or "cuda"
-  std::string weights = "bf16";    // "bf16" (as stored), "q8" or "q4": WeightPolicy (model/weights.h)
+  std::string weights = "bf16";    // "bf16" (as stored), "q8", "q4" (WeightPolicy, model/weights.h) or "auto" (the
+                                   // most precise whose memory plan keeps the decoder on the GPU: weights_for)
   int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
@@ -126,9 +127,12 @@ public:
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
 };
 
-// The memory plan's question for a model folder and these options, answered as the CUDA backend would store the
-// weights (options.cuda_profile "sm61": 16-bit floats) under options.device_memory_limit: for plans made without a
-// GPU (qvl info --plan). A loaded engine asks its GPU for the budget and the storage instead.
-MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options);
+// The memory plan's question for a model folder and these options: the budget, reserve and storage types of `gpu`
+// (its pool's capacity), or without one as the CUDA backend would store the weights (options.cuda_profile "sm61":
+// 16-bit floats) under options.device_memory_limit (qvl info --plan for a card this machine does not have).
+MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOptions& options, const Backend* gpu = nullptr);
+// The weights --weights names. "auto": the most precise of bf16, q8 and q4 whose plan under `request` keeps every
+// decoder layer and the head on the GPU, else q4 (the smallest); a folder written by qvl quantize keeps its own.
+WeightPolicy weights_for(const ModelFolder& model, const std::string& weights, MemoryPlanRequest request);
 
 }  // namespace qvl

@@ -196,7 +196,9 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
     EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i << " (reference margin " << margins[i] << ")";
     ++compared;
   }
-  if (!quantised(golden)) EXPECT_GE(compared, 1u) << "no greedy step had a clear reference margin";
+  if (!quantised(golden)) {
+    EXPECT_GE(compared, 1u) << "no greedy step had a clear reference margin";
+  }
   RecordProperty("greedy_tokens_compared", std::to_string(compared));
 }
 

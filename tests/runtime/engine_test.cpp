@@ -245,6 +245,14 @@ TEST(Engine, APartialOffloadAnswersAsTheWholeGpuDoes) {
   EXPECT_TRUE(saw_head_alone) << "no budget from 9 to 24 MiB left only the head on the CPU";
 }
 
+TEST(Engine, AutoWeightsOnTheCpuAreAsStored) {
+  EngineOptions options{"cpu"};
+  options.weights = "auto";
+  EXPECT_EQ(Engine::load(test::resource_dir() / "models" / "demo-tiny", options)->weights(), "bf16");
+  options.weights = "q5";
+  EXPECT_THROW(Engine::load(test::resource_dir() / "models" / "demo-tiny", options), Error);
+}
+
 TEST(Engine, SwitchesDevicesBetweenRequests) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
   const GenerateResult on_cpu = engine->generate(text_request("Switch me.", 6));

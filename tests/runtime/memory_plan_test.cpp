@@ -2,9 +2,13 @@
 // as the budget shrinks, the peak within the budget, and a clear error when nothing fits.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "core/error.h"
 #include "io/random_model.h"
+#include "runtime/engine.h"
 #include "runtime/memory_plan.h"
+#include "test_support.h"
 
 namespace qvl {
 namespace {
@@ -107,6 +111,41 @@ TEST(MemoryPlan, ABudgetBelowTheSmallestPlanNamesBothNumbers) {
   MemoryPlanRequest none = q4_on_pascal(4096);
   none.context = 0;
   EXPECT_THROW(plan_memory(model_preset("qwen3-vl-2b"), none), Error);
+}
+
+// --weights auto: the most precise format whose plan keeps the decoder on the GPU, at every budget.
+TEST(MemoryPlan, AutoWeightsAreTheMostPreciseThatKeepTheDecoderOnTheGpu) {
+  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-shapes");
+  EngineOptions options;
+  options.weights = "auto";
+  options.cuda_profile = "sm61";
+  const auto keeps_decoder = [&](const char* weights, uint64_t budget) {
+    MemoryPlanRequest r = memory_plan_request(model, options);
+    r.budget = budget;
+    r.formats = WeightPolicy::from_name(weights).quantise;
+    try {
+      return !plan_memory(model.config, r).decoder_split();
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  std::set<std::string> seen;
+  for (uint64_t mib = 4; mib <= 160; mib += 2) {
+    MemoryPlanRequest r = memory_plan_request(model, options);
+    r.budget = mib * kMiB;
+    const std::string chosen = weights_for(model, "auto", r).name;
+    seen.insert(chosen);
+    const std::vector<std::string> order{"bf16", "q8", "q4"};
+    for (const std::string& better : order) {
+      if (better == chosen) break;
+      EXPECT_FALSE(keeps_decoder(better.c_str(), r.budget)) << mib << " MiB: " << better << " fits, " << chosen << " chosen";
+    }
+    if (chosen != "q4") {
+      EXPECT_TRUE(keeps_decoder(chosen.c_str(), r.budget)) << mib << " MiB";
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"bf16", "q8", "q4"})) << "the budgets cover every choice";
+  EXPECT_EQ(weights_for(model, "q8", {}).name, "q8");  // a named format is taken as named
 }
 
 }  // namespace
