@@ -35,6 +35,7 @@ struct ModelInfo {
   QStringList fusions;  // the fused ops in use
   MemoryReport memory;              // the device pool right after loading or moving (with the segment map)
   QString memory_plan;              // where the parts live within the GPU's budget (empty on the CPU)
+  QString weights;                  // as held: "bf16", "q8", "q4" (auto resolved)
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
 };
@@ -43,7 +44,8 @@ struct ModelInfo {
 struct EngineSettings {
   QString device = "auto";        // "auto", "cpu" or "cuda"
   QString cuda_profile = "auto";  // "auto", "sm61" or "native"
-  qint64 memory_limit_mib = 0;    // GPU pool cap (0: none), to behave like a smaller card
+  qint64 memory_limit_mib = 0;    // GPU pool cap (0: the free memory less a reserve), to behave like a smaller card
+  QString weights = "bf16";       // "bf16" (as stored), "q8", "q4" or "auto" (EngineOptions::weights)
   bool fusions = true;
 };
 

@@ -91,6 +91,7 @@ ModelInfo EngineWorker::info() const {
   i.device_error = QString::fromStdString(engine_->device_error());
   for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
   i.memory = engine_->memory_report(true);
+  i.weights = QString::fromStdString(engine_->weights());
   if (const auto plan = engine_->memory_plan())
     i.memory_plan = QString::fromStdString("Memory plan: " + plan->summary() + "\n" + plan->table()).trimmed();
   i.preprocessor = engine_->image_preprocessor();
@@ -103,6 +104,7 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
   options.device = settings.device.toStdString();
   options.cuda_profile = settings.cuda_profile.toStdString();
   options.device_memory_limit = std::size_t(std::max<qint64>(0, settings.memory_limit_mib)) << 20;
+  options.weights = settings.weights.toStdString();
   options.fusions = settings.fusions ? Fusions{} : Fusions::none();
   options.load_progress = [this](double f) { emit loadProgress(f); };
   try {

@@ -70,7 +70,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
       kernels_(new KernelView), pool_(new PoolView), fusion_(new FusionView), chat_list_(new QListWidget),
       notice_(new QLabel), notice_close_(new QToolButton), model_label_(new QLabel("No model")),
       progress_(new QProgressBar), device_(new QComboBox), fusions_(new QCheckBox("Fused kernels")),
-      sm61_(new QCheckBox("SM61 profile")) {
+      sm61_(new QCheckBox("SM61 profile")), weights_(new QComboBox) {
   setWindowTitle("qvl studio");
   setObjectName("main_window");
   view_->setModel(chat_);
@@ -115,6 +115,12 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   QSettings s;
   fusions_->setChecked(s.value("engine/fusions", true).toBool());
   sm61_->setChecked(s.value("engine/cuda_profile").toString() == "sm61");
+  weights_->setObjectName("weights");
+  weights_->setToolTip("How the weights are held: as the folder stores them, 8-bit, 4-bit, or auto (on a GPU: the most "
+                       "precise whose memory plan keeps the decoder there); the model reloads");
+  for (const auto& [label, id] : {std::pair{"As stored", "bf16"}, {"q8", "q8"}, {"q4", "q4"}, {"Auto", "auto"}})
+    weights_->addItem(label, QString(id));
+  weights_->setCurrentIndex(std::max(0, weights_->findData(s.value("engine/weights", "bf16").toString())));
   capacity_mib_ = s.value("engine/memory_limit_mib", 0).toLongLong();
 
   build_actions();
@@ -136,6 +142,10 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     QSettings().setValue("engine/device", device == engine_->model().backends.value(0).id ? device : "auto");
     show_move_progress();
     engine_->setDevice(device);
+  });
+  connect(weights_, &QComboBox::activated, this, [this] {
+    QSettings().setValue("engine/weights", weights_->currentData().toString());
+    if (engine_->hasModel()) openModel(engine_->model().folder);
   });
   connect(fusions_, &QCheckBox::toggled, this, [this](bool on) {
     QSettings().setValue("engine/fusions", on);
@@ -239,6 +249,8 @@ void MainWindow::build_actions() {
   bar->addWidget(device_);
   bar->addWidget(fusions_);
   bar->addWidget(sm61_);
+  bar->addWidget(new QLabel(" Weights "));
+  bar->addWidget(weights_);
 }
 
 void MainWindow::build_docks() {
@@ -319,7 +331,7 @@ void MainWindow::connect_engine() {
 }
 
 void MainWindow::apply_model(const ModelInfo& info) {
-  model_label_->setText(QString("%1 — %2 · %3").arg(info.folder, info.summary, info.backend));
+  model_label_->setText(QString("%1 — %2 · %3 · %4 weights").arg(info.folder, info.summary, info.backend, info.weights));
   composer_->set_preprocessor(settings_->image_budget(info.preprocessor));
   QSignalBlocker block(device_);
   if (device_->count() != info.backends.size()) {
@@ -340,6 +352,7 @@ void MainWindow::update_controls() {
   stop_->setEnabled(busy);
   new_chat_->setEnabled(!busy);
   open_model_->setEnabled(!busy);
+  weights_->setEnabled(model && !busy);
   recent_menu_->setEnabled(!busy);
   chat_list_->setEnabled(!busy);
   const auto& turns = chat_->conversation().turns;
@@ -383,6 +396,7 @@ EngineSettings MainWindow::settings_from_toggles() const {
   s.device = QSettings().value("engine/device", "auto").toString();
   s.cuda_profile = sm61_->isChecked() ? "sm61" : "auto";
   s.memory_limit_mib = capacity_mib_;
+  s.weights = weights_->currentData().toString();
   s.fusions = fusions_->isChecked();
   return s;
 }

@@ -90,6 +90,7 @@ private:
   QComboBox* device_;
   QCheckBox* fusions_;
   QCheckBox* sm61_;
+  QComboBox* weights_;  // as stored, q8, q4, auto: the model reloads with the choice
   QAction *regenerate_, *stop_, *new_chat_, *open_model_, *time_kernels_;
   QMenu* recent_menu_;
   QMenu* view_menu_;

@@ -101,6 +101,18 @@ private slots:
     store_.reset();
   }
 
+  void theWeightsChoiceReloadsTheModelQuantised() {
+    auto* weights = child<QComboBox>("weights");
+    QCOMPARE(window().engine().model().weights, QString("bf16"));
+    weights->setCurrentIndex(weights->findData("q8"));
+    emit weights->activated(weights->currentIndex());
+    QTRY_VERIFY_WITH_TIMEOUT(idle() && window().engine().model().weights == "q8", 30000);
+    set_max_new_tokens(6);
+    const Answer q8 = send("What shapes do you see?", {shapes_image()});
+    QCOMPARE(q8.timing.generated_tokens, 6);  // the test model's random weights: the answer's words say nothing
+    QCOMPARE(QSettings().value("engine/weights").toString(), QString("q8"));  // and the next start keeps it
+  }
+
   void theMemoryPlanShowsOnlyWithAGpu() {
     auto* plan = child<QLabel>("pool_plan");
     QVERIFY2(plan->isHidden(), "the model runs on the CPU: no GPU memory plan to show");
