@@ -122,7 +122,7 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
 GenerateRequest EngineWorker::with_images(const ChatRequest& request) const {
   GenerateRequest r = request.request;
   r.images.clear();
-  for (const QString& path : request.image_paths) r.images.push_back(load_image(path.toStdString()));
+  for (const QString& path : request.image_paths) r.images.push_back(ImageInput::file(path.toStdString()));
   return r;
 }
 

@@ -2,10 +2,8 @@
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
 
 #include "io/mapped_file.h"
-#include <iterator>
 
 #include "core/error.h"
 
@@ -92,11 +90,6 @@ std::optional<Args> parse_or_help(const std::string& command, const std::string&
   return std::nullopt;
 }
 
-std::string read_text_file(const std::string& path) {
-  check_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string read_text_file(const std::string& path) { return read_whole_file(path, kMaxTextFileBytes, "a text file"); }
 
 }  // namespace qvl::cli

@@ -147,6 +147,11 @@ int run_bench(const std::vector<std::string>& argv) {
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
+  // Bounded before the prompt's text or the images are made (10^6 once asked for a terabyte of pixels).
+  if (const int64_t limit = ImageLimits{}.max_pixels; image_size > 0 && image_size > limit / image_size)
+    fail("qvl bench: --image-size ", image_size, " is over the image limit of ", limit, " pixels");
+  if (prompt_tokens > EngineOptions{}.max_context || decode_tokens > EngineOptions{}.max_context)
+    fail("qvl bench: --prompt-tokens and --decode-tokens are at most the context limit of ", EngineOptions{}.max_context);
 
   EngineOptions options;
   apply_gpu_options(args, options);

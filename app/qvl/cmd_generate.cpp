@@ -88,7 +88,7 @@ int run_generate(const std::vector<std::string>& argv) {
     if (args.has("prompt")) user.content.push_back(ContentItem::make_text(args.get("prompt")));
     request.messages.push_back(std::move(user));
   }
-  for (const auto& path : image_paths) request.images.push_back(load_image(path));
+  for (const auto& path : image_paths) request.images.push_back(ImageInput::file(path));  // decoded after the checks
 
   const GenerationConfig defaults = GenerationConfig::load_or_default(model_dir / "generation_config.json");
   request.max_new_tokens = args.get_int("max-new-tokens", defaults.max_new_tokens > 0 ? defaults.max_new_tokens : 256);

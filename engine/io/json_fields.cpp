@@ -1,19 +1,13 @@
 #include "io/json_fields.h"
 
-#include <fstream>
-
 #include "io/mapped_file.h"
 
 namespace qvl {
 
 nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes) {
-  check_regular_file(path);
-  if (const std::uintmax_t size = std::filesystem::file_size(path); size > max_bytes)
-    fail(path.string(), ": ", size, " bytes, over the limit of ", max_bytes, " for this JSON file");
-  std::ifstream in(path);
-  if (!in) fail(path.string(), ": cannot open");
+  const std::string text = read_whole_file(path, max_bytes, "this JSON file");
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(path.string(), ": not valid JSON (", e.what(), ")");
   }

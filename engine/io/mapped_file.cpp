@@ -24,16 +24,48 @@ void check_regular_file(const std::filesystem::path& path) {
   fail(path.string(), ": is ", kind, ", where a file is expected");
 }
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
+namespace {
+// Opens a regular file for reading. O_NONBLOCK: should the path turn into a FIFO after the check, the open still
+// returns (and fstat refuses it).
+int open_regular_file(const std::filesystem::path& path, struct stat* st) {
   check_regular_file(path);
-  // O_NONBLOCK: should the path turn into a FIFO after the check, the open still returns (and fstat refuses it).
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail(path.string(), ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
     ::close(fd);
     fail(path.string(), ": not a regular file");
   }
+  return fd;
+}
+}  // namespace
+
+std::string read_whole_file(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what) {
+  struct stat st {};
+  const int fd = open_regular_file(path, &st);
+  if (std::uintmax_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    fail(path.string(), ": ", std::uintmax_t(st.st_size), " bytes, over the limit of ", max_bytes, " for ", what);
+  }
+  std::string bytes(std::size_t(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::close(fd);
+      fail(path.string(), err ? ": read failed: " : ": the file became shorter while it was read",
+           err ? std::strerror(err) : "");
+    }
+    done += std::size_t(n);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
+  struct stat st {};
+  const int fd = open_regular_file(path, &st);
   std::shared_ptr<MappedFile> file(new MappedFile);
   file->path_ = path;
   file->size_ = std::size_t(st.st_size);

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 
 namespace qvl {
 
@@ -12,6 +14,10 @@ namespace qvl {
 // refused by its kind before anything opens it: opening a FIFO blocks until a writer comes, reading /dev/zero never
 // ends, and a folder opened as a stream fails with a message that names no path.
 void check_regular_file(const std::filesystem::path& path);
+
+// The whole of a regular file, refused by its kind as above and by its size before anything is read: over
+// `max_bytes` the error names the file, its size, the limit and `what` the file is ("this JSON file", "an image").
+std::string read_whole_file(const std::filesystem::path& path, std::uintmax_t max_bytes, std::string_view what);
 
 class MappedFile {
 public:

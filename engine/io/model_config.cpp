@@ -336,9 +336,7 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
   p.do_normalize = f.optional<bool>("do_normalize", p.do_normalize);
   p.do_convert_rgb = f.optional<bool>("do_convert_rgb", p.do_convert_rgb);
   require(p.min_pixels > 0, f, "size.shortest_edge", "must be positive");
-  // An image's pixel budget: 2^28 is a 16384 x 16384 image, far past the model's useful range, and bounds the
-  // preprocessing buffers (2^40 once asked for a terabyte).
-  constexpr int64_t kMaxPixels = int64_t(1) << 28;
+  constexpr int64_t kMaxPixels = PreprocessorConfig::kMaxPixelBudget;
   require(p.max_pixels <= kMaxPixels, f, "size.longest_edge",
           "is " + std::to_string(p.max_pixels) + " pixels, over qvl's limit of " + std::to_string(kMaxPixels));
   require(p.max_pixels >= p.min_pixels, f, "size.longest_edge", "must be at least size.shortest_edge");

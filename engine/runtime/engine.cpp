@@ -147,9 +147,18 @@ private:
     const std::size_t images_in_prompt = count_images(request.messages);
     if (images_in_prompt != request.images.size())
       fail("the conversation has ", images_in_prompt, " images but ", request.images.size(), " were given");
+    if (int64_t(images_in_prompt) > options_.max_images)
+      fail("the conversation has ", images_in_prompt, " images, over the limit of ", options_.max_images, " a request");
     auto t0 = Clock::now();
-    const std::vector<Tensor> image_patches = prepare_prompt(request, result);
-    result.timing.preprocess_ms = ms_since(t0);
+    const PreprocessorConfig preprocessor =
+        with_token_budget(preprocessor_, request.image_min_tokens, request.image_max_tokens);
+    std::vector<int64_t> tokens_per_image;  // from the images' headers: nothing is decoded before the checks below
+    for (const ImageInput& image : request.images) {
+      const auto [width, height] = image.size();
+      tokens_per_image.push_back(image_token_count(height, width, preprocessor));
+    }
+    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
+                                     TokenId(model_.config.image_token_id), request.template_options);
     const auto prompt_len = int64_t(result.prompt_ids.size());
     const int64_t needed = prompt_len + request.max_new_tokens;
     const ModelConfig& config = model_.config;
@@ -159,6 +168,8 @@ private:
     if (plan_ && needed > plan_->context_room)  // before the KV cache is allocated: the pool would refuse it later
       fail("the conversation needs ", needed, " tokens of context; the GPU's memory plan (", plan_->summary(),
            ") has room for ", plan_->context_room, ": shorten it, or plan for more context (fewer layers stay on the GPU)");
+    const std::vector<Tensor> image_patches = prepare_images(request.images, preprocessor, result);
+    result.timing.preprocess_ms = ms_since(t0);
 
     t0 = Clock::now();
     const VisionInjection vision = encode_vision(image_patches, result);
@@ -195,21 +206,16 @@ private:
     return result;
   }
 
-  // Images -> patches on the backend (a GPU cuts image i while the host resizes image i + 1) and grids; the prompt's
-  // token ids with each image's placeholder tokens.
-  std::vector<Tensor> prepare_prompt(const GenerateRequest& request, GenerateResult& result) {
-    std::vector<int64_t> tokens_per_image;
+  // Images -> patches on the backend (a GPU cuts image i while the host decodes and resizes image i + 1), one
+  // decoded image held at a time; and their grids.
+  std::vector<Tensor> prepare_images(const std::vector<ImageInput>& images, const PreprocessorConfig& preprocessor,
+                                     GenerateResult& result) {
     std::vector<Tensor> image_patches;
-    const PreprocessorConfig preprocessor =
-        with_token_budget(preprocessor_, request.image_min_tokens, request.image_max_tokens);
-    for (const auto& image : request.images) {
-      const PreprocessedImage p = preprocess_image(image, preprocessor);
-      tokens_per_image.push_back(p.grid.t * p.grid.h * p.grid.w / (preprocessor.merge_size * preprocessor.merge_size));
+    for (const ImageInput& image : images) {
+      const PreprocessedImage p = preprocess_image(*image.pixels(), preprocessor);
       result.image_grids.push_back(p.grid);
       image_patches.push_back(patches(vision_backend(), p));
     }
-    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
-                                     TokenId(model_.config.image_token_id), request.template_options);
     return image_patches;
   }
 

@@ -28,6 +28,7 @@ struct EngineOptions {
   std::string weights = "bf16";    // "bf16" (as stored), "q8", "q4" (WeightPolicy, model/weights.h) or "auto" (the
                                    // most precise whose memory plan keeps the decoder on the GPU: weights_for)
   int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
+  int64_t max_images = 256;        // images in one request (each costs at least a few tokens and one decode)
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
   std::size_t device_memory_limit = 0;  // the GPU budget: bytes its pool may take ("pretend this is a 2 GB card"; 0: what
@@ -42,7 +43,8 @@ struct EngineOptions {
 
 struct GenerateRequest {
   std::vector<ChatMessage> messages;
-  std::vector<RgbImage> images;  // one per image item, in prompt order
+  std::vector<ImageInput> images;  // one per image item, in prompt order; files are decoded only after the prompt
+                                   // (sized from their headers) has passed the context limits
   int64_t max_new_tokens = 256;
   SamplingOptions sampling;
   ChatTemplateOptions template_options;

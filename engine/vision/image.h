@@ -2,6 +2,9 @@
 // Images as the preprocessor needs them: 8-bit RGB, row-major, channels interleaved.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace qvl {
@@ -13,12 +16,38 @@ struct RgbImage {
 };
 
 struct ImageLimits {
-  int64_t max_pixels = 8192LL * 8192;  // refused before decoding: a 50000x50000 PNG is never allocated
+  int64_t max_pixels = 8192LL * 8192;   // from the header, before decoding: a 50000x50000 PNG is never allocated
+  int64_t max_file_bytes = 256LL << 20;  // checked before the file is read
 };
 
-// Decodes a file (PNG, JPEG, BMP, WebP, TIFF, ... as the build's decoder supports) to RGB like PIL's
-// convert("RGB"): EXIF orientation applied, grayscale expanded, alpha dropped (not composited), 16-bit reduced.
-// Throws qvl::Error naming the file for unreadable, corrupt, empty or oversized images.
+// Decodes a file (PNG, JPEG, BMP or WebP, as the build's decoder supports) to RGB like PIL's convert("RGB"): EXIF
+// orientation applied, grayscale expanded, alpha dropped (not composited), 16-bit reduced. Throws qvl::Error naming
+// the file for unreadable, corrupt, truncated, empty, unsized or oversized images; the size limits are checked
+// from the file's own header before any pixel memory exists, and the bytes checked are the bytes decoded.
 RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits = {});
+
+// (width, height) from a file's header, checked as load_image checks it, without decoding.
+std::pair<int64_t, int64_t> image_file_size(const std::filesystem::path& path, const ImageLimits& limits = {});
+
+// An image of a request: pixels in memory, or a file whose size is read from its header when first asked and whose
+// pixels are decoded only when the engine needs them — after the whole prompt has passed its limits, one image at a
+// time — so that 10,000 references to one picture are refused by their token count, not after gigabytes of decoding.
+class ImageInput {
+public:
+  ImageInput(RgbImage decoded);  // NOLINT(google-explicit-constructor): a decoded image is an input as it is
+  static ImageInput file(std::filesystem::path path, ImageLimits limits = {});
+
+  std::pair<int64_t, int64_t> size() const;  // (width, height) before any EXIF rotation
+  // The pixels: a file is decoded now (and refused if its size is no longer the one its header gave).
+  std::shared_ptr<const RgbImage> pixels() const;
+  const std::filesystem::path& path() const { return path_; }  // empty for an image in memory
+
+private:
+  ImageInput() = default;
+  std::filesystem::path path_;
+  ImageLimits limits_;
+  std::shared_ptr<const RgbImage> decoded_;
+  mutable std::optional<std::pair<int64_t, int64_t>> size_;  // read from the header when first asked
+};
 
 }  // namespace qvl

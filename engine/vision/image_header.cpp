@@ -8,32 +8,99 @@ uint32_t be16(std::string_view s, std::size_t i) { return uint32_t(uint8_t(s[i])
 uint32_t be32(std::string_view s, std::size_t i) { return be16(s, i) << 16 | be16(s, i + 2); }
 uint32_t le16(std::string_view s, std::size_t i) { return uint32_t(uint8_t(s[i + 1])) << 8 | uint8_t(s[i]); }
 uint32_t le32(std::string_view s, std::size_t i) { return le16(s, i + 2) << 16 | le16(s, i); }
+
+// Chunks (length, type, data, CRC) from the signature to IEND; the header is the first chunk.
+ImageHeader png_header(std::string_view s) {
+  ImageHeader h{"PNG", be32(s, 16), be32(s, 20), true};
+  for (std::size_t i = 8; i + 12 <= s.size();) {
+    if (s.substr(i + 4, 4) == "IEND") {
+      h.truncated = false;
+      break;
+    }
+    i += 12 + std::size_t(be32(s, i));
+  }
+  return h;
+}
+
+// Skips entropy-coded data after a scan header: a 0xFF byte there is followed by 0x00 (a stuffed byte), a restart
+// marker (0xD0-0xD7) or fill bytes; anything else is the next marker. Returns its offset (s.size() if none).
+std::size_t skip_scan(std::string_view s, std::size_t i) {
+  for (; i + 1 < s.size(); ++i) {
+    if (uint8_t(s[i]) != 0xFF) continue;
+    const uint8_t next = uint8_t(s[i + 1]);
+    if (next == 0x00 || (next >= 0xD0 && next <= 0xD7)) {
+      ++i;
+      continue;
+    }
+    if (next != 0xFF) return i;
+  }
+  return s.size();
+}
+
+// Markers from SOI: the first frame header (SOFn) gives the size; the image is complete when EOI is reached.
+ImageHeader jpeg_header(std::string_view s) {
+  ImageHeader h{"JPEG", 0, 0, true};
+  bool sized = false;
+  std::size_t i = 2;
+  while (i + 1 < s.size()) {
+    if (uint8_t(s[i]) != 0xFF) break;  // not a marker where one must be: corrupt, reported as truncated
+    const uint8_t marker = uint8_t(s[i + 1]);
+    if (marker == 0xFF) {  // fill byte
+      ++i;
+      continue;
+    }
+    if (marker == 0xD9) {  // EOI
+      h.truncated = !sized;
+      break;
+    }
+    if (marker == 0x01 || (marker >= 0xD0 && marker <= 0xD7)) {  // TEM, RSTn: no length
+      i += 2;
+      continue;
+    }
+    if (i + 4 > s.size()) break;
+    const std::size_t length = be16(s, i + 2);
+    if (length < 2) break;
+    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame && !sized) {
+      if (i + 9 > s.size()) break;
+      h.height = be16(s, i + 5);
+      h.width = be16(s, i + 7);
+      sized = true;
+    }
+    i += 2 + length;
+    if (marker == 0xDA) i = skip_scan(s, i);  // SOS: the scan's data follows its header
+  }
+  return h;
+}
 }  // namespace
 
-std::optional<std::pair<int64_t, int64_t>> image_header_size(std::string_view s) {
-  if (s.size() >= 24 && s.substr(0, 8) == "\x89PNG\r\n\x1a\n" && s.substr(12, 4) == "IHDR") return {{be32(s, 16), be32(s, 20)}};
-  if (s.size() >= 10 && (s.substr(0, 6) == "GIF87a" || s.substr(0, 6) == "GIF89a")) return {{le16(s, 6), le16(s, 8)}};
-  if (s.size() >= 26 && s.substr(0, 2) == "BM") return {{int64_t(int32_t(le32(s, 18))), std::llabs(int64_t(int32_t(le32(s, 22))))}};
-  if (s.size() >= 30 && s.substr(0, 4) == "RIFF" && s.substr(8, 4) == "WEBP") {
+std::optional<ImageHeader> read_image_header(std::string_view s) {
+  if (s.size() >= 24 && s.substr(0, 8) == "\x89PNG\r\n\x1a\n" && s.substr(12, 4) == "IHDR") return png_header(s);
+  if (s.size() >= 10 && (s.substr(0, 6) == "GIF87a" || s.substr(0, 6) == "GIF89a"))
+    return ImageHeader{"GIF", le16(s, 6), le16(s, 8), uint8_t(s.back()) != 0x3B};  // the trailer byte
+  if (s.size() >= 34 && s.substr(0, 2) == "BM") {
+    ImageHeader h{"BMP", int64_t(int32_t(le32(s, 18))), std::llabs(int64_t(int32_t(le32(s, 22))))};
+    const uint32_t bits = le16(s, 28), compression = le32(s, 30);
+    if (compression == 0 && h.width > 0) {  // uncompressed rows, each padded to 4 bytes, from the pixel offset
+      const int64_t row = (int64_t(bits) * h.width + 31) / 32 * 4;
+      const int64_t available = int64_t(s.size()) - int64_t(le32(s, 10));
+      h.truncated = available < 0 || (h.height > 0 && row > available / h.height);
+    }
+    return h;
+  }
+  if (s.size() >= 32 && s.substr(0, 4) == "RIFF" && s.substr(8, 4) == "WEBP") {
+    const bool truncated = 8 + int64_t(le32(s, 4)) > int64_t(s.size());
     const auto chunk = s.substr(12, 4);
-    if (chunk == "VP8 ") return {{le16(s, 26) & 0x3fff, le16(s, 28) & 0x3fff}};
+    if (chunk == "VP8 ") return ImageHeader{"WebP", le16(s, 26) & 0x3fff, le16(s, 28) & 0x3fff, truncated};
     if (chunk == "VP8L") {
       const uint32_t b = le32(s, 21);
-      return {{(b & 0x3fff) + 1, ((b >> 14) & 0x3fff) + 1}};
+      return ImageHeader{"WebP", (b & 0x3fff) + 1, ((b >> 14) & 0x3fff) + 1, truncated};
     }
-    if (chunk == "VP8X") return {{int64_t(le32(s, 24) & 0xffffff) + 1, int64_t(le32(s, 27) & 0xffffff) + 1}};
+    if (chunk == "VP8X")
+      return ImageHeader{"WebP", int64_t(le32(s, 24) & 0xffffff) + 1, int64_t(le32(s, 27) & 0xffffff) + 1, truncated};
+    return ImageHeader{"WebP", 0, 0, truncated};
   }
-  if (s.size() >= 4 && uint8_t(s[0]) == 0xFF && uint8_t(s[1]) == 0xD8) {  // JPEG: walk the markers to a SOFn
-    std::size_t i = 2;
-    while (i + 9 < s.size()) {
-      if (uint8_t(s[i]) != 0xFF) return std::nullopt;
-      const uint8_t marker = uint8_t(s[i + 1]);
-      if (marker == 0xFF) { ++i; continue; }
-      const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
-      if (sof) return {{be16(s, i + 7), be16(s, i + 5)}};
-      i += 2 + be16(s, i + 2);
-    }
-  }
+  if (s.size() >= 4 && uint8_t(s[0]) == 0xFF && uint8_t(s[1]) == 0xD8) return jpeg_header(s);
   return std::nullopt;
 }
 

@@ -1,14 +1,24 @@
 #pragma once
-// Reads an image's dimensions from its header without decoding it, so oversized images are refused before any
-// pixel memory is allocated.
+// Reads an image's format and dimensions from its bytes without decoding it, so that oversized images are refused
+// before any pixel memory is allocated, and files that end before their image does are refused instead of being
+// decoded half grey. Only formats whose header is read here are handed to a decoder: a format this cannot size is
+// never decoded.
 #include <cstdint>
 #include <optional>
 #include <string_view>
-#include <utility>
 
 namespace qvl {
 
-// (width, height) for PNG, JPEG, GIF, BMP and WebP headers; nullopt when the format is not recognised.
-std::optional<std::pair<int64_t, int64_t>> image_header_size(std::string_view head);
+struct ImageHeader {
+  std::string_view format;   // "PNG", "JPEG", "GIF", "BMP" or "WebP"
+  int64_t width = 0, height = 0;
+  bool truncated = false;    // the file ends before the image does (PNG before IEND, JPEG before its end marker,
+                             // BMP short of its rows, WebP short of its RIFF size)
+};
+
+// `file` is the whole file. nullopt when the format is not one of the above. A JPEG is walked marker by marker to its
+// frame header (an EXIF block of any size before it, as the decompression-bomb check must not be skipped) and
+// through its scans to the end marker.
+std::optional<ImageHeader> read_image_header(std::string_view file);
 
 }  // namespace qvl

@@ -1,5 +1,3 @@
-#include <fstream>
-
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "vision/image.h"
@@ -65,10 +63,9 @@ bool read_png(std::FILE* file, int64_t max_pixels, PngPixels* out) {
 
 // PNG only, for builds without OpenCV (a GPU server): the same conversions as PIL's convert("RGB") — palette and
 // grey expanded, alpha dropped, 16-bit samples clipped to 255.
-RgbImage load_png(const std::filesystem::path& path, const ImageLimits& limits) {
-  const std::string where = path.string();
-  std::FILE* file = std::fopen(where.c_str(), "rb");
-  if (!file) fail(where, ": cannot open the image");
+RgbImage load_png(const std::string& where, const std::string& bytes, const ImageLimits& limits) {
+  std::FILE* file = ::fmemopen(const_cast<char*>(bytes.data()), bytes.size(), "rb");
+  if (!file) fail(where, ": cannot read the image from memory");
   PngPixels px;
   const bool ok = read_png(file, limits.max_pixels, &px);
   std::fclose(file);
@@ -90,32 +87,47 @@ RgbImage load_png(const std::filesystem::path& path, const ImageLimits& limits) 
 }  // namespace
 #endif
 
+namespace {
+
+// The file's bytes, its header read and checked against the limits: nothing is decoded that was not sized first.
+std::string checked_image_bytes(const std::filesystem::path& path, const ImageLimits& limits, ImageHeader* header) {
+  const std::string where = path.string();
+  std::string bytes = read_whole_file(path, std::uintmax_t(limits.max_file_bytes), "an image file");
+  if (bytes.empty()) fail(where, ": the image file is empty");
+  const auto h = read_image_header(bytes);
+  if (!h) fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
+  if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
+  if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
+    fail(where, ": ", h->width, "x", h->height, " pixels is more than the limit of ", limits.max_pixels,
+         " (refused before decoding)");
+  if (h->truncated) fail(where, ": the ", h->format, " data ends before the image does (a truncated or corrupt file)");
+  *header = *h;
+  return bytes;
+}
+
+}  // namespace
+
+std::pair<int64_t, int64_t> image_file_size(const std::filesystem::path& path, const ImageLimits& limits) {
+  ImageHeader header;
+  checked_image_bytes(path, limits, &header);
+  return {header.width, header.height};
+}
+
 RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits) {
   const std::string where = path.string();
-  check_regular_file(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(where, ": cannot open the image");
-  std::string head(1 << 16, '\0');  // JPEG headers can sit behind large EXIF blocks
-  in.read(head.data(), std::streamsize(head.size()));
-  head.resize(std::size_t(in.gcount()));
-  if (head.empty()) fail(where, ": the image file is empty");
-  if (const auto size = image_header_size(head)) {
-    const auto [w, h] = *size;
-    if (w <= 0 || h <= 0) fail(where, ": the image header says ", w, "x", h, " pixels");
-    if (w * h > limits.max_pixels)
-      fail(where, ": ", w, "x", h, " pixels is more than the limit of ", limits.max_pixels, " (refused before decoding)");
-  }
+  ImageHeader header;
+  const std::string bytes = checked_image_bytes(path, limits, &header);
 #if QVL_WITH_OPENCV
   cv::Mat decoded;
   try {
     // Keep the stored depth and channels (PIL's conversions differ from OpenCV's); the EXIF orientation is applied.
-    decoded = cv::imread(where, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
+    const cv::Mat encoded(1, int(bytes.size()), CV_8U, const_cast<char*>(bytes.data()));
+    decoded = cv::imdecode(encoded, cv::IMREAD_ANYDEPTH | cv::IMREAD_ANYCOLOR);
   } catch (const cv::Exception& e) {
     fail(where, ": cannot decode the image (", e.what(), ")");
   }
-  if (decoded.empty()) fail(where, ": not a readable image (unknown format or corrupt data)");
-  if (int64_t(decoded.rows) * decoded.cols > limits.max_pixels)
-    fail(where, ": ", decoded.cols, "x", decoded.rows, " pixels is more than the limit of ", limits.max_pixels);
+  if (decoded.empty()) fail(where, ": not a readable ", header.format, " image (corrupt data, or a kind of ", header.format,
+                            " this build's decoder does not read)");
   // 16-bit samples: PIL's convert("RGB") clips them to 255 rather than scaling, and transformers uses PIL.
   if (decoded.depth() == CV_16U) {
     cv::Mat clipped;
@@ -136,10 +148,38 @@ RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits
     std::copy_n(rgb.ptr<uint8_t>(y), std::size_t(rgb.cols) * 3, image.pixels.data() + std::size_t(y) * std::size_t(rgb.cols) * 3);
   return image;
 #elif QVL_WITH_LIBPNG
-  return load_png(path, limits);
+  return load_png(where, bytes, limits);
 #else
   fail(where, ": this build of qvl cannot decode images (built without OpenCV or libpng)");
 #endif
+}
+
+
+ImageInput::ImageInput(RgbImage decoded)
+    : decoded_(std::make_shared<const RgbImage>(std::move(decoded))),
+      size_(std::pair<int64_t, int64_t>{decoded_->width, decoded_->height}) {}
+
+ImageInput ImageInput::file(std::filesystem::path path, ImageLimits limits) {
+  ImageInput input;
+  input.path_ = std::move(path);
+  input.limits_ = limits;
+  return input;
+}
+
+std::pair<int64_t, int64_t> ImageInput::size() const {
+  if (!size_) size_ = image_file_size(path_, limits_);
+  return *size_;
+}
+
+std::shared_ptr<const RgbImage> ImageInput::pixels() const {
+  if (decoded_) return decoded_;
+  auto image = std::make_shared<const RgbImage>(load_image(path_, limits_));
+  const auto [width, height] = size();
+  const bool same = (image->width == width && image->height == height) || (image->width == height && image->height == width);
+  if (!same)  // an EXIF rotation may swap the sides; anything else means another file is there now
+    fail(path_.string(), ": the image changed while the request was prepared (", width, "x", height, " pixels, now ",
+         image->width, "x", image->height, ")");
+  return image;
 }
 
 }  // namespace qvl

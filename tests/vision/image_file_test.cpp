@@ -1,0 +1,145 @@
+// Image files as a hostile sender makes them: the size limits read from every format's real header (a JPEG's frame
+// header behind a large EXIF block once skipped the check and OpenCV decoded 32768 x 32768), truncated files refused
+// rather than decoded half grey, the file-size limit, and images sized from their headers so that a request's token
+// count is checked before anything is decoded.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "runtime/engine.h"
+#include "test_support.h"
+#include "vision/image.h"
+#include "vision/image_header.h"
+#include "vision/preprocess.h"
+
+namespace qvl {
+namespace {
+
+const std::filesystem::path kDecodeDir = std::filesystem::path(QVL_TEST_GOLDEN_DIR) / "images" / "decode";
+
+std::string be16(int v) { return {char(v >> 8), char(v & 0xff)}; }
+
+// A JPEG whose frame header (SOF0 of width x height) sits behind `app_bytes` of APP1 segments.
+std::string jpeg_with_frame_after(std::size_t app_bytes, int width, int height) {
+  std::string s = "\xff\xd8";
+  while (app_bytes > 0) {
+    const std::size_t n = std::min<std::size_t>(app_bytes, 65533);
+    s += "\xff\xe1" + be16(int(n) + 2) + std::string(n, '\0');
+    app_bytes -= n;
+  }
+  s += "\xff\xc0" + be16(11) + "\x08" + be16(height) + be16(width) + std::string("\x01\x01\x11\x00", 4);
+  s += "\xff\xda" + be16(8) + std::string("\x01\x01\x00\x00\x3f\x00", 6);  // a scan header, then its data:
+  s += std::string("\x12\x34\xff\x00\x56\xff\xd3\x78", 8);                 // a stuffed 0xFF and a restart marker
+  return s + "\xff\xd9";
+}
+
+std::string message_of(const std::function<void()>& work) { return test::error_within(std::chrono::seconds(20), work); }
+
+TEST(ImageHeader, FindsAJpegFrameBehindAnyAmountOfExif) {
+  for (std::size_t app : {std::size_t(0), std::size_t(65533), std::size_t(70000), std::size_t(400000)}) {
+    const auto h = read_image_header(jpeg_with_frame_after(app, 32768, 32768));
+    ASSERT_TRUE(h) << app;
+    EXPECT_EQ(h->format, "JPEG");
+    EXPECT_EQ(h->width, 32768);
+    EXPECT_EQ(h->height, 32768);
+    EXPECT_FALSE(h->truncated);
+  }
+  // The decompression bomb of the report: refused from its header, whatever came before the frame.
+  test::TempDir dir;
+  test::write_bytes(dir / "bomb.jpg", jpeg_with_frame_after(66000, 32768, 32768));
+  const std::string e = message_of([&] { load_image(dir / "bomb.jpg"); });
+  EXPECT_NE(e.find("32768x32768 pixels is more than the limit"), std::string::npos) << e;
+  EXPECT_NE(e.find("refused before decoding"), std::string::npos) << e;
+}
+
+TEST(ImageHeader, ReadsTheTestImagesWholeAndSeesEveryCutOne) {
+  for (const char* name : {"cmyk.jpg", "exif_rotate90.jpg", "gray8.png", "gray16.png", "palette.png", "rgb.bmp", "rgba.png"}) {
+    SCOPED_TRACE(name);
+    const std::string bytes = test::read_bytes(kDecodeDir / name);
+    const auto whole = read_image_header(bytes);
+    ASSERT_TRUE(whole);
+    EXPECT_GT(whole->width, 0);
+    EXPECT_GT(whole->height, 0);
+    EXPECT_FALSE(whole->truncated);
+    for (const std::size_t keep : {bytes.size() - 1, bytes.size() * 3 / 4, bytes.size() / 2}) {
+      const auto cut = read_image_header(std::string_view(bytes).substr(0, keep));
+      ASSERT_TRUE(cut) << keep;
+      EXPECT_TRUE(cut->truncated) << keep << " of " << bytes.size() << " bytes";
+    }
+  }
+}
+
+TEST(LoadImage, RefusesTruncatedUnknownAndOverLargeFiles) {
+  test::TempDir dir;
+  for (const char* name : {"cmyk.jpg", "rgba.png", "rgb.bmp"}) {
+    const std::string bytes = test::read_bytes(kDecodeDir / name);
+    test::write_bytes(dir / name, bytes.substr(0, bytes.size() * 2 / 3));
+    // libjpeg only warned about a JPEG cut short and filled the rest with grey.
+    const std::string e = message_of([&] { load_image(dir / name); });
+    EXPECT_NE(e.find("data ends before the image does"), std::string::npos) << e;
+  }
+  test::write_bytes(dir / "image.tif", "II*\0\x08\0\0\0 a TIFF header qvl does not size");
+  const std::string tiff = message_of([&] { load_image(dir / "image.tif"); });
+  EXPECT_NE(tiff.find("not a PNG, JPEG, BMP or WebP image"), std::string::npos) << tiff;
+  ImageLimits small;
+  small.max_file_bytes = 100;
+  const std::string big = message_of([&] { load_image(kDecodeDir / "rgba.png", small); });
+  EXPECT_NE(big.find("over the limit of 100 for an image file"), std::string::npos) << big;
+}
+
+TEST(ImageInput, IsSizedFromItsHeaderAndDecodedOnlyWhenAsked) {
+  test::TempDir dir;
+  const std::string png = test::read_bytes(kDecodeDir / "rgba.png");
+  const auto header = read_image_header(png);
+  ASSERT_TRUE(header);
+  // A header with no image data behind it: sized, but it cannot be decoded.
+  test::write_bytes(dir / "undecodable.png", png.substr(0, 33) + std::string("\0\0\0\0IEND\xae\x42\x60\x82", 12));
+  const ImageInput input = ImageInput::file(dir / "undecodable.png");
+  EXPECT_EQ(input.size(), (std::pair<int64_t, int64_t>{header->width, header->height}));
+  EXPECT_THROW(input.pixels(), Error);
+  // A file replaced by one of another size between sizing and decoding is refused by name.
+  test::write_bytes(dir / "swapped.png", png);
+  const ImageInput swapped = ImageInput::file(dir / "swapped.png");
+  ASSERT_EQ(swapped.size().first, header->width);
+  test::write_bytes(dir / "swapped.png", test::read_bytes(kDecodeDir.parent_path() / "photo_240x320.png"));
+  const std::string e = message_of([&] { swapped.pixels(); });
+  EXPECT_NE(e.find("changed while the request was prepared"), std::string::npos) << e;
+}
+
+// 10,000 references to one small picture once decoded to 7.3 GB before the context check refused them: the count and
+// the tokens are checked from the headers, before any image is decoded (these could not be).
+TEST(Engine, ChecksImageCountAndContextBeforeDecodingAnyImage) {
+  EngineOptions options;
+  options.device = "cpu";
+  options.max_context = 2048;
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", options);
+  test::TempDir dir;
+  const std::string png = test::read_bytes(kDecodeDir / "rgba.png");
+  test::write_bytes(dir / "undecodable.png", png.substr(0, 33) + std::string("\0\0\0\0IEND\xae\x42\x60\x82", 12));
+  auto request_with = [&](int images) {
+    GenerateRequest r;
+    ChatMessage user{"user", {}};
+    for (int i = 0; i < images; ++i) {
+      user.content.push_back(ContentItem::image());
+      r.images.push_back(ImageInput::file(dir / "undecodable.png"));
+    }
+    user.content.push_back(ContentItem::make_text("What are these?"));
+    r.messages = {user};
+    r.max_new_tokens = 4;
+    return r;
+  };
+  const std::string count = message_of([&] { engine->generate(request_with(10000)); });
+  EXPECT_NE(count.find("10000 images, over the limit of 256"), std::string::npos) << count;
+  const auto [width, height] = ImageInput::file(dir / "undecodable.png").size();
+  const int64_t per_image = image_token_count(height, width, engine->image_preprocessor());
+  const int over_context = int(options.max_context / per_image) + 1;
+  ASSERT_LE(over_context, 256) << "the demo model's minimum image tokens no longer overflow the context in 256 images";
+  const std::string context = message_of([&] { engine->generate(request_with(over_context)); });
+  EXPECT_NE(context.find("over the context limit"), std::string::npos) << context;
+  const std::string decoded = message_of([&] { engine->generate(request_with(1)); });
+  EXPECT_NE(decoded.find("undecodable.png"), std::string::npos) << decoded;  // one that fits is decoded: and fails
+}
+
+}  // namespace
+}  // namespace qvl
