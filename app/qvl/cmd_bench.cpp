@@ -32,6 +32,10 @@ std::filesystem::path preset_model(const std::string& preset, DType dtype) {
   const char* home = std::getenv("HOME");
   const std::filesystem::path cache = xdg && *xdg ? std::filesystem::path(xdg) : std::filesystem::path(home ? home : "/tmp") / ".cache";
   const auto dir = cache / "qvl" / "bench-models" / (preset + "-" + std::string(dtype_name(dtype)));
+  // Two runs on an empty cache once both generated the model and collided: the second waits here for the first,
+  // then finds its model.
+  std::filesystem::create_directories(dir.parent_path());
+  const FileLock lock(dir.string() + ".lock");
   if (!std::filesystem::exists(dir / "config.json")) {
     std::fprintf(stderr, "generating a random-weight %s model in %s ...\n", preset.c_str(), dir.c_str());
     RandomModelOptions options;

@@ -1,37 +1,99 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
+#include "io/mapped_file.h"
 
 namespace qvl {
+namespace {
+
+// Flushes a folder's entry list, so that a rename in it survives a power cut (the file's own fsync does not cover
+// the name). Best effort: some file systems refuse fsync on a folder.
+void sync_folder(const std::filesystem::path& folder) {
+  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)), temp_(path_.string() + ".partial-XXXXXX") {
+  fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);
+  if (fd_ < 0) fail(path_.string(), ": cannot create a temporary file beside it: ", std::strerror(errno));
+  // mkostemp makes 0600; model files and traces are shared like any other file (the umask is not read: setting it
+  // to read it would race with other threads creating files).
+  if (::fchmod(fd_, 0644) != 0) give_up("cannot set the permissions", errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  ::unlink(temp_.c_str());
+}
+
+void AtomicFileWriter::give_up(const char* what, int err) {
+  ::close(fd_);
+  fd_ = -1;
+  ::unlink(temp_.c_str());
+  fail(path_.string(), ": ", what, ": ", std::strerror(err));
+}
+
+void AtomicFileWriter::write(const void* data, std::size_t bytes) {
+  if (fd_ < 0) fail(path_.string(), ": written after it was committed or abandoned");
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t n = ::write(fd_, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) give_up("write failed", n < 0 ? errno : ENOSPC);
+    p += n;
+    bytes -= std::size_t(n);
+  }
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) fail(path_.string(), ": committed after it was committed or abandoned");
+  if (::fsync(fd_) != 0) give_up("flush failed", errno);
+  const int closed = ::close(fd_);
+  const int close_err = errno;
+  fd_ = -1;
+  if (closed != 0 || ::rename(temp_.c_str(), path_.c_str()) != 0) {
+    const int err = closed != 0 ? close_err : errno;
+    ::unlink(temp_.c_str());  // nothing half-done is left beside the file
+    fail(path_.string(), closed != 0 ? ": flush failed: " : ": cannot replace it: ", std::strerror(err));
+  }
+  sync_folder(path_.parent_path());
+}
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
-  std::filesystem::path temp = path;
-  temp += ".partial";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(temp.string(), ": cannot create: ", std::strerror(errno));
-  std::size_t done = 0;
-  while (done < contents.size()) {
-    const ssize_t n = ::write(fd, contents.data() + done, contents.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(temp.c_str());
-      fail(temp.string(), ": write failed: ", std::strerror(err));
-    }
-    done += std::size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(temp.c_str());
-    fail(temp.string(), ": flush failed: ", std::strerror(errno));
-  }
-  std::filesystem::rename(temp, path);
+  AtomicFileWriter file(path);
+  file.write(contents.data(), contents.size());
+  file.commit();
 }
+
+void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {
+  write_file_atomically(to, read_whole_file(from, std::uintmax_t(256) << 20, "a file copied into a model folder"));
+}
+
+FileLock::FileLock(const std::filesystem::path& path) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) fail(path.string(), ": cannot open the lock file: ", std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd_);
+    fail(path.string(), ": cannot lock: ", std::strerror(err));
+  }
+}
+
+FileLock::~FileLock() { ::close(fd_); }  // closing releases the lock
 
 }  // namespace qvl

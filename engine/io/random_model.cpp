@@ -221,7 +221,7 @@ void write_random_model(const ModelConfig& input_config, const fs::path& out_arg
   write_file_atomically(staging / "generation_config.json", GenerationConfig{}.to_json().dump(2) + "\n");
   write_file_atomically(staging / "preprocessor_config.json", options.preprocessor.to_json().dump(2) + "\n");
   for (const char* file : {"tokenizer.json", "tokenizer_config.json"})
-    fs::copy_file(options.tokenizer_dir / file, staging / file);
+    copy_file_atomically(options.tokenizer_dir / file, staging / file);
   write_checkpoint(config, staging, options);
   folder.publish();
 }

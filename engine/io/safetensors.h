@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/atomic_file.h"
 #include "io/mapped_file.h"
 
 namespace qvl {
@@ -48,7 +49,7 @@ private:
 };
 
 // Streams a safetensors file: declare every tensor, then append their bytes in declaration order. The file
-// appears under its final name only after finish() (written to a temporary name, then renamed).
+// appears under its final name only after finish() (an AtomicFileWriter: a full disk leaves nothing behind).
 class SafetensorsWriter {
 public:
   SafetensorsWriter(std::filesystem::path path, std::map<std::string, std::string> metadata = {});
@@ -64,12 +65,12 @@ public:
 
 private:
   void write_header();
-  std::filesystem::path path_, temp_path_;
+  std::filesystem::path path_;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorInfo> tensors_;
   uint64_t offset_ = 0;   // total declared bytes
   uint64_t written_ = 0;  // bytes appended so far
-  std::FILE* out_ = nullptr;
+  std::unique_ptr<AtomicFileWriter> out_;  // from the header on
   bool finished_ = false;
 };
 

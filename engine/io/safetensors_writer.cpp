@@ -1,7 +1,3 @@
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -10,18 +6,9 @@
 namespace qvl {
 
 SafetensorsWriter::SafetensorsWriter(std::filesystem::path path, std::map<std::string, std::string> metadata)
-    : path_(std::move(path)), metadata_(std::move(metadata)) {
-  temp_path_ = path_;
-  temp_path_ += ".partial";
-}
+    : path_(std::move(path)), metadata_(std::move(metadata)) {}
 
-SafetensorsWriter::~SafetensorsWriter() {
-  if (out_) std::fclose(out_);
-  if (!finished_) {
-    std::error_code ignored;
-    std::filesystem::remove(temp_path_, ignored);
-  }
-}
+SafetensorsWriter::~SafetensorsWriter() = default;
 
 void SafetensorsWriter::declare(const std::string& name, DType dtype, const Shape& shape) {
   if (out_) fail(path_.string(), ": tensor '", name, "' declared after writing began");
@@ -42,28 +29,24 @@ void SafetensorsWriter::write_header() {
   unsigned char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((uint64_t(text.size()) >> (8 * i)) & 0xffu);
 
-  out_ = std::fopen(temp_path_.c_str(), "wb");
-  if (!out_) fail(temp_path_.string(), ": cannot create: ", std::strerror(errno));
-  if (std::fwrite(len, 1, 8, out_) != 8 || std::fwrite(text.data(), 1, text.size(), out_) != text.size())
-    fail(temp_path_.string(), ": write failed: ", std::strerror(errno));
+  out_ = std::make_unique<AtomicFileWriter>(path_);
+  out_->write(len, 8);
+  out_->write(text.data(), text.size());
 }
 
 void SafetensorsWriter::append(const void* data, std::size_t bytes) {
   if (finished_) fail(path_.string(), ": append after finish");
   if (!out_) write_header();
   if (written_ + bytes > offset_) fail(path_.string(), ": more bytes appended than the declared tensors hold");
-  if (bytes && std::fwrite(data, 1, bytes, out_) != bytes) fail(temp_path_.string(), ": write failed: ", std::strerror(errno));
+  out_->write(data, bytes);
   written_ += bytes;
 }
 
 void SafetensorsWriter::finish() {
   if (!out_) write_header();
   if (written_ != offset_) fail(path_.string(), ": ", written_, " bytes written but ", offset_, " declared");
-  const bool ok = std::fflush(out_) == 0 && ::fsync(fileno(out_)) == 0;
-  std::fclose(out_);
-  out_ = nullptr;
-  if (!ok) fail(temp_path_.string(), ": flush failed: ", std::strerror(errno));
-  std::filesystem::rename(temp_path_, path_);
+  out_->commit();
+  out_.reset();
   finished_ = true;
 }
 

@@ -1,7 +1,10 @@
 #include "io/staged_folder.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <string>
 
@@ -54,6 +57,24 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
   fs::remove_all(old);
 }
 
+// Staging folders of runs that were killed ("<out>.partial-<pid>", "<out>.old-<pid>" whose process is gone): a killed
+// quantize or make-random-model once left gigabytes behind for good. A folder whose process lives is left alone.
+void remove_abandoned_siblings(const fs::path& out) {
+  const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  std::error_code ec;
+  const std::string base = out.filename().string();
+  for (const auto& entry : fs::directory_iterator(parent, fs::directory_options::skip_permission_denied, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const std::string& prefix : {base + ".partial-", base + ".old-"}) {
+      if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 9) continue;
+      const std::string digits = name.substr(prefix.size());
+      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      const auto pid = ::pid_t(std::stol(digits));
+      if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 bool is_model_file_name(const std::string& name) {
@@ -65,6 +86,7 @@ bool is_model_file_name(const std::string& name) {
 StagedFolder::StagedFolder(fs::path out, bool overwrite)
     : out_(out.has_filename() ? std::move(out) : out.parent_path()) {  // "dir/" names "dir"
   if (fs::exists(out_)) check_replaceable(out_, overwrite);
+  remove_abandoned_siblings(out_);
   staging_ = out_;
   staging_ += ".partial-" + std::to_string(::getpid());
   fs::remove_all(staging_);

@@ -14,7 +14,8 @@ bool is_model_file_name(const std::string& name);
 
 class StagedFolder {
 public:
-  // Throws qvl::Error (naming `out`) when `out` may not be replaced; creates the empty staging folder.
+  // Throws qvl::Error (naming `out`) when `out` may not be replaced; removes the staging folders of killed runs
+  // beside it (their process gone); creates the empty staging folder.
   StagedFolder(std::filesystem::path out, bool overwrite);
   ~StagedFolder();  // removes the staging folder unless it was published
   StagedFolder(const StagedFolder&) = delete;

@@ -21,7 +21,7 @@ void copy_other_files(const fs::path& from, const fs::path& to) {
     if (!entry.is_regular_file() || name == "config.json" || name == "model.safetensors.index.json" ||
         !is_model_file_name(name) || name.ends_with(".safetensors"))
       continue;
-    fs::copy_file(entry.path(), to / name);
+    copy_file_atomically(entry.path(), to / name);
   }
 }
 
