@@ -26,6 +26,10 @@ public:
   const std::vector<std::pair<std::string, Entry>>& entries() const { return entries_; }
   const std::vector<std::shared_ptr<const SafetensorsFile>>& files() const { return files_; }
   uint64_t total_bytes() const;
+  // Throws qvl::Error naming the first file truncated or rewritten in place since it was opened.
+  void check_unchanged() const {
+    for (const auto& file : files_) file->check_unchanged();
+  }
 
 private:
   std::vector<std::shared_ptr<const SafetensorsFile>> files_;

@@ -28,6 +28,10 @@ public:
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(data_), size_}; }
+  // Throws qvl::Error naming the file when it was truncated (its pages then read as zeros: a SIGBUS handler maps
+  // them so, where the fault once killed the process) or rewritten in place since it was mapped. A file replaced by
+  // a rename, or removed, is no change: the mapping keeps the old one.
+  void check_unchanged() const;
   std::size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
 
@@ -36,6 +40,9 @@ private:
   std::filesystem::path path_;
   void* data_ = nullptr;
   std::size_t size_ = 0;
+  int fd_ = -1;
+  int64_t modified_ns_ = 0;
+  int guard_slot_ = -1;
 };
 
 }  // namespace qvl

@@ -34,6 +34,7 @@ public:
   static std::shared_ptr<const SafetensorsFile> open(const std::filesystem::path& path);
 
   const std::filesystem::path& path() const { return file_->path(); }
+  void check_unchanged() const { file_->check_unchanged(); }  // MappedFile::check_unchanged
   const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in file order
   const TensorInfo* find(std::string_view name) const;
   // A zero-copy view of the tensor's bytes; the tensor keeps the mapping alive.

@@ -113,6 +113,7 @@ private:
   }
   void adopt(std::unique_ptr<Backend> backend, std::unique_ptr<Backend> host, ModelWeights weights, BackendKind kind,
              std::string fallback) {
+    model_.checkpoint.check_unchanged();  // a file truncated while it was read gave zeros: refuse what was loaded
     weights_ = {};  // the old weights go before their backends
     backend_ = std::move(backend);
     host_ = std::move(host);
@@ -141,6 +142,8 @@ private:
   // One request, phase by phase: images, prompt, vision tower, prefill, decode.
   GenerateResult run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) {
     GenerateResult result;
+    // The CPU reads weights from the mapped files: one rewritten in place since loading fails the request by name.
+    model_.checkpoint.check_unchanged();
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
     if (request.max_new_tokens > options_.max_context)  // checked before any sum: 2^63 - 1 once wrapped negative
       fail("max_new_tokens ", request.max_new_tokens, " is over the context limit of ", options_.max_context);
@@ -248,6 +251,7 @@ private:
         result.first_step_top = top_logits(scores, 20);
         if (request.keep_step_logits) result.first_step_logits = scores;
       }
+      model_.checkpoint.check_unchanged();  // before a token computed from a truncated file's zeros is shown
       const int32_t next = sampler.next(scores, history);
       if (request.keep_step_logits && step > 0) result.last_step_logits = std::move(scores);  // no copy: timings stay honest
       history.push_back(next);

@@ -1,0 +1,82 @@
+// Model files changed under a loaded model: truncated (reading a mapped page past the new end raised SIGBUS and killed
+// the process), rewritten in place, or replaced by a rename (harmless: the mapping keeps the old file).
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "io/mapped_file.h"
+#include "runtime/engine.h"
+#include "test_support.h"
+
+namespace qvl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string change_error(const MappedFile& file) {
+  return test::error_within(std::chrono::seconds(10), [&] { file.check_unchanged(); });
+}
+
+TEST(MappedFile, ATruncatedFileReadsAsZerosAndIsReportedNotFatal) {
+  test::TempDir dir;
+  const std::size_t page = std::size_t(::sysconf(_SC_PAGESIZE));
+  test::write_bytes(dir / "w.bin", std::string(3 * page, '\x11'));
+  const auto file = MappedFile::open(dir / "w.bin");
+  EXPECT_EQ(change_error(*file), "accepted");
+  fs::resize_file(dir / "w.bin", page / 2);
+  const volatile std::byte* bytes = file->bytes().data();
+  EXPECT_EQ(int(bytes[2 * page + 5]), 0);  // past the new end: SIGBUS, caught; the pages read as zeros
+  const std::string e = change_error(*file);
+  EXPECT_NE(e.find("w.bin: changed on disk while the model was loaded (truncated"), std::string::npos) << e;
+}
+
+TEST(MappedFile, ARewriteInPlaceIsReportedAndARenameOverItIsNot) {
+  test::TempDir dir;
+  test::write_bytes(dir / "w.bin", std::string(4096, 'a'));
+  const auto renamed_over = MappedFile::open(dir / "w.bin");
+  test::write_bytes(dir / "new.bin", std::string(4096, 'b'));
+  fs::rename(dir / "new.bin", dir / "w.bin");
+  EXPECT_EQ(change_error(*renamed_over), "accepted");
+  EXPECT_EQ(char(renamed_over->bytes()[0]), 'a');  // still the file it mapped
+  const auto rewritten = MappedFile::open(dir / "w.bin");
+  const auto when = fs::last_write_time(dir / "w.bin");
+  test::write_bytes(dir / "w.bin", std::string(4096, 'c'));  // same size, truncated and written through the same inode
+  fs::last_write_time(dir / "w.bin", when + std::chrono::seconds(1));  // coarse clocks: make the change visible
+  const std::string e = change_error(*rewritten);
+  EXPECT_NE(e.find("changed on disk while the model was loaded (rewritten in place"), std::string::npos) << e;
+}
+
+TEST(MappedFileDeathTest, ASigbusElsewhereStillEndsTheProcess) {
+  test::TempDir dir;
+  test::write_bytes(dir / "w.bin", std::string(4096, 'a'));
+  const auto file = MappedFile::open(dir / "w.bin");  // the handler is installed
+  EXPECT_EXIT(::raise(SIGBUS), testing::KilledBySignal(SIGBUS), "");
+}
+
+TEST(Engine, AModelTruncatedWhileAnsweringFailsTheRequestByName) {
+  test::TempDir dir;
+  fs::copy(test::resource_dir() / "models" / "demo-tiny", dir / "m");
+  const auto engine = Engine::load(dir / "m", {"cpu"});
+  GenerateRequest request;
+  request.messages = {ChatMessage::text("user", "Hello")};
+  request.max_new_tokens = 3;
+  EXPECT_EQ(engine->generate(request).generated_ids.size() > 0, true);
+  // Cut while the answer is being generated: the next step reads weights past the new end (SIGBUS, once fatal).
+  struct TruncatingSink : TokenSink {
+    fs::path file;
+    void on_token(int32_t, const std::string&) override {
+      if (fs::file_size(file) > 1000) fs::resize_file(file, 1000);
+    }
+  } sink;
+  sink.file = dir / "m" / "model.safetensors";
+  request.max_new_tokens = 4;
+  request.ignore_eos = true;
+  const std::string e = test::error_within(std::chrono::seconds(60), [&] { engine->generate(request, &sink); });
+  EXPECT_NE(e.find("model.safetensors: changed on disk while the model was loaded"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace qvl
