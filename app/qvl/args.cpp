@@ -6,6 +6,7 @@
 #include "io/mapped_file.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace qvl::cli {
 
@@ -90,6 +91,6 @@ std::optional<Args> parse_or_help(const std::string& command, const std::string&
   return std::nullopt;
 }
 
-std::string read_text_file(const std::string& path) { return read_whole_file(path, kMaxTextFileBytes, "a text file"); }
+std::string read_text_file(const std::string& path) { return read_whole_file(path, limits::kTextFileBytes, "a text file"); }
 
 }  // namespace qvl::cli

@@ -37,9 +37,8 @@ std::string usage(const std::string& command, const std::string& summary, const 
 std::optional<Args> parse_or_help(const std::string& command, const std::string& summary, const std::vector<std::string>& argv,
                                   const std::vector<OptionSpec>& specs);
 
-// The whole contents of a file of at most kMaxTextFileBytes (--file of tokenize and bench-tokenizer); throws
+// The whole contents of a file of at most limits::kTextFileBytes (--file of tokenize and bench-tokenizer); throws
 // qvl::Error naming it when it cannot be read or is larger.
-constexpr std::uintmax_t kMaxTextFileBytes = std::uintmax_t(256) << 20;
 std::string read_text_file(const std::string& path);
 
 }  // namespace qvl::cli

@@ -1,3 +1,4 @@
+#include "core/limits.h"
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
@@ -80,7 +81,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
 }
 
 void copy_file_atomically(const std::filesystem::path& from, const std::filesystem::path& to) {
-  write_file_atomically(to, read_whole_file(from, std::uintmax_t(256) << 20, "a file copied into a model folder"));
+  write_file_atomically(to, read_whole_file(from, limits::kCopiedFileBytes, "a file copied into a model folder"));
 }
 
 FileLock::FileLock(const std::filesystem::path& path) {

@@ -1,3 +1,4 @@
+#include "core/limits.h"
 #include "io/checkpoint.h"
 
 #include <algorithm>
@@ -23,7 +24,7 @@ Checkpoint Checkpoint::open(const fs::path& location) {
     const auto* file = add_file(location);
     for (const auto& t : file->tensors()) by_name.emplace(t.name, Entry{&t, file});
   } else if (fs::exists(index_path)) {
-    const nlohmann::json index = read_json_file(index_path, 16 * kMaxConfigBytes);
+    const nlohmann::json index = read_json_file(index_path, limits::kIndexFileBytes);
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
       fail(index_path.string(), ": missing object 'weight_map'");
     std::map<std::string, const SafetensorsFile*> shards;

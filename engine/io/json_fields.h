@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/error.h"
 
 namespace qvl {
 
 // Throws qvl::Error naming the path when it is not a regular file, is larger than `max_bytes` (checked before
 // reading: issue 21 saw a 200 MB file of [] take 4.7 GB to parse), or is not JSON. The default suits a
-// tokenizer.json (the bundled Qwen one is 11.4 MB); configs pass kMaxConfigBytes.
-inline constexpr std::uintmax_t kMaxConfigBytes = std::uintmax_t(1) << 20;
-nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes = std::uintmax_t(64) << 20);
+// tokenizer.json or a messages file; configs pass limits::kConfigFileBytes.
+nlohmann::json read_json_file(const std::filesystem::path& path, std::uintmax_t max_bytes = limits::kJsonFileBytes);
 
 class JsonFields {
 public:

@@ -1,3 +1,4 @@
+#include "core/limits.h"
 #include "io/model_config.h"
 
 #include <algorithm>
@@ -25,16 +26,16 @@ template <typename Config> struct SizeField {
   bool required;
   int64_t max;
 };
-constexpr int64_t kMaxWidth = 1 << 16, kMaxCount = 1 << 10;
+constexpr int64_t kMaxWidth = limits::kModelWidth, kMaxCount = limits::kModelCount;
 constexpr SizeField<TextConfig> kTextSizes[] = {
-    {"vocab_size", &TextConfig::vocab_size, true, 1 << 22},
+    {"vocab_size", &TextConfig::vocab_size, true, limits::kVocabulary},
     {"hidden_size", &TextConfig::hidden_size, true, kMaxWidth},
     {"intermediate_size", &TextConfig::intermediate_size, true, 4 * kMaxWidth},
     {"num_hidden_layers", &TextConfig::num_hidden_layers, true, kMaxCount},
     {"num_attention_heads", &TextConfig::num_attention_heads, true, kMaxCount},
     {"num_key_value_heads", &TextConfig::num_key_value_heads, false, kMaxCount},  // default: num_attention_heads
-    {"head_dim", &TextConfig::head_dim, false, 512},  // the fused q/k norm + RoPE kernel's limit
-    {"max_position_embeddings", &TextConfig::max_position_embeddings, false, 1 << 24},
+    {"head_dim", &TextConfig::head_dim, false, limits::kHeadDim},
+    {"max_position_embeddings", &TextConfig::max_position_embeddings, false, limits::kPositions},
 };
 constexpr SizeField<VisionConfig> kVisionSizes[] = {
     {"depth", &VisionConfig::depth, true, kMaxCount},
@@ -46,14 +47,14 @@ constexpr SizeField<VisionConfig> kVisionSizes[] = {
     {"patch_size", &VisionConfig::patch_size, false, 256},
     {"temporal_patch_size", &VisionConfig::temporal_patch_size, false, 16},
     {"spatial_merge_size", &VisionConfig::spatial_merge_size, false, 16},
-    {"num_position_embeddings", &VisionConfig::num_position_embeddings, false, 1 << 20},
+    {"num_position_embeddings", &VisionConfig::num_position_embeddings, false, limits::kVisionPositions},
 };
 // The special tokens (top level): optional, each inside the vocabulary.
 constexpr SizeField<ModelConfig> kTokenIds[] = {
-    {"image_token_id", &ModelConfig::image_token_id, false, 1 << 22},
-    {"video_token_id", &ModelConfig::video_token_id, false, 1 << 22},
-    {"vision_start_token_id", &ModelConfig::vision_start_token_id, false, 1 << 22},
-    {"vision_end_token_id", &ModelConfig::vision_end_token_id, false, 1 << 22},
+    {"image_token_id", &ModelConfig::image_token_id, false, limits::kVocabulary},
+    {"video_token_id", &ModelConfig::video_token_id, false, limits::kVocabulary},
+    {"vision_start_token_id", &ModelConfig::vision_start_token_id, false, limits::kVocabulary},
+    {"vision_end_token_id", &ModelConfig::vision_end_token_id, false, limits::kVocabulary},
 };
 
 template <typename Config, std::size_t N>
@@ -228,7 +229,7 @@ QuantizationConfig QuantizationConfig::from_json(const nlohmann::json& j, const 
 }
 
 ModelConfig ModelConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
+  return from_json(read_json_file(path, limits::kConfigFileBytes), path.string());
 }
 
 nlohmann::json ModelConfig::to_json() const {
@@ -298,7 +299,7 @@ GenerationConfig GenerationConfig::from_json(const nlohmann::json& j, const std:
 }
 
 GenerationConfig GenerationConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
+  return from_json(read_json_file(path, limits::kConfigFileBytes), path.string());
 }
 
 GenerationConfig GenerationConfig::load_or_default(const std::filesystem::path& path) {
@@ -336,7 +337,7 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
   p.do_normalize = f.optional<bool>("do_normalize", p.do_normalize);
   p.do_convert_rgb = f.optional<bool>("do_convert_rgb", p.do_convert_rgb);
   require(p.min_pixels > 0, f, "size.shortest_edge", "must be positive");
-  constexpr int64_t kMaxPixels = PreprocessorConfig::kMaxPixelBudget;
+  constexpr int64_t kMaxPixels = limits::kImagePixelBudget;
   require(p.max_pixels <= kMaxPixels, f, "size.longest_edge",
           "is " + std::to_string(p.max_pixels) + " pixels, over qvl's limit of " + std::to_string(kMaxPixels));
   require(p.max_pixels >= p.min_pixels, f, "size.longest_edge", "must be at least size.shortest_edge");
@@ -350,7 +351,7 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
 }
 
 PreprocessorConfig PreprocessorConfig::load(const std::filesystem::path& path) {
-  return from_json(read_json_file(path, kMaxConfigBytes), path.string());
+  return from_json(read_json_file(path, limits::kConfigFileBytes), path.string());
 }
 
 nlohmann::json PreprocessorConfig::to_json() const {

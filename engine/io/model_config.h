@@ -114,9 +114,6 @@ struct PreprocessorConfig {
   double rescale_factor = 1.0 / 255.0;
   int64_t resample = 3;  // PIL BICUBIC
   bool do_resize = true, do_rescale = true, do_normalize = true, do_convert_rgb = true;
-  // The largest pixel budget qvl accepts: 2^28 is a 16384 x 16384 image, far past the model's useful range, and
-  // bounds the preprocessing buffers (2^40 once asked for a terabyte).
-  static constexpr int64_t kMaxPixelBudget = int64_t(1) << 28;
 
   static PreprocessorConfig from_json(const nlohmann::json& j, const std::string& source = "preprocessor_config.json");
   static PreprocessorConfig load(const std::filesystem::path& path);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/limits.h"
 #include "core/tensor.h"
 #include "io/atomic_file.h"
 #include "io/mapped_file.h"
@@ -28,7 +29,7 @@ struct TensorInfo {
 
 class SafetensorsFile {
 public:
-  static constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference implementation's limit
+  static constexpr uint64_t kMaxHeaderBytes = limits::kSafetensorsHeaderBytes;
 
   // Throws qvl::Error naming the file (and tensor) for any malformed, truncated or hostile content.
   static std::shared_ptr<const SafetensorsFile> open(const std::filesystem::path& path);

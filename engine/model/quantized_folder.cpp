@@ -1,3 +1,4 @@
+#include "core/limits.h"
 #include "model/quantized_folder.h"
 
 #include "backend/quantize.h"
@@ -31,7 +32,7 @@ void refuse_own_folder(const ModelFolder& model, const fs::path& out) {
 }
 
 void write_config(const ModelFolder& model, const fs::path& to, const std::optional<QuantizationConfig>& q) {
-  nlohmann::json config = read_json_file(model.dir / "config.json", kMaxConfigBytes);
+  nlohmann::json config = read_json_file(model.dir / "config.json", limits::kConfigFileBytes);
   if (q) {
     config["quantization_config"] = q->to_json();
   } else {

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/registry.h"
+#include "core/limits.h"
 #include "io/model_folder.h"
 #include "backend/fusions.h"
 #include "model/rope.h"
@@ -27,8 +28,8 @@ struct EngineOptions {
   std::string device = "auto";     // "auto", "cpu" or "cuda"
   std::string weights = "bf16";    // "bf16" (as stored), "q8", "q4" (WeightPolicy, model/weights.h) or "auto" (the
                                    // most precise whose memory plan keeps the decoder on the GPU: weights_for)
-  int64_t max_context = 32768;     // prompt + answer; longer requests fail with a clear error
-  int64_t max_images = 256;        // images in one request (each costs at least a few tokens and one decode)
+  int64_t max_context = limits::kContextTokens;  // prompt + answer; longer requests fail with a clear error
+  int64_t max_images = limits::kImagesPerRequest;  // images in one request (each costs a few tokens and a decode)
   int64_t image_min_tokens = 0;    // 0: the preprocessor config's budget
   int64_t image_max_tokens = 0;
   std::size_t device_memory_limit = 0;  // the GPU budget: bytes its pool may take ("pretend this is a 2 GB card"; 0: what

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/limits.h"
+
 namespace qvl {
 
 struct RgbImage {
@@ -16,8 +18,8 @@ struct RgbImage {
 };
 
 struct ImageLimits {
-  int64_t max_pixels = 8192LL * 8192;   // from the header, before decoding: a 50000x50000 PNG is never allocated
-  int64_t max_file_bytes = 256LL << 20;  // checked before the file is read
+  int64_t max_pixels = limits::kImagePixels;         // from the header, before decoding: a 50000x50000 PNG is never allocated
+  int64_t max_file_bytes = limits::kImageFileBytes;  // checked before the file is read
 };
 
 // Decodes a file (PNG, JPEG, BMP or WebP, as the build's decoder supports) to RGB like PIL's convert("RGB"): EXIF

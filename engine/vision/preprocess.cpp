@@ -1,3 +1,4 @@
+#include "core/limits.h"
 #include "vision/preprocess.h"
 
 #include <algorithm>
@@ -110,10 +111,10 @@ RgbImage resize_bicubic_antialiased(const RgbImage& in, int64_t height, int64_t 
 PreprocessorConfig with_token_budget(PreprocessorConfig p, int64_t min_tokens, int64_t max_tokens) {
   if (min_tokens < 0 || max_tokens < 0) fail("image min/max tokens must not be negative");
   const int64_t per_token = p.patch_size * p.patch_size * p.merge_size * p.merge_size;
-  const int64_t most = PreprocessorConfig::kMaxPixelBudget / per_token;  // checked before the product can overflow
+  const int64_t most = limits::kImagePixelBudget / per_token;  // checked before the product can overflow
   if (min_tokens > most || max_tokens > most)
     fail("image min/max tokens (", min_tokens, ", ", max_tokens, ") are over the limit of ", most, " tokens (",
-         PreprocessorConfig::kMaxPixelBudget, " pixels) an image");
+         limits::kImagePixelBudget, " pixels) an image");
   if (min_tokens > 0) p.min_pixels = min_tokens * per_token;
   if (max_tokens > 0) p.max_pixels = max_tokens * per_token;
   if (p.max_pixels < p.min_pixels) fail("image max tokens must not be below image min tokens");

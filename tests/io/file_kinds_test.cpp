@@ -39,7 +39,7 @@ TEST(FileKinds, AFolderOrADeviceIsNamedAsSuch) {
   const std::string device = refusal([&] { read_json_file("/dev/zero"); });
   EXPECT_NE(device.find("/dev/zero: is a device"), std::string::npos) << device;
   // A config is read only when its size is a config's (a 200 MB file of [] once took 4.7 GB to parse).
-  test::write_bytes(dir / "big.json", "[" + std::string(std::size_t(kMaxConfigBytes), ' ') + "]");
+  test::write_bytes(dir / "big.json", "[" + std::string(std::size_t(limits::kConfigFileBytes), ' ') + "]");
   const std::string big = refusal([&] { ModelConfig::load(dir / "big.json"); });
   EXPECT_NE(big.find("over the limit of 1048576"), std::string::npos) << big;
   const std::string missing = refusal([&] { MappedFile::open(dir / "nothing.safetensors"); });
