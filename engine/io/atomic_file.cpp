@@ -1,4 +1,3 @@
-#include "core/limits.h"
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
@@ -10,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/limits.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
 

@@ -1,10 +1,10 @@
-#include "core/limits.h"
 #include "io/checkpoint.h"
 
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
 #include "core/error.h"
 #include "io/json_fields.h"
 

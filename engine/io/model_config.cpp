@@ -1,4 +1,3 @@
-#include "core/limits.h"
 #include "io/model_config.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/limits.h"
 #include "io/json_fields.h"
 #include "io/tensor_layout.h"
 

@@ -1,6 +1,6 @@
-#include "core/limits.h"
 #include "model/quantized_folder.h"
 
+#include "core/limits.h"
 #include "backend/quantize.h"
 #include "core/error.h"
 #include "io/atomic_file.h"

@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "io/json_fields.h"
 #include "text/pre_tokenizer.h"
 #include "text/unicode.h"
@@ -42,8 +43,8 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
   const auto& vocab = model.json().at("vocab");
   if (!vocab.is_object()) fail(file, ": model.vocab: expected an object");
   for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > 10'000'000)
-      fail(file, ": model.vocab['", token, "']: expected a token id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= limits::kVocabulary)
+      fail(file, ": model.vocab['", token, "']: expected a token id below the limit of ", limits::kVocabulary);
     const auto i = std::size_t(id.get<int64_t>());
     if (tok->id_to_token_.size() <= i) tok->id_to_token_.resize(i + 1);
     tok->id_to_token_[i] = token;
@@ -56,7 +57,8 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
       const JsonFields f(a, file, "added_tokens[].");
       const auto id = f.required<int64_t>("id");
       const auto content = f.required<std::string>("content");
-      if (id < 0 || id > 10'000'000 || content.empty()) fail(file, ": added_tokens: bad entry '", content, "'");
+      if (id < 0 || id >= limits::kVocabulary || content.empty())
+        fail(file, ": added_tokens: bad entry '", content, "' (ids are below the limit of ", limits::kVocabulary, ")");
       if (tok->id_to_token_.size() <= std::size_t(id)) tok->id_to_token_.resize(std::size_t(id) + 1);
       tok->id_to_token_[std::size_t(id)] = content;
       tok->token_to_id_[content] = TokenId(id);

@@ -1,9 +1,9 @@
-#include "core/limits.h"
 #include "vision/preprocess.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "core/limits.h"
 #include "core/error.h"
 
 namespace qvl {

@@ -57,6 +57,7 @@ class StudioTest : public QObject {
 
 private:
   std::unique_ptr<QTemporaryDir> store_;
+  std::unique_ptr<QTemporaryDir> settings_dir_;  // this process's QSettings files
   std::unique_ptr<MainWindow> window_;
 
   MainWindow& window() { return *window_; }
@@ -82,6 +83,10 @@ private slots:
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName("qvl-test");
     QCoreApplication::setApplicationName("qvl-studio-test");
+    // Settings of this process only: ctest runs the ui tests in parallel, and one's init() clearing a shared
+    // settings file while another checked what it saved made the check fail at random.
+    settings_dir_ = std::make_unique<QTemporaryDir>();
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, settings_dir_->path());
     QVERIFY2(QFile::exists(demo_model() + "/config.json"), qPrintable("no demo model at " + demo_model()));
   }
 
