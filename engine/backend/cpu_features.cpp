@@ -2,6 +2,10 @@
 
 #include <thread>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace qvl {
 
 const CpuFeatures& cpu_features() {
@@ -11,7 +15,10 @@ const CpuFeatures& cpu_features() {
     __builtin_cpu_init();
     f.avx2 = __builtin_cpu_supports("avx2");
     f.fma = __builtin_cpu_supports("fma");
-    f.f16c = __builtin_cpu_supports("f16c");
+    // F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know it. Its registers are the
+    // AVX ones, whose OS support the avx2 test above includes.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    f.f16c = f.avx2 && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512bw = __builtin_cpu_supports("avx512bw");
 #endif
