@@ -101,6 +101,7 @@ void MemoryPool::split(Block* block, std::size_t size) {
 void* MemoryPool::allocate(std::size_t bytes, Owner owner, int stream) {
   std::lock_guard lock(mutex_);
   const std::size_t size = round_size(bytes);
+  if (fail_countdown_ > 0 && --fail_countdown_ == 0) throw_oom(bytes, size, "injected by a fault-injection test");
   const bool small = size <= kSmallLimit;
   Block* block = find_free(size, small, stream);
   if (!block) block = new_segment(size, small, stream);
@@ -207,6 +208,11 @@ void MemoryPool::throw_oom(std::size_t asked, std::size_t rounded, const char* w
       << " MiB cached, " << mib(stats_.reserved.current) << " MiB reserved";
   if (capacity_ != SIZE_MAX) msg << " of a " << mib(int64_t(capacity_)) << " MiB capacity";
   throw OutOfMemory(msg.str());
+}
+
+void MemoryPool::fail_allocation(int64_t nth) {
+  std::lock_guard lock(mutex_);
+  fail_countdown_ = std::max<int64_t>(0, nth);
 }
 
 void MemoryPool::set_capacity(std::size_t bytes) {

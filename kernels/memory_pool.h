@@ -82,6 +82,9 @@ public:
   void release_cached();
 
   void set_capacity(std::size_t bytes);
+  // Fault injection (tests): the nth allocate() from now (1: the next) throws OutOfMemory as a full device would,
+  // nothing else changed; 0 disarms.
+  void fail_allocation(int64_t nth);
   std::size_t capacity() const;
   Stats stats() const;
   void reset_peaks();
@@ -115,6 +118,7 @@ private:
   std::vector<Block*> segments_;  // first block of each segment
   Stats stats_;
   std::vector<int64_t> scope_peaks_;
+  int64_t fail_countdown_ = 0;  // fail_allocation
 };
 
 }  // namespace qvl::pool

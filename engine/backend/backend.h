@@ -79,6 +79,12 @@ public:
 };
 
 // The device memory pool as callers see it (the GUI's occupancy view and block map, the bench's peak memory).
+// Faults a test asks a device backend for.
+struct FaultInjection {
+  int64_t out_of_memory_at = 0;  // the nth device allocation from now fails as out-of-memory (0: none)
+  bool lose_device = false;      // the device stops working now, as a GPU that fell off the bus or was reset
+};
+
 struct MemoryReport {
   bool available = false;  // false for backends without a device pool (the CPU)
   int64_t capacity = -1;   // -1: no limit
@@ -160,6 +166,8 @@ public:
   // Non-empty when the device can no longer run anything (a kernel fault poisons a CUDA context for the rest of the
   // process): the engine then fails the request with this and offers the CPU.
   virtual std::string device_error() { return {}; }
+  // Fault injection, for the tests of the failure paths; host backends have neither a pool nor a device to lose.
+  virtual void inject_fault(const FaultInjection& /*fault*/) {}
 
   // ---- Memory ----
   // A weight ready for this backend, told what it is for (the CPU uses the mapped checkpoint bytes in place).

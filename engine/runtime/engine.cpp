@@ -328,6 +328,7 @@ public:
   std::optional<MemoryPlan> memory_plan() const override { return plan_; }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
+  void inject_fault(const FaultInjection& fault) override { backend_->inject_fault(fault); }
 
 private:
   static std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& logits, std::size_t k) {

@@ -128,6 +128,8 @@ public:
   virtual std::optional<MemoryPlan> memory_plan() const = 0;
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
+  // Fault injection (tests of the failure paths): passed to the GPU backend, if one is in use.
+  virtual void inject_fault(const FaultInjection& fault) = 0;
 };
 
 // The memory plan's question for a model folder and these options: the budget, reserve and storage types of `gpu`

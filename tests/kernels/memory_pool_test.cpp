@@ -168,6 +168,28 @@ TEST(MemoryPool, ReportsUpstreamFailureAsOutOfMemory) {
   pool.release(a);
 }
 
+TEST(MemoryPool, AnInjectedFailureFailsExactlyTheNthAllocationAndChangesNothingElse) {
+  FakeDevice dev;
+  MemoryPool pool(dev.upstream());
+  void* a = pool.allocate(1000, Owner::Activations);
+  pool.fail_allocation(2);
+  void* b = pool.allocate(1000, Owner::Activations);
+  const Stats before = pool.stats();
+  try {
+    pool.allocate(1000, Owner::Activations);
+    FAIL() << "the injected failure did not happen";
+  } catch (const OutOfMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("injected by a fault-injection test"), std::string::npos) << e.what();
+  }
+  const Stats after = pool.stats();
+  EXPECT_EQ(after.allocated.current, before.allocated.current);
+  EXPECT_EQ(after.reserved.current, before.reserved.current);
+  EXPECT_EQ(after.alloc_count, before.alloc_count);
+  void* c = pool.allocate(1000, Owner::Activations);  // once only
+  for (void* p : {a, b, c}) pool.release(p);
+  EXPECT_EQ(pool.stats().allocated.current, 0);
+}
+
 TEST(MemoryPool, StaysConsistentUnderConcurrentUse) {
   FakeDevice dev;
   MemoryPool pool(dev.upstream());

@@ -296,6 +296,44 @@ TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {
   EXPECT_EQ(ra.generated_ids, a->generate(text_request("Replay, please.", 16)).generated_ids);  // a new cache, recorded anew
 }
 
+// Out of device memory at any allocation of a request — image preparation, vision tower, prefill, recording of the
+// decode step, decode — fails that request with the pool's numbers, leaves the pool as it was (nothing leaked, no
+// capture left open) and the next request gives the same answer as before.
+TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+  GenerateRequest request = text_request("What is in the picture?", 6);
+  request.messages[0].content.insert(request.messages[0].content.begin(), ContentItem::image());
+  request.images.push_back(load_image(test::resource_dir() / "samples" / "scene-1.png"));
+  const GenerateResult reference = engine->generate(request);
+  const MemoryReport idle = engine->memory_report();
+  engine->generate(request);
+  const int64_t allocations = engine->memory_report().alloc_count - idle.alloc_count;
+  ASSERT_GT(allocations, 10);
+  const int64_t stride = std::max<int64_t>(1, allocations / 400);  // at most ~400 requests
+  int failed = 0;
+  for (int64_t nth = 1; nth <= allocations; nth += stride) {
+    SCOPED_TRACE("allocation " + std::to_string(nth) + " of " + std::to_string(allocations));
+    engine->inject_fault({.out_of_memory_at = nth});
+    try {
+      engine->generate(request);
+      ADD_FAILURE() << "the injected out-of-memory did not fail the request";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("out of device memory (injected"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("MiB allocated"), std::string::npos) << e.what();
+      ++failed;
+    }
+    engine->inject_fault({});
+    EXPECT_EQ(engine->memory_report().allocated, idle.allocated);  // every block of the failed request returned
+    EXPECT_EQ(engine->device_error(), "");
+    if (nth % (stride * 20) == 1 || nth + stride > allocations) {  // the answer is still the same now and then
+      EXPECT_EQ(engine->generate(request).generated_ids, reference.generated_ids);
+    }
+  }
+  std::printf("%d requests failed by an injected out-of-memory, one per %lld of %lld allocations\n", failed,
+              (long long)stride, (long long)allocations);
+}
+
 // A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process
 // (a death test re-executes this binary) and reports through its exit code and stderr.
 void fault_during_generation_scenario() {
@@ -326,6 +364,33 @@ void fault_during_generation_scenario() {
   }
   std::fprintf(stderr, "scenario done\n");
   std::exit(0);
+}
+
+// A device lost between two requests (reset, fallen off the bus): the next request fails naming the GPU's error,
+// and the CPU answers as before. In a child process, like the kernel fault.
+void device_lost_between_requests_scenario() {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
+  engine->generate(text_request("Still there?", 6));
+  engine->inject_fault({.lose_device = true});
+  try {
+    engine->generate(text_request("Still there?", 6));
+    std::exit(1);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  engine->set_device("cpu");
+  const auto cpu = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  if (engine->generate(text_request("Still there?", 6)).generated_ids != cpu->generate(text_request("Still there?", 6)).generated_ids)
+    std::exit(2);
+  std::fprintf(stderr, "scenario done\n");
+  std::exit(0);
+}
+
+TEST(Engine, ADeviceLostBetweenRequestsFailsTheNextAndTheCpuTakesOver) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(device_lost_between_requests_scenario(), ::testing::ExitedWithCode(0),
+              "error: the GPU failed during generation: cuda.*scenario done");
 }
 
 TEST(Engine, AKernelFaultFailsTheRequestAndTheCpuTakesOver) {

@@ -10,6 +10,7 @@
 #include "common.cuh"
 #include "core/error.h"
 #include "core/half.h"
+#include "fault.cuh"
 #include "plugin_abi.h"
 
 namespace qvl {
@@ -59,6 +60,14 @@ std::string CudaBackend::device_error() {
   const cudaError_t e = cudaStreamSynchronize(ctx_.stream);
   if (e == cudaSuccess) return {};
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+void CudaBackend::inject_fault(const FaultInjection& fault) {
+  ctx_.pool->fail_allocation(fault.out_of_memory_at);
+  if (fault.lose_device) {  // a trap poisons the context for good, as a lost device does: every later call fails
+    cuda::trap(ctx_.stream);
+    cudaStreamSynchronize(ctx_.stream);
+  }
 }
 
 double CudaBackend::measure_read_bandwidth() {

@@ -41,6 +41,7 @@ public:
   void collect_timings(bool wait) override { timer_.collect(wait); }
   void synchronize() override;
   std::string device_error() override;
+  void inject_fault(const FaultInjection& fault) override;
   double measure_read_bandwidth() override;
   MemoryReport memory_report(bool with_segment_map) const override;
   Tensor upload(const Tensor& host, WeightRole role) override;
