@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "backend/registry.h"
+#include "core/error.h"
 #include "core/paths.h"
+#include "io/model_config.h"
 #include "vision/image.h"
 
 namespace qvl::ui {
@@ -105,6 +107,12 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
   options.cuda_profile = settings.cuda_profile.toStdString();
   options.device_memory_limit = std::size_t(std::max<qint64>(0, settings.memory_limit_mib)) << 20;
   options.weights = settings.weights.toStdString();
+  // A folder written by qvl quantize holds its own format; the saved choice is for float folders (applied to this
+  // one it would quantise twice and the folder would not open).
+  try {
+    if (ModelConfig::load(std::filesystem::path(folder.toStdString()) / "config.json").quantization) options.weights = "bf16";
+  } catch (const Error&) {  // Engine::load names what is wrong with the folder
+  }
   options.fusions = settings.fusions ? Fusions{} : Fusions::none();
   options.load_progress = [this](double f) { emit loadProgress(f); };
   try {

@@ -23,6 +23,8 @@ inline constexpr int64_t kVocabulary = int64_t(1) << 22;
 inline constexpr int64_t kPositions = int64_t(1) << 24;                    // max_position_embeddings (2B: 262,144)
 inline constexpr int64_t kVisionPositions = int64_t(1) << 20;              // num_position_embeddings (2B: 2,304)
 inline constexpr int64_t kHeadDim = 512;                                   // the fused q/k norm + RoPE kernel's limit
+inline constexpr int64_t kPatchSize = 256;                                 // patch_size (2B: 16)
+inline constexpr int64_t kPatchFactor = 16;                                // merge, temporal patch, channels (2B: 2, 2, 3)
 
 // Images: pixels read from the file's own header before decoding, and the preprocessor's pixel budget.
 inline constexpr int64_t kImagePixels = int64_t(8192) * 8192;

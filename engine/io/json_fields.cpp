@@ -1,5 +1,8 @@
 #include "io/json_fields.h"
 
+#include <cmath>
+#include <limits>
+
 #include "io/mapped_file.h"
 
 namespace qvl {
@@ -33,9 +36,16 @@ JsonFields JsonFields::object(const std::string& key) const {
 }
 
 template <> int64_t JsonFields::convert<int64_t>(const nlohmann::json& v, const std::string& key) const {
+  if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    fail(where(key), ": ", v.get<uint64_t>(), " is too large for an integer here");
   if (v.is_number_integer()) return v.get<int64_t>();
-  // Some writers emit 2048.0; accept a float only when it is integral.
-  if (v.is_number_float() && double(int64_t(v.get<double>())) == v.get<double>()) return int64_t(v.get<double>());
+  // Some writers emit 2048.0; accept a float only when it is integral and in range (the fuzzer's 1e122 was cast
+  // unchecked, undefined behaviour).
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d >= -9.2e18 && d <= 9.2e18 && std::trunc(d) == d) return int64_t(d);
+    fail(where(key), ": expected an integer, got ", d);
+  }
   fail(where(key), ": expected an integer, got ", v.type_name());
 }
 template <> double JsonFields::convert<double>(const nlohmann::json& v, const std::string& key) const {

@@ -43,10 +43,10 @@ constexpr SizeField<VisionConfig> kVisionSizes[] = {
     {"intermediate_size", &VisionConfig::intermediate_size, true, 4 * kMaxWidth},
     {"num_heads", &VisionConfig::num_heads, true, kMaxCount},
     {"out_hidden_size", &VisionConfig::out_hidden_size, true, kMaxWidth},
-    {"in_channels", &VisionConfig::in_channels, false, 16},
-    {"patch_size", &VisionConfig::patch_size, false, 256},
-    {"temporal_patch_size", &VisionConfig::temporal_patch_size, false, 16},
-    {"spatial_merge_size", &VisionConfig::spatial_merge_size, false, 16},
+    {"in_channels", &VisionConfig::in_channels, false, limits::kPatchFactor},
+    {"patch_size", &VisionConfig::patch_size, false, limits::kPatchSize},
+    {"temporal_patch_size", &VisionConfig::temporal_patch_size, false, limits::kPatchFactor},
+    {"spatial_merge_size", &VisionConfig::spatial_merge_size, false, limits::kPatchFactor},
     {"num_position_embeddings", &VisionConfig::num_position_embeddings, false, limits::kVisionPositions},
 };
 // The special tokens (top level): optional, each inside the vocabulary.
@@ -343,6 +343,10 @@ PreprocessorConfig PreprocessorConfig::from_json(const nlohmann::json& j, const 
   require(p.max_pixels >= p.min_pixels, f, "size.longest_edge", "must be at least size.shortest_edge");
   require(p.patch_size > 0 && p.merge_size > 0 && p.temporal_patch_size > 0, f, "patch_size",
           "patch_size, merge_size and temporal_patch_size must be positive");
+  // Bounded like the vision config's fields, before any product of them (the fuzzer's 544648200192 overflowed).
+  require(p.patch_size <= limits::kPatchSize, f, "patch_size", "is over qvl's limit of " + std::to_string(limits::kPatchSize));
+  require(p.merge_size <= limits::kPatchFactor && p.temporal_patch_size <= limits::kPatchFactor, f, "merge_size",
+          "merge_size and temporal_patch_size are over qvl's limit of " + std::to_string(limits::kPatchFactor));
   require(p.image_mean.size() == 3, f, "image_mean", "must have 3 values");
   require(p.image_std.size() == 3 && std::all_of(p.image_std.begin(), p.image_std.end(), [](double s) { return s > 0; }),
           f, "image_std", "must have 3 positive values");

@@ -55,7 +55,8 @@ VisionInjection VisionInjection::rows(int64_t begin, int64_t end) const {
   return out;
 }
 
-KvCache::KvCache(const std::vector<DecoderPart>& parts, const TextConfig& c, int64_t capacity) : capacity_(capacity) {
+KvCache::KvCache(const std::vector<DecoderPart>& parts, const TextConfig& c, int64_t capacity)
+    : parts_(parts), capacity_(capacity) {
   for (const DecoderPart& part : parts)
     for (int64_t l = part.first_layer; l < part.end_layer; ++l) {
       k_.push_back(part.backend->alloc_cache({capacity, c.num_key_value_heads, c.head_dim}));
@@ -101,8 +102,9 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
   if (s == 0) fail("decoder: no tokens to run");
   if (cache.length_ + s > cache.capacity_)
     fail("the conversation needs ", cache.length_ + s, " tokens but the context holds ", cache.capacity_);
-  if (cache.decode_steps_.size() != parts_.size() || cache.k_.size() != w_.layers.size())
-    fail("decoder: the cache was made for other parts");
+  // The same split, not only as many parts: layer 1 on a GPU against a cache made with it on the CPU would read
+  // host memory from a kernel.
+  if (cache.parts_ != parts_ || cache.k_.size() != w_.layers.size()) fail("decoder: the cache was made for other parts");
   for (int32_t id : ids)
     if (id < 0 || id >= w_.embed_tokens.rows()) fail("decoder: token id ", id, " is outside the embedding table");
   Tensor out;

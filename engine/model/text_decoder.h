@@ -18,6 +18,7 @@ struct DecoderActivations;
 struct DecoderPart {
   Backend* backend = nullptr;
   int64_t first_layer = 0, end_layer = 0;
+  bool operator==(const DecoderPart&) const = default;
 };
 
 // Keys and values of every layer for the tokens seen so far ([capacity, kv heads, head_dim] each, on the backend of
@@ -31,6 +32,7 @@ public:
 
 private:
   friend class TextDecoder;
+  std::vector<DecoderPart> parts_;  // where each layer's keys and values live: a decoder must use the same parts
   std::vector<Tensor> k_, v_;
   int64_t length_ = 0, capacity_ = 0;
   std::vector<std::unique_ptr<RecordedDecodeStep>> decode_steps_;  // one per part

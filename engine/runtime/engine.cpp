@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <numeric>
 
 #include "backend/backend.h"
 #include "backend/registry.h"
@@ -37,23 +38,19 @@ public:
     options_.cuda_profile = cuda_profile;
     options_.device_memory_limit = device_memory_limit;
     if (kind_ != BackendKind::Cuda) return;
-    try {
-      place("cuda");
-    } catch (...) {
-      options_ = before;
-      throw;
-    }
+    place_or_restore("cuda", before);
     if (profiler_) set_timing_sinks();
   }
 
   void set_device(const std::string& device) override {
     if (device == options_.device && device_error_.empty()) return;
-    place(device);
+    place_or_restore(device, options_);
     options_.device = device;
     if (profiler_) set_timing_sinks();
   }
 
   GenerateResult generate(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) override {
+    if (!backend_) fail("no model is loaded (moving it failed, and so did loading it back)");
     if (kind_ == BackendKind::Cuda && !device_error_.empty())
       fail("the GPU failed earlier (", device_error_, "); switch the device to cpu to go on");
     try {
@@ -77,6 +74,10 @@ private:
       fail("--device cuda: CUDA is not available (", gpu_info.reason, ")");
     std::string fallback;
     if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
+      // The GPU's free memory is measured, and the new pool capped, without the old model in it: a model moving to
+      // another profile or budget once had both on a 2 GiB card at once, and a budget of 0 planned against what the
+      // old model left free.
+      if (kind_ == BackendKind::Cuda) release_model();
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
         const MemoryPlanRequest request = memory_plan_request(model_, options_, gpu.get());
@@ -110,6 +111,23 @@ private:
     adopt(std::move(cpu), nullptr, std::move(weights), BackendKind::Cpu, fallback);
     plan_.reset();
     held_policy_ = weight_policy_;
+  }
+  // place(); should it fail after the old model made room for the new one, the old placement is loaded again before
+  // the error goes on, so the engine still answers as it did.
+  void place_or_restore(const std::string& device, const EngineOptions& previous) {
+    try {
+      place(device);
+    } catch (...) {
+      options_ = previous;
+      if (!backend_) place(previous.device);
+      throw;
+    }
+  }
+  void release_model() {
+    weights_ = {};  // the weights go before their backends
+    backend_.reset();
+    host_.reset();
+    plan_.reset();
   }
   void adopt(std::unique_ptr<Backend> backend, std::unique_ptr<Backend> host, ModelWeights weights, BackendKind kind,
              std::string fallback) {
@@ -160,6 +178,11 @@ private:
       const auto [width, height] = image.size();
       tokens_per_image.push_back(image_token_count(height, width, preprocessor));
     }
+    // The images go through the vision tower as one batch; the plan made room for one pass of this many tokens.
+    if (const int64_t total = std::accumulate(tokens_per_image.begin(), tokens_per_image.end(), int64_t(0));
+        plan_ && plan_->vision_on_gpu && total > plan_->image_tokens)
+      fail("the request's images take ", total, " tokens in one pass of the vision tower; the GPU's memory plan has "
+           "room for ", plan_->image_tokens, ": send fewer or smaller images (--image-max-tokens)");
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
                                      TokenId(model_.config.image_token_id), request.template_options);
     const auto prompt_len = int64_t(result.prompt_ids.size());
@@ -297,8 +320,13 @@ public:
 
   std::shared_ptr<Profiler> profiler() const override { return profiler_; }
 
-  double measure_read_bandwidth() override { return backend_->measure_read_bandwidth(); }
-  MemoryReport memory_report(bool with_segment_map) const override { return backend_->memory_report(with_segment_map); }
+  double measure_read_bandwidth() override {
+    if (!backend_) fail("no model is loaded");
+    return backend_->measure_read_bandwidth();
+  }
+  MemoryReport memory_report(bool with_segment_map) const override {
+    return backend_ ? backend_->memory_report(with_segment_map) : MemoryReport{};
+  }
 
   void set_fusions(const Fusions& fusions) override {
     options_.fusions = fusions;
@@ -311,7 +339,7 @@ public:
   const PreprocessorConfig& image_preprocessor() const override { return preprocessor_; }
   std::string device() const override { return backend_info(kind_).id; }
   BackendKind backend_kind() const override { return kind_; }
-  std::string backend_name() const override { return backend_->name(); }
+  std::string backend_name() const override { return backend_ ? backend_->name() : "none"; }
   std::string weights() const override {
     return model_.config.quantization ? model_.config.quantization->name() : held_policy_.name;
   }
@@ -328,7 +356,9 @@ public:
   std::optional<MemoryPlan> memory_plan() const override { return plan_; }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
-  void inject_fault(const FaultInjection& fault) override { backend_->inject_fault(fault); }
+  void inject_fault(const FaultInjection& fault) override {
+    if (backend_) backend_->inject_fault(fault);
+  }
 
 private:
   static std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& logits, std::size_t k) {

@@ -22,6 +22,16 @@ uint64_t pool_rounded(uint64_t bytes) {
   const uint64_t unit = bytes >= kLarge ? kLargeBlock : kBlock;
   return (bytes + unit - 1) / unit * unit;
 }
+// What `count` blocks of `bytes` each take from the pool when allocated together: under 1 MiB they share 2 MiB
+// segments, under 10 MiB 20 MiB segments (two 8 MiB blocks take one and leave a 4 MiB hole), larger ones their
+// own rounded size. The holes may serve smaller blocks later; the plan does not count on it.
+uint64_t pool_bytes(uint64_t count, uint64_t bytes) {
+  const uint64_t block = pool_rounded(bytes);
+  if (block == 0 || count == 0) return 0;
+  if (block >= kLarge) return count * block;
+  const uint64_t segment = block <= kMiB ? kSmallSegment : kMidSegment, per_segment = segment / block;
+  return (count + per_segment - 1) / per_segment * segment;
+}
 uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
 double mib(uint64_t bytes) { return double(bytes) / double(kMiB); }
 std::string mib_text(uint64_t bytes) {
@@ -127,6 +137,10 @@ uint64_t kv_bytes_per_token(const TextConfig& t, int64_t layers, DType activatio
   return 2 * u(layers) * u(t.num_key_value_heads * t.head_dim) * dtype_size(activations);
 }
 
+uint64_t kv_cache_pool_bytes(const TextConfig& t, int64_t layers, int64_t tokens, DType activations) {
+  return pool_bytes(2 * u(layers), u(tokens) * kv_bytes_per_token(t, 1, activations) / 2);
+}
+
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   if (r.context <= 0) fail("memory plan: the context to plan for must be positive (got ", r.context, ")");
   const int64_t n_layers = c.text.num_hidden_layers;
@@ -146,11 +160,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     bool head_on_gpu;
     int64_t chunk;
   };
-  const auto peak = [&](const Arrangement& p) {
+  const auto peak = [&](const Arrangement& p, int64_t kv_tokens) {
     const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
                              (p.head_on_gpu ? gpu.head : 0);
     const uint64_t vision_phase = p.vision_on_gpu ? act.vision(image_tokens, gpu.widest_vision_quantised) : 0;
-    const uint64_t decoder_phase = kv_bytes_per_token(c.text, p.gpu_layers, r.gpu_activations) * u(r.context) +
+    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_activations) +
                                    act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
                                    act.outputs(image_tokens);
     return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack;
@@ -163,11 +177,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   for (int64_t chunk : chunks) order.push_back({false, n_layers, true, chunk});
   for (int64_t k = n_layers; k >= 1; --k)
     for (int64_t chunk : chunks) order.push_back({false, k, false, chunk});
-  const auto chosen = std::find_if(order.begin(), order.end(), [&](const Arrangement& p) { return peak(p) <= r.budget; });
+  const auto chosen =
+      std::find_if(order.begin(), order.end(), [&](const Arrangement& p) { return peak(p, r.context) <= r.budget; });
   if (chosen == order.end())
     fail("a GPU memory budget of ", mib_text(r.budget), " is below the smallest plan: the first decoder layer, its KV "
-         "cache for ", r.context, " tokens and the activations need ", mib_text(peak(order.back())), " (everything on "
-         "the GPU needs ", mib_text(peak(order.front())), "); give the GPU more memory, plan for less context, choose "
+         "cache for ", r.context, " tokens and the activations need ", mib_text(peak(order.back(), r.context)),
+         " (everything on the GPU needs ", mib_text(peak(order.front(), r.context)), "); give the GPU more memory, plan for less context, choose "
          "smaller weights (--weights q4), or run on the CPU (--device cpu)");
 
   MemoryPlan plan;
@@ -178,9 +193,16 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   plan.head_on_gpu = chosen->head_on_gpu;
   plan.context = r.context;
   plan.prefill_chunk = chosen->chunk;
-  plan.gpu_peak = peak(*chosen);
-  const uint64_t per_token = kv_bytes_per_token(c.text, plan.gpu_layers, r.gpu_activations);
-  plan.context_room = r.context + int64_t((r.budget - plan.gpu_peak) / std::max<uint64_t>(per_token, 1));
+  plan.image_tokens = image_tokens;
+  plan.gpu_peak = peak(*chosen, r.context);
+  // The longest context whose cache still fits beside the rest (the pool's segments make it a step function).
+  const uint64_t per_token = std::max<uint64_t>(1, kv_bytes_per_token(c.text, plan.gpu_layers, r.gpu_activations));
+  int64_t fits = r.context, over = r.context + int64_t((r.budget - plan.gpu_peak) / per_token) + 1 + 16;
+  while (over - fits > 1) {
+    const int64_t mid = fits + (over - fits) / 2;
+    (peak(*chosen, mid) <= r.budget ? fits : over) = mid;
+  }
+  plan.context_room = fits;
 
   const auto add = [&](std::string name, bool on_gpu, uint64_t bytes) {
     if (bytes) plan.parts.push_back({std::move(name), on_gpu, bytes});
@@ -195,7 +217,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
-        kv_bytes_per_token(c.text, k, r.gpu_activations) * u(r.context));
+        kv_cache_pool_bytes(c.text, k, r.context, r.gpu_activations));
   if (k < n_layers)
     add("kv cache, layers " + layer_range(k, n_layers) + ", " + tokens, false,
         kv_bytes_per_token(c.text, n_layers - k, DType::F32) * u(r.context));

@@ -40,6 +40,7 @@ struct MemoryPlan {
   int64_t context = 0;                 // tokens the plan was made for
   int64_t context_room = 0;            // tokens the GPU's layers have room for within the budget (>= context)
   int64_t prefill_chunk = 0;           // prompt tokens per forward pass
+  int64_t image_tokens = 0;            // merged tokens of all a request's images in one vision pass, at most
   uint64_t gpu_peak = 0;               // the largest the pool is expected to hold
   std::vector<PlannedPart> parts;      // weights and KV cache per device, then the GPU's activations
 
@@ -55,5 +56,8 @@ MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanRequest& reque
 
 // Bytes the GPU's KV cache takes per token of context for `layers` decoder layers.
 uint64_t kv_bytes_per_token(const TextConfig& text, int64_t layers, DType activations);
+// The pool bytes of that cache for `tokens` tokens: each layer's K and V is its own block, placed as the pool places
+// blocks (shared 20 MiB segments under 10 MiB, the rest rounded to 2 MiB).
+uint64_t kv_cache_pool_bytes(const TextConfig& text, int64_t layers, int64_t tokens, DType activations);
 
 }  // namespace qvl

@@ -118,6 +118,12 @@ TEST(ModelConfig, NamesTheFileAndFieldOfEveryError) {
   expect_config_error([](auto& j) { j["model_type"] = "llava"; }, "model_type", "qwen3_vl");
   expect_config_error([](auto& j) { j["image_token_id"] = 999999; }, "image_token_id", "outside the vocabulary");
   expect_config_error([](auto& j) { j["dtype"] = "int8"; }, "dtype", "unsupported");
+  // Found by the fuzzer: a float far outside int64 was cast unchecked (undefined behaviour), and an unsigned one
+  // past int64 wrapped negative.
+  expect_config_error([](auto& j) { j["text_config"]["hidden_size"] = 1e122; }, "text_config.hidden_size",
+                      "expected an integer, got 1e+122");
+  expect_config_error([](auto& j) { j["text_config"]["hidden_size"] = uint64_t(1) << 63; }, "text_config.hidden_size",
+                      "9223372036854775808 is too large");
 }
 
 TEST(ModelConfig, OptionalFieldsTakeTransformersDefaults) {
@@ -170,6 +176,15 @@ TEST(PreprocessorConfig, ReadsPixelBudgetsInBothSpellings) {
     FAIL() << "a 2^40-pixel budget accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("over qvl's limit of 268435456"), std::string::npos) << e.what();
+  }
+  // Found by the fuzzer: merge_size 2127532032 overflowed the pixels-per-token product (undefined behaviour).
+  for (const char* field : {"merge_size", "temporal_patch_size", "patch_size"}) {
+    try {
+      PreprocessorConfig::from_json(nlohmann::json{{field, 2127532032}});
+      FAIL() << field << " 2127532032 accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("over qvl's limit of"), std::string::npos) << e.what();
+    }
   }
 }
 

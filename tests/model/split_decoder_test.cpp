@@ -113,6 +113,9 @@ TEST_F(Split, PartsMustCoverTheLayersInOrder) {
   const auto [cos, sin] = text_rope_tables(config.text, {{{0}, {0}, {0}}}, 0, 1);
   const int32_t id = 5;
   EXPECT_THROW(two.forward(std::span(&id, 1), cos, sin, nullptr, one_part), Error);
+  // As many parts but split elsewhere (the review's case: only the count was compared).
+  KvCache split_at_two({{gpu_stand_in.get(), 0, 2}, {host.get(), 2, layers}}, config.text, 8);
+  EXPECT_THROW(two.forward(std::span(&id, 1), cos, sin, nullptr, split_at_two), Error);
 }
 
 }  // namespace
