@@ -12,7 +12,7 @@
 namespace qvl::ui {
 
 namespace {
-constexpr int kStepMib = 256, kSteps = 64;  // the slider: no limit, or 256 MiB .. 16 GiB
+constexpr int kStepMib = 256, kSteps = 64;  // the slider: the driver's free memory, or 256 MiB .. 16 GiB
 QString mib(int64_t bytes) { return QString("%1 MiB").arg(double(bytes) / (1 << 20), 0, 'f', 1); }
 }  // namespace
 
@@ -71,7 +71,7 @@ void BlockMap::paintEvent(QPaintEvent*) {
 
 PoolView::PoolView(QWidget* parent)
     : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
-      capacity_label_(new QLabel("no limit")) {
+      capacity_label_(new QLabel("free memory")) {
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
   plan_->setObjectName("pool_plan");
@@ -91,7 +91,7 @@ PoolView::PoolView(QWidget* parent)
   layout->addWidget(bar_);
   layout->addWidget(map_, 1);
   layout->addLayout(row);
-  auto label = [this](int v) { capacity_label_->setText(v == 0 ? "no limit" : QString("%1 MiB").arg(v * kStepMib)); };
+  auto label = [this](int v) { capacity_label_->setText(v == 0 ? "free memory" : QString("%1 MiB").arg(v * kStepMib)); };
   connect(capacity_, &QSlider::valueChanged, this, label);
   connect(capacity_, &QSlider::sliderReleased, this, [this] { emit capacityChosen(qint64(capacity_->value()) * kStepMib); });
   update_from({}, false);

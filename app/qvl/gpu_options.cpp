@@ -6,7 +6,8 @@ namespace qvl::cli {
 
 std::vector<OptionSpec> gpu_option_specs() {
   return {
-      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU), sm61 (the Pascal path, any GPU) or native"},
+      {"profile", "NAME", "CUDA architecture profile: auto (from the GPU; info --plan without one plans for native), "
+                          "sm61 (the Pascal path, any GPU) or native"},
       {"gpu-memory-mb", "N",
        "the GPU's memory budget in MiB, e.g. 1848 for a 2 GB card less a 200 MiB reserve (default: what the driver has "
        "free, less 200 MiB); the memory plan places the model within it"},

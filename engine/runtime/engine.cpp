@@ -206,8 +206,10 @@ private:
     const std::vector<DecoderPart> parts = decoder_parts();
     KvCache cache(parts, config.text, needed);
     TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
-    // A plan whose activations would not fit a whole-prompt pass runs the prompt in chunks (the same answer: each
-    // chunk attends to the keys cached before it).
+    // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
+    // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
+    // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
+    // attends densely: close to it, not bit for bit).
     const int64_t chunk = plan_ ? plan_->prefill_chunk : prompt_len;
     Tensor logits;
     for (int64_t begin = 0; begin < prompt_len; begin += chunk) {

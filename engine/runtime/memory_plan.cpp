@@ -46,6 +46,8 @@ struct WeightBytes {
   uint64_t vision = 0, head = 0;  // head: the embedding table, the output head, the final norm
   std::vector<uint64_t> layer;
   uint64_t widest_decoder_quantised = 0, widest_vision_quantised = 0;  // elements (n · k)
+  // Parts with a tensor the pool carves from a shared 20 MiB segment (over 1 MiB, under 10 MiB).
+  bool mid_vision = false, mid_decoder = false, mid_head = false;
 };
 
 WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool gpu) {
@@ -66,15 +68,19 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
       bytes = u(shape_numel(spec.shape)) * dtype_size(gpu ? r.gpu_floats : r.checkpoint_floats);
       if (gpu) bytes = pool_rounded(bytes);
     }
+    const bool mid = bytes > kMiB && bytes < kLarge;
     if (spec.name.starts_with("model.visual.")) {
       w.vision += bytes;
+      w.mid_vision |= mid;
       w.widest_vision_quantised = std::max(w.widest_vision_quantised, quantised_elements);
     } else if (spec.name.starts_with(layers)) {
       const auto l = std::stoll(spec.name.substr(layers.size()));
       w.layer[std::size_t(l)] += bytes;
+      w.mid_decoder |= mid;
       w.widest_decoder_quantised = std::max(w.widest_decoder_quantised, quantised_elements);
     } else {
       w.head += bytes;
+      w.mid_head |= mid;
     }
   }
   return w;
@@ -146,10 +152,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const int64_t n_layers = c.text.num_hidden_layers;
   const WeightBytes gpu = weight_bytes(c, r, true), cpu = weight_bytes(c, r, false);
   const ActivationModel act{c, r};
-  // A partly used small segment always; a partly used mid segment when blocks over 1 MiB exist (any layer of a
-  // real model; the demo model has none).
-  const uint64_t largest_layer = *std::max_element(gpu.layer.begin(), gpu.layer.end());
-  const uint64_t slack = kSmallSegment + (largest_layer > kMiB ? kMidSegment : 0);
+  const uint64_t kv_block = u(r.context) * kv_bytes_per_token(c.text, 1, r.gpu_activations) / 2;
   const int64_t image_tokens = r.image_tokens > 0 ? std::min(r.image_tokens, r.context) : r.context;
 
   // The pool's peak for one arrangement: weights, then the larger of the vision phase and the decoder phase (the
@@ -160,6 +163,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     bool head_on_gpu;
     int64_t chunk;
   };
+  // A partly used small segment always; a partly used mid segment where the GPU holds blocks of 1 to 10 MiB: a
+  // weight matrix or a layer's K or V (any real model; the demo model has none).
+  const auto slack = [&](const Arrangement& p) {
+    const bool mid = (p.vision_on_gpu && gpu.mid_vision) || (p.gpu_layers > 0 && gpu.mid_decoder) ||
+                     (p.head_on_gpu && gpu.mid_head) || (p.gpu_layers > 0 && kv_block > kMiB && kv_block < kLarge);
+    return kSmallSegment + (mid ? kMidSegment : 0);
+  };
   const auto peak = [&](const Arrangement& p, int64_t kv_tokens) {
     const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
                              (p.head_on_gpu ? gpu.head : 0);
@@ -167,7 +177,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_activations) +
                                    act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
                                    act.outputs(image_tokens);
-    return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack;
+    return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack(p);
   };
   std::vector<int64_t> chunks{r.context};
   if (r.context > kSmallChunk) chunks.push_back(kSmallChunk);

@@ -151,7 +151,9 @@ TEST(MemoryPlan, AutoWeightsAreTheMostPreciseThatKeepTheDecoderOnTheGpu) {
       EXPECT_TRUE(keeps_decoder(chosen.c_str(), r.budget)) << mib << " MiB";
     }
   }
-  EXPECT_EQ(seen, (std::set<std::string>{"bf16", "q8", "q4"})) << "the budgets cover every choice";
+  // q8 never wins on the demo model: its q8 table (9.9 MiB) takes a whole shared 20 MiB pool segment where the bf16
+  // one (14 MiB) takes its own 14, so wherever q8 keeps the head on the GPU, bf16 does too.
+  EXPECT_EQ(seen, (std::set<std::string>{"bf16", "q4"})) << "the budgets cover both ends";
   EXPECT_EQ(weights_for(model, "q8", {}).name, "q8");  // a named format is taken as named
 }
 
