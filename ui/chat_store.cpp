@@ -57,7 +57,14 @@ bool ChatStore::remove(const QString& id) { return QFile::remove(path_of(id)); }
 QList<ChatListing> ChatStore::list() const {
   QList<ChatListing> out;
   const QDir dir(dir_);
+  QHash<QString, CachedListing> seen;
   for (const QFileInfo& f : dir.entryInfoList({"*.json"}, QDir::Files)) {
+    const auto cached = listed_.constFind(f.fileName());
+    if (cached != listed_.cend() && cached->size == f.size() && cached->modified == f.lastModified()) {
+      seen.insert(f.fileName(), *cached);
+      out.append(cached->listing);
+      continue;
+    }
     ChatListing l{f.completeBaseName(), f.completeBaseName(), f.lastModified().toUTC()};
     QFile file(f.filePath());
     if (file.open(QIODevice::ReadOnly)) {
@@ -66,8 +73,10 @@ QList<ChatListing> ChatStore::list() const {
       const QDateTime updated = QDateTime::fromString(o.value("updated").toString(), Qt::ISODateWithMs);
       if (updated.isValid()) l.updated = updated;
     }
+    seen.insert(f.fileName(), {f.size(), f.lastModified(), l});
     out.append(l);
   }
+  listed_ = std::move(seen);  // removed chats leave the cache
   std::sort(out.begin(), out.end(), [](const ChatListing& a, const ChatListing& b) { return a.updated > b.updated; });
   return out;
 }

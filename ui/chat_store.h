@@ -1,6 +1,7 @@
 #pragma once
 // Chats on disk: one JSON file per chat in a folder (the app data folder's "chats"), each written atomically
 // (QSaveFile: a crash mid-write leaves the previous version), and pasted images kept beside them.
+#include <QHash>
 #include <QImage>
 #include <QList>
 #include <QString>
@@ -25,7 +26,9 @@ public:
   bool save(Conversation& chat, QString* error);
   std::optional<Conversation> load(const QString& id, QString* error) const;
   bool remove(const QString& id);
-  // Newest first. Unreadable files are listed with their file name as the title (load() then says why).
+  // Newest first. Unreadable files are listed with their file name as the title (load() then says why). A file is
+  // parsed once and again only when its size or modification time changes: the list is refreshed after every
+  // answer, and a store of 1,000 chats was parsed whole each time.
   QList<ChatListing> list() const;
   // Writes a pasted image as PNG under attachments/ (named by its content) and returns the path.
   QString save_attachment(const QImage& image, QString* error);
@@ -33,6 +36,12 @@ public:
 private:
   QString path_of(const QString& id) const;
   QString dir_;
+  struct CachedListing {
+    qint64 size = -1;
+    QDateTime modified;
+    ChatListing listing;
+  };
+  mutable QHash<QString, CachedListing> listed_;  // by file name
 };
 
 }  // namespace qvl::ui
