@@ -178,11 +178,11 @@ private:
       const auto [width, height] = image.size();
       tokens_per_image.push_back(image_token_count(height, width, preprocessor));
     }
-    // The images go through the vision tower as one batch; the plan made room for one pass of this many tokens.
+    // The images go through the vision tower as one batch: within the budget, the plan has room for this many tokens.
     if (const int64_t total = std::accumulate(tokens_per_image.begin(), tokens_per_image.end(), int64_t(0));
-        plan_ && plan_->vision_on_gpu && total > plan_->image_tokens)
+        plan_ && plan_->vision_on_gpu && total > plan_->image_room)
       fail("the request's images take ", total, " tokens in one pass of the vision tower; the GPU's memory plan has "
-           "room for ", plan_->image_tokens, ": send fewer or smaller images (--image-max-tokens)");
+           "room for ", plan_->image_room, ": send fewer or smaller images (--image-max-tokens)");
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
                                      TokenId(model_.config.image_token_id), request.template_options);
     const auto prompt_len = int64_t(result.prompt_ids.size());

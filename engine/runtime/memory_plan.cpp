@@ -170,13 +170,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
                      (p.head_on_gpu && gpu.mid_head) || (p.gpu_layers > 0 && kv_block > kMiB && kv_block < kLarge);
     return kSmallSegment + (mid ? kMidSegment : 0);
   };
-  const auto peak = [&](const Arrangement& p, int64_t kv_tokens) {
+  const auto peak = [&](const Arrangement& p, int64_t kv_tokens, int64_t vision_tokens) {
     const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
                              (p.head_on_gpu ? gpu.head : 0);
-    const uint64_t vision_phase = p.vision_on_gpu ? act.vision(image_tokens, gpu.widest_vision_quantised) : 0;
+    const uint64_t vision_phase = p.vision_on_gpu ? act.vision(vision_tokens, gpu.widest_vision_quantised) : 0;
     const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_activations) +
                                    act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
-                                   act.outputs(image_tokens);
+                                   act.outputs(vision_tokens);
     return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack(p);
   };
   std::vector<int64_t> chunks{r.context};
@@ -188,11 +188,11 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   for (int64_t k = n_layers; k >= 1; --k)
     for (int64_t chunk : chunks) order.push_back({false, k, false, chunk});
   const auto chosen =
-      std::find_if(order.begin(), order.end(), [&](const Arrangement& p) { return peak(p, r.context) <= r.budget; });
+      std::find_if(order.begin(), order.end(), [&](const Arrangement& p) { return peak(p, r.context, image_tokens) <= r.budget; });
   if (chosen == order.end())
     fail("a GPU memory budget of ", mib_text(r.budget), " is below the smallest plan: the first decoder layer, its KV "
-         "cache for ", r.context, " tokens and the activations need ", mib_text(peak(order.back(), r.context)),
-         " (everything on the GPU needs ", mib_text(peak(order.front(), r.context)), "); give the GPU more memory, plan for less context, choose "
+         "cache for ", r.context, " tokens and the activations need ", mib_text(peak(order.back(), r.context, image_tokens)),
+         " (everything on the GPU needs ", mib_text(peak(order.front(), r.context, image_tokens)), "); give the GPU more memory, plan for less context, choose "
          "smaller weights (--weights q4), or run on the CPU (--device cpu)");
 
   MemoryPlan plan;
@@ -203,16 +203,22 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   plan.head_on_gpu = chosen->head_on_gpu;
   plan.context = r.context;
   plan.prefill_chunk = chosen->chunk;
-  plan.image_tokens = image_tokens;
-  plan.gpu_peak = peak(*chosen, r.context);
+  plan.gpu_peak = peak(*chosen, r.context, image_tokens);
   // The longest context whose cache still fits beside the rest (the pool's segments make it a step function).
   const uint64_t per_token = std::max<uint64_t>(1, kv_bytes_per_token(c.text, plan.gpu_layers, r.gpu_activations));
   int64_t fits = r.context, over = r.context + int64_t((r.budget - plan.gpu_peak) / per_token) + 1 + 16;
   while (over - fits > 1) {
     const int64_t mid = fits + (over - fits) / 2;
-    (peak(*chosen, mid) <= r.budget ? fits : over) = mid;
+    (peak(*chosen, mid, image_tokens) <= r.budget ? fits : over) = mid;
   }
   plan.context_room = fits;
+  // Likewise the image tokens one vision pass (all a request's images) may take: at least the largest image's.
+  int64_t images_fit = image_tokens, images_over = std::max(image_tokens, plan.context_room) + 1;
+  while (images_over - images_fit > 1) {
+    const int64_t mid = images_fit + (images_over - images_fit) / 2;
+    (peak(*chosen, r.context, mid) <= r.budget ? images_fit : images_over) = mid;
+  }
+  plan.image_room = images_fit;
 
   const auto add = [&](std::string name, bool on_gpu, uint64_t bytes) {
     if (bytes) plan.parts.push_back({std::move(name), on_gpu, bytes});

@@ -40,7 +40,8 @@ struct MemoryPlan {
   int64_t context = 0;                 // tokens the plan was made for
   int64_t context_room = 0;            // tokens the GPU's layers have room for within the budget (>= context)
   int64_t prefill_chunk = 0;           // prompt tokens per forward pass
-  int64_t image_tokens = 0;            // merged tokens of all a request's images in one vision pass, at most
+  int64_t image_room = 0;              // merged tokens all a request's images may take in one vision pass (>= the
+                                       // largest image's), up to context_room
   uint64_t gpu_peak = 0;               // the largest the pool is expected to hold
   std::vector<PlannedPart> parts;      // weights and KV cache per device, then the GPU's activations
 

@@ -93,6 +93,25 @@ TEST(MemoryPlan, MovesTheVisionTowerFirstThenTheLastLayers) {
   EXPECT_EQ(everything.prefill_chunk, 2048) << "a budget that fits it runs the whole planned context in one pass";
 }
 
+TEST(MemoryPlan, LeavesRoomForSeveralImagesInOneVisionPassWhereTheBudgetAllows) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  MemoryPlanRequest r = q4_on_pascal(1 << 20);
+  r.image_tokens = 1024;  // the largest image
+  const MemoryPlan roomy = plan_memory(c, r);
+  EXPECT_GT(roomy.image_room, 100 * 1024) << "a budget this large holds many images in one pass";
+  // From a budget of exactly the planned peak up: the room never shrinks, and never drops below the largest image.
+  int64_t last = 0;
+  for (uint64_t extra = 0; extra <= 256; extra += 32) {
+    r.budget = roomy.gpu_peak + extra * kMiB;
+    const MemoryPlan p = plan_memory(c, r);
+    ASSERT_TRUE(p.everything_on_gpu());
+    EXPECT_GE(p.image_room, 1024) << extra;
+    EXPECT_GE(p.image_room, last) << extra;
+    EXPECT_LE(p.image_room, roomy.image_room) << extra;
+    last = p.image_room;
+  }
+}
+
 TEST(MemoryPlan, ATwoGigabytePascalCardHoldsEveryDecoderLayerAtQ4) {
   // 2,048 MiB less a 200 MiB reserve for the display, the context and cuBLAS, which the pool does not see.
   const MemoryPlan plan = plan_memory(model_preset("qwen3-vl-2b"), q4_on_pascal(2048 - 200));
