@@ -219,10 +219,17 @@ TEST(Engine, APartialOffloadAnswersAsTheWholeGpuDoes) {
   const GenerateResult cpu = Engine::load(dir, {"cpu"})->generate(request);
   const double cpu_difference = relative_difference(cpu.first_step_logits, whole.first_step_logits);
   bool saw_layers_on_both = false, saw_head_alone = false;
-  for (int64_t mib = 9; mib <= 24; ++mib) {
+  for (int64_t mib = 6; mib <= 40; ++mib) {
     EngineOptions small_card{"cuda"};
     small_card.device_memory_limit = std::size_t(mib) << 20;
-    const auto engine = Engine::load(dir, small_card);
+    small_card.plan_context = 8192;  // the demo model's layers are small: a long context's cache makes them split
+    std::unique_ptr<Engine> engine;
+    try {
+      engine = Engine::load(dir, small_card);
+    } catch (const Error& e) {
+      ASSERT_NE(std::string(e.what()).find("below the smallest plan"), std::string::npos) << e.what();
+      continue;  // a budget under the first layer's: the smallest ones
+    }
     ASSERT_TRUE(engine->memory_plan());
     const MemoryPlan plan = *engine->memory_plan();
     const bool layers_on_both = plan.gpu_layers < plan.layers, head_alone = plan.decoder_split() && !layers_on_both;
@@ -242,8 +249,8 @@ TEST(Engine, APartialOffloadAnswersAsTheWholeGpuDoes) {
     EXPECT_EQ(unrecorded.generated_ids, split.generated_ids) << plan.summary();
     EXPECT_LT(relative_difference(unrecorded.last_step_logits, split.last_step_logits), 1e-6) << plan.summary();
   }
-  EXPECT_TRUE(saw_layers_on_both) << "no budget from 9 to 24 MiB split the decoder's layers";
-  EXPECT_TRUE(saw_head_alone) << "no budget from 9 to 24 MiB left only the head on the CPU";
+  EXPECT_TRUE(saw_layers_on_both) << "no budget from 6 to 40 MiB split the decoder's layers";
+  EXPECT_TRUE(saw_head_alone) << "no budget from 6 to 40 MiB left only the head on the CPU";
   // Planned for a context shorter than the prompt: the prefill runs in chunks of it, through the GPU's layers and
   // the head on the CPU, and gives the same answer.
   EngineOptions chunked{"cuda"};
