@@ -17,6 +17,21 @@ ChatStore::ChatStore(QString dir)
 
 QString ChatStore::path_of(const QString& id) const { return dir_ + "/" + id + ".json"; }
 
+namespace {
+
+// QSaveFile, all or nothing: a short write (a full disk returns one without an error, and commit() then succeeded with
+// the file cut short: a chat lost its end) cancels the save, and the previous file stays.
+bool write_whole(const QString& path, const QByteArray& bytes, QString* error) {
+  QSaveFile file(path);
+  if (file.open(QIODevice::WriteOnly) && file.write(bytes) == bytes.size() && file.commit()) return true;
+  const QString why = file.error() != QFileDevice::NoError ? file.errorString() : QString("the disk is full");
+  if (file.isOpen()) file.cancelWriting();  // the temporary file goes; the old file was never touched
+  if (error) *error = "cannot write " + path + ": " + why;
+  return false;
+}
+
+}  // namespace
+
 bool ChatStore::save(Conversation& chat, QString* error) {
   if (!QDir().mkpath(dir_)) {
     if (error) *error = "cannot create the folder " + dir_;
@@ -25,12 +40,7 @@ bool ChatStore::save(Conversation& chat, QString* error) {
   if (chat.id.isEmpty()) chat.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
   if (chat.title.isEmpty()) chat.title = chat.derived_title();
   chat.updated = QDateTime::currentDateTimeUtc();
-  QSaveFile file(path_of(chat.id));
-  if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(chat.to_json()).toJson()) < 0 || !file.commit()) {
-    if (error) *error = "cannot write " + file.fileName() + ": " + file.errorString();
-    return false;
-  }
-  return true;
+  return write_whole(path_of(chat.id), QJsonDocument(chat.to_json()).toJson(), error);
 }
 
 std::optional<Conversation> ChatStore::load(const QString& id, QString* error) const {
@@ -92,9 +102,8 @@ QString ChatStore::save_attachment(const QImage& image, QString* error) {
   }
   const QString path =
       folder + "/" + QCryptographicHash::hash(png, QCryptographicHash::Sha1).toHex().left(16) + ".png";
-  QSaveFile file(path);
-  if (png.isEmpty() || !file.open(QIODevice::WriteOnly) || file.write(png) < 0 || !file.commit()) {
-    if (error) *error = "cannot write the pasted image to " + path;
+  if (png.isEmpty() || !write_whole(path, png, error)) {
+    if (error && error->isEmpty()) *error = "cannot write the pasted image to " + path;
     return {};
   }
   return path;

@@ -1,6 +1,9 @@
 // qvl-studio under the offscreen platform, driven like a user: full turns with the demo model (streamed text in the
 // view), stop, regenerate, the device and fusion toggles, a corrupt image, pasted and dropped images, saving and
 // reopening chats, the fusion comparison, a bad model folder, and a GUI thread that stays responsive throughout.
+#include <signal.h>
+#include <sys/resource.h>
+
 #include <cstdio>
 
 #include <QAction>
@@ -372,6 +375,36 @@ private slots:
 #endif
     QVERIFY2(open_ms < limit_ms, qPrintable(QString("the window took %1 ms to open 1,000 chats").arg(open_ms)));
     QVERIFY2(refresh_ms * 5 < open_ms, "a refresh parsed the files again");
+  }
+
+  // A full disk (simulated by a file-size limit: writes fail with EFBIG) while a chat is saved: the save reports it,
+  // the chat's previous version stays whole, and no temporary file is left in the store.
+  void aFullDiskKeepsThePreviousVersionOfAChat() {
+    QTemporaryDir dir;
+    ChatStore store(dir.path());
+    Conversation chat;
+    chat.turns.append({"user", "A short question.", {}, "", false});
+    QString error;
+    QVERIFY2(store.save(chat, &error), qPrintable(error));
+    QFile saved(dir.path() + "/" + chat.id + ".json");
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    const QByteArray before = saved.readAll();
+    saved.close();
+    chat.turns.append({"assistant", QString(100000, 'y'), {}, "", false});
+    rlimit old{};
+    ::getrlimit(RLIMIT_FSIZE, &old);
+    const auto previous = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit small = old;
+    small.rlim_cur = 4096;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+    const bool ok = store.save(chat, &error);
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    ::signal(SIGXFSZ, previous);
+    QVERIFY2(!ok, "a save past the disk's end reported success");
+    QVERIFY2(error.contains("cannot write"), qPrintable(error));
+    QVERIFY(saved.open(QIODevice::ReadOnly));
+    QCOMPARE(saved.readAll(), before);
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden).size(), qsizetype(1));
   }
 
   void fusedAndUnfusedAreComparedSideBySide() {
