@@ -53,7 +53,11 @@ TEST(MappedFileDeathTest, ASigbusElsewhereStillEndsTheProcess) {
   test::TempDir dir;
   test::write_bytes(dir / "w.bin", std::string(4096, 'a'));
   const auto file = MappedFile::open(dir / "w.bin");  // the handler is installed
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_DEATH(::raise(SIGBUS), "");  // ASan's own SIGBUS handler, chained to, reports and exits with 1
+#else
   EXPECT_EXIT(::raise(SIGBUS), testing::KilledBySignal(SIGBUS), "");
+#endif
 }
 
 TEST(Engine, AModelTruncatedWhileAnsweringFailsTheRequestByName) {
