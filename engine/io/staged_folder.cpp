@@ -86,7 +86,8 @@ bool is_model_file_name(const std::string& name) {
 StagedFolder::StagedFolder(fs::path out, bool overwrite)
     : out_(out.has_filename() ? std::move(out) : out.parent_path()) {  // "dir/" names "dir"
   if (fs::exists(out_)) check_replaceable(out_, overwrite);
-  remove_abandoned_siblings(out_);
+  // Without `out`, a kill between the fallback's two renames may have left the only copies beside it: keep them.
+  if (fs::exists(out_)) remove_abandoned_siblings(out_);
   staging_ = out_;
   staging_ += ".partial-" + std::to_string(::getpid());
   fs::remove_all(staging_);

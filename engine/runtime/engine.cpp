@@ -143,7 +143,8 @@ private:
 
   // The backends in use: the main one, and the CPU beside a GPU for the parts the plan leaves off it.
   std::vector<Backend*> backends() const {
-    std::vector<Backend*> out{backend_.get()};
+    std::vector<Backend*> out;
+    if (backend_) out.push_back(backend_.get());  // none after a failed move whose restore failed too
     if (host_) out.push_back(host_.get());
     return out;
   }

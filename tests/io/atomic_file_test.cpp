@@ -108,6 +108,7 @@ TEST(StagedFolder, RemovesTheStagingFoldersOfKilledRunsOnly) {
   const pid_t gone = ::fork();  // a process that has exited: its pid names an abandoned staging folder
   if (gone == 0) ::_exit(0);
   ::waitpid(gone, nullptr, 0);
+  write_random_model(model_preset("demo-tiny"), dir / "m", model_options(1));  // a model there: what lies beside is spare
   const fs::path abandoned = dir / ("m.partial-" + std::to_string(gone));
   const fs::path aside = dir / ("m.old-" + std::to_string(gone));
   const fs::path running = dir / ("m.partial-" + std::to_string(::getppid()));  // a live process's: kept
