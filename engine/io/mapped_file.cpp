@@ -86,7 +86,10 @@ void on_sigbus(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<uintptr_t>(info->si_addr);
   for (GuardedRange& r : g_ranges) {
     const uintptr_t begin = r.begin.load(std::memory_order_acquire), end = r.end.load(std::memory_order_acquire);
-    if (begin == 0 || address < begin || address >= end) continue;
+    // A slot given back and taken again between the two loads would pair one mapping's begin with another's end:
+    // begin read again must be unchanged.
+    if (begin == 0 || begin >= end || r.begin.load(std::memory_order_acquire) != begin) continue;
+    if (address < begin || address >= end) continue;
     if (::mmap(reinterpret_cast<void*>(begin), end - begin, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
         MAP_FAILED) {
       r.faulted.store(true, std::memory_order_release);
@@ -111,7 +114,8 @@ int guard_range(const void* data, std::size_t size) {
     action.sa_sigaction = on_sigbus;
     action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
-    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+    ::sigaction(SIGBUS, nullptr, &g_previous_sigbus);  // read before ours is live: a fault may come at once
+    ::sigaction(SIGBUS, &action, nullptr);
   });
   const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(data);
