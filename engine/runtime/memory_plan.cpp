@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "backend/weight_format.h"
 #include "core/error.h"
@@ -33,6 +34,23 @@ uint64_t pool_bytes(uint64_t count, uint64_t bytes) {
   return (count + per_segment - 1) / per_segment * segment;
 }
 uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
+
+// The largest n in [fits, most] with fits_at(n), fits_at(fits) being true and fits_at non-increasing: the upper
+// bound doubles until it no longer fits, then a bisection.
+int64_t largest_fitting(int64_t fits, int64_t most, const std::function<bool(int64_t)>& fits_at) {
+  int64_t step = 1, over = fits + 1;
+  while (over <= most && fits_at(over)) {
+    fits = over;
+    step *= 2;
+    over = fits + step;
+  }
+  over = std::min(over, most + 1);
+  while (over - fits > 1) {
+    const int64_t mid = fits + (over - fits) / 2;
+    (fits_at(mid) ? fits : over) = mid;
+  }
+  return fits;
+}
 double mib(uint64_t bytes) { return double(bytes) / double(kMiB); }
 std::string mib_text(uint64_t bytes) {
   char text[32];
@@ -204,21 +222,14 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   plan.context = r.context;
   plan.prefill_chunk = chosen->chunk;
   plan.gpu_peak = peak(*chosen, r.context, image_tokens);
-  // The longest context whose cache still fits beside the rest (the pool's segments make it a step function).
-  const uint64_t per_token = std::max<uint64_t>(1, kv_bytes_per_token(c.text, plan.gpu_layers, r.gpu_activations));
-  int64_t fits = r.context, over = r.context + int64_t((r.budget - plan.gpu_peak) / per_token) + 1 + 16;
-  while (over - fits > 1) {
-    const int64_t mid = fits + (over - fits) / 2;
-    (peak(*chosen, mid, image_tokens) <= r.budget ? fits : over) = mid;
-  }
-  plan.context_room = fits;
-  // Likewise the image tokens one vision pass (all a request's images) may take: at least the largest image's.
-  int64_t images_fit = image_tokens, images_over = std::max(image_tokens, plan.context_room) + 1;
-  while (images_over - images_fit > 1) {
-    const int64_t mid = images_fit + (images_over - images_fit) / 2;
-    (peak(*chosen, r.context, mid) <= r.budget ? images_fit : images_over) = mid;
-  }
-  plan.image_room = images_fit;
+  // The longest context whose cache still fits beside the rest (the pool's segments make the cost a step function:
+  // flat over a segment's worth of tokens, so the bound is found by doubling, not from the raw bytes per token).
+  plan.context_room = largest_fitting(r.context, int64_t(1) << 40,
+                                      [&](int64_t tokens) { return peak(*chosen, tokens, image_tokens) <= r.budget; });
+  // Likewise the image tokens one vision pass (all a request's images) may take: at least the largest image's, at
+  // most the context's.
+  plan.image_room = largest_fitting(image_tokens, std::max(image_tokens, plan.context_room),
+                                    [&](int64_t tokens) { return peak(*chosen, r.context, tokens) <= r.budget; });
 
   const auto add = [&](std::string name, bool on_gpu, uint64_t bytes) {
     if (bytes) plan.parts.push_back({std::move(name), on_gpu, bytes});
