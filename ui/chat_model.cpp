@@ -1,8 +1,10 @@
 #include "ui/chat_model.h"
 
+#include <QUuid>
+
 namespace qvl::ui {
 
-ChatModel::ChatModel(QObject* parent) : QAbstractListModel(parent) {}
+ChatModel::ChatModel(QObject* parent) : QAbstractListModel(parent), engine_key_(QUuid::createUuid().toString()) {}
 
 int ChatModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : int(chat_.turns.size()); }
 
@@ -23,6 +25,7 @@ QVariant ChatModel::data(const QModelIndex& index, int role) const {
 void ChatModel::set_conversation(Conversation chat) {
   beginResetModel();
   chat_ = std::move(chat);
+  engine_key_ = QUuid::createUuid().toString();
   streaming_ = false;
   endResetModel();
 }

@@ -19,6 +19,9 @@ public:
   const Conversation& conversation() const { return chat_; }
   Conversation& conversation_for_saving() { return chat_; }  // id, title and timestamps are set by the store
   void set_conversation(Conversation chat);
+  // The name the engine keeps this chat's keys and values under (GenerateRequest::conversation_id): new for every
+  // chat set, so a follow-up prefills only its new tokens and another chat never reuses this one's.
+  const QString& engine_key() const { return engine_key_; }
   void append(const ChatTurn& turn);
   void append_text(const QString& text);  // to the last turn (the streaming answer)
   void finish_last(const QString& stats, bool failed = false, const QString& message = {});
@@ -29,6 +32,7 @@ public:
 private:
   void changed_last(const QList<int>& roles);
   Conversation chat_;
+  QString engine_key_;
   bool streaming_ = false;
 };
 

@@ -99,7 +99,7 @@ AttachmentChip::AttachmentChip(const Attachment& a, QWidget* parent) : QFrame(pa
 void AttachmentChip::set_cost(const PreprocessorConfig& p) {
   QString line = QString("%1×%2").arg(a_.width).arg(a_.height);
   try {
-    const auto [h, w] = smart_resize(a_.height, a_.width, p.patch_size * p.merge_size, p.min_pixels, p.max_pixels);
+    const auto [h, w] = model_input_size(a_.height, a_.width, p);
     line += QString(" → %1×%2\n%3 image tokens").arg(w).arg(h).arg(image_token_count(a_.height, a_.width, p));
   } catch (const std::exception& e) {
     line += "\n" + QString::fromStdString(e.what());

@@ -65,6 +65,7 @@ struct PerfSnapshot {
   MemoryReport memory;                 // with the segment map
   std::vector<double> step_ms;         // wall time of each token since the previous snapshot
   qint64 tokens = 0, prompt_tokens = 0;
+  qint64 cached_tokens = 0;  // of prompt_tokens, those the chat's kept keys and values served
   double ttft_ms = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
 };
 

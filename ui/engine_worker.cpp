@@ -48,7 +48,8 @@ public:
   }
   void on_prompt_done(const GenerateTiming& t) override {
     prompt_tokens_ = t.prompt_tokens;
-    if (t.prefill_ms > 0) prefill_tokens_per_s_ = double(t.prompt_tokens) / t.prefill_ms * 1e3;
+    cached_tokens_ = t.cached_tokens;  // the chat's kept tokens: not prefilled again, not in the rate
+    if (t.prefill_ms > 0) prefill_tokens_per_s_ = double(t.prompt_tokens - t.cached_tokens) / t.prefill_ms * 1e3;
   }
   PerfSnapshot live() const {
     PerfSnapshot s = snapshot_();
@@ -57,6 +58,7 @@ public:
     s.tokens = tokens_;
     s.ttft_ms = ttft_ms_;
     s.prompt_tokens = prompt_tokens_;
+    s.cached_tokens = cached_tokens_;
     s.prefill_tokens_per_s = prefill_tokens_per_s_;
     if (tokens_ > 1) s.decode_tokens_per_s = double(tokens_ - 1) / ((last_ms_ - ttft_ms_) / 1e3);
     return s;
@@ -68,7 +70,7 @@ private:
   std::function<PerfSnapshot()> snapshot_;
   QElapsedTimer clock_;
   std::vector<double> steps_;
-  qint64 tokens_ = 0, prompt_tokens_ = 0;
+  qint64 tokens_ = 0, prompt_tokens_ = 0, cached_tokens_ = 0;
   double prefill_tokens_per_s_ = 0;
   double ttft_ms_ = 0, last_ms_ = 0, emitted_ms_ = -1e9;
 };

@@ -468,7 +468,8 @@ ChatRequest MainWindow::request_for(const QList<ChatTurn>& turns, const ChatTurn
 }
 
 void MainWindow::start_answer(const QList<ChatTurn>& context) {
-  const ChatRequest request = request_for(context, nullptr);
+  ChatRequest request = request_for(context, nullptr);
+  request.request.conversation_id = chat_->engine_key().toStdString();
   chat_->append({"assistant", {}, {}, {}, false});
   chat_->set_streaming(true);
   if (engine_->send(request) == 0) {

@@ -28,7 +28,9 @@ ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
 
 void ThroughputView::fill(const Column& c, const PerfSnapshot& s) {
   c.ttft->setText(s.tokens > 0 ? QString("%1 ms").arg(s.ttft_ms, 0, 'f', 1) : "–");
-  c.prefill->setText(s.prefill_tokens_per_s > 0 ? QString("%1 tokens/s (%2 tokens)").arg(s.prefill_tokens_per_s, 0, 'f', 0).arg(s.prompt_tokens) : "–");
+  const QString cached = s.cached_tokens > 0 ? QString(", %1 kept from the chat").arg(s.cached_tokens) : QString();
+  c.prefill->setText(s.prefill_tokens_per_s > 0 ? QString("%1 tokens/s (%2 tokens%3)").arg(s.prefill_tokens_per_s, 0, 'f', 0).arg(s.prompt_tokens).arg(cached)
+                                                : "–");
   c.decode->setText(s.decode_tokens_per_s > 0 ? QString("%1 tokens/s").arg(s.decode_tokens_per_s, 0, 'f', 1) : "–");
   c.tokens->setText(QString::number(s.tokens));
 }

@@ -80,9 +80,11 @@ int run_soak(const std::vector<std::string>& argv) {
   if (!parsed) return 0;
   const Args& args = *parsed;
   const int64_t turns = args.get_int("turns", 1000), max_new = args.get_int("max-new-tokens", 16),
-                chat_tokens = args.get_int("chat-tokens", 1024), growth = args.get_int("growth-mb", 16) << 20;
+                chat_tokens = args.get_int("chat-tokens", 1024), growth_mb = args.get_int("growth-mb", 16);
   if (turns < 2 || turns > 1'000'000) fail("qvl soak: --turns takes 2 to 1000000");
   if (max_new < 1 || chat_tokens < 1) fail("qvl soak: --max-new-tokens and --chat-tokens must be positive");
+  if (growth_mb < 0 || growth_mb > 1'000'000) fail("qvl soak: --growth-mb takes 0 to 1000000 (MiB), not ", growth_mb);
+  const int64_t growth = growth_mb << 20;
 
   EngineOptions options;
   options.device = args.get("device", "auto");
@@ -96,7 +98,7 @@ int run_soak(const std::vector<std::string>& argv) {
   std::vector<TurnSample> samples;
   std::vector<ChatMessage> chat;
   std::vector<ImageInput> images;
-  int64_t chats = 1;
+  int64_t chats = 1, prompt_tokens = 0, cached_tokens = 0;
   for (int64_t turn = 0; turn < turns; ++turn) {
     ChatMessage user{"user", {}};
     if (turn % 4 == 0) {
@@ -109,11 +111,15 @@ int run_soak(const std::vector<std::string>& argv) {
     request.messages = chat;
     request.images = images;
     request.max_new_tokens = max_new;
+    request.conversation_id = "soak-" + std::to_string(chats);  // kept between turns, as the GUI keeps a chat's
     const GenerateResult r = engine->generate(request);
+    prompt_tokens += r.timing.prompt_tokens;
+    cached_tokens += r.timing.cached_tokens;
     chat.push_back(ChatMessage::text("assistant", r.text));
     const MemoryReport pool = engine->memory_report();
     samples.push_back({resident_bytes(), pool.allocated, pool.reserved, r.timing.prompt_tokens});
     if (r.timing.prompt_tokens + r.timing.generated_tokens > chat_tokens) {  // a new chat, as a user would start one
+      engine->forget_conversation(request.conversation_id);  // kept, the chats would fill the budget: not a leak
       chat.clear();
       images.clear();
       ++chats;
@@ -128,10 +134,13 @@ int run_soak(const std::vector<std::string>& argv) {
   if (args.has("json")) {
     const nlohmann::json out = {{"turns", turns}, {"chats", chats}, {"window", window}, {"device", engine->device()},
                                 {"backend", engine->backend_name()}, {"first", window_json(first)},
-                                {"last", window_json(last)}, {"rss_flat", rss_flat}, {"pool_flat", pool_flat}};
+                                {"last", window_json(last)}, {"rss_flat", rss_flat}, {"pool_flat", pool_flat},
+                                {"prompt_tokens", prompt_tokens}, {"cached_tokens", cached_tokens}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("%lld turns in %lld chats on %s\n", (long long)turns, (long long)chats, engine->backend_name().c_str());
+    std::printf("%lld turns in %lld chats on %s; %lld prompt tokens, %lld of them kept from earlier turns\n",
+                (long long)turns, (long long)chats, engine->backend_name().c_str(), (long long)prompt_tokens,
+                (long long)cached_tokens);
     for (const auto& [name, w] : {std::pair<const char*, const Window&>{"first", first}, {"last", last}})
       std::printf("%-5s %zu turns: resident %.1f MiB median, %.1f MiB max; pool %.1f MiB allocated, %.1f MiB reserved\n",
                   name, window, mib(w.rss_median), mib(w.rss_max), mib(w.pool_allocated_max), mib(w.pool_reserved_max));

@@ -6,9 +6,10 @@
 //
 // Shapes: "rows" are tokens. Linear weights are [out, in] (PyTorch layout). Per-head tensors are [S, H, D].
 #include <array>
+#include <atomic>
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -166,6 +167,9 @@ public:
   // Non-empty when the device can no longer run anything (a kernel fault poisons a CUDA context for the rest of the
   // process): the engine then fails the request with this and offers the CPU.
   virtual std::string device_error() { return {}; }
+  // The running request's stop flag (nullptr between requests): a host backend stops its long loops when it is set,
+  // leaving their outputs unfinished (the model's next check throws Cancelled before they are used).
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
   // Fault injection, for the tests of the failure paths; host backends have neither a pool nor a device to lose.
   virtual void inject_fault(const FaultInjection& /*fault*/) {}
 
@@ -240,6 +244,7 @@ public:
 protected:
   KernelTimingSink* timing_ = nullptr;
   Fusions fusions_{};
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

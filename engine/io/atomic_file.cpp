@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,14 +26,34 @@ void sync_folder(const std::filesystem::path& folder) {
   ::close(fd);
 }
 
+// The process's umask, read from /proc (setting it to read it, the only other way, races with threads creating
+// files); 022 where /proc does not say.
+mode_t current_umask() {
+  std::FILE* status = std::fopen("/proc/self/status", "re");
+  unsigned mask = 022;
+  if (status) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status))
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) break;
+    std::fclose(status);
+  }
+  return mode_t(mask);
+}
+
+// The mode a replacement gets: the replaced file's, or what open(2) would give a new file.
+mode_t mode_for(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return st.st_mode & 07777;
+  return 0666 & ~current_umask();
+}
+
 }  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::filesystem::path path) : path_(std::move(path)), temp_(path_.string() + ".partial-XXXXXX") {
   fd_ = ::mkostemp(temp_.data(), O_CLOEXEC);
   if (fd_ < 0) fail(path_.string(), ": cannot create a temporary file beside it: ", std::strerror(errno));
-  // mkostemp makes 0600; model files and traces are shared like any other file (the umask is not read: setting it
-  // to read it would race with other threads creating files).
-  if (::fchmod(fd_, 0644) != 0) give_up("cannot set the permissions", errno);
+  // mkostemp makes 0600; a written file gets the mode a plain open(2) would give it, or keeps the replaced one's.
+  if (::fchmod(fd_, mode_for(path_)) != 0) give_up("cannot set the permissions", errno);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {

@@ -139,9 +139,14 @@ void unguard_range(int slot) {
 
 }  // namespace
 
-std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path) {
+std::shared_ptr<const MappedFile> MappedFile::open(const std::filesystem::path& path, std::uintmax_t max_bytes,
+                                                   std::string_view what) {
   struct stat st {};
   const int fd = open_regular_file(path, &st);
+  if (std::uintmax_t(st.st_size) > max_bytes) {
+    ::close(fd);
+    fail(path.string(), ": ", std::uintmax_t(st.st_size), " bytes, over the limit of ", max_bytes, " for ", what);
+  }
   std::shared_ptr<MappedFile> file(new MappedFile);
   file->path_ = path;
   file->fd_ = fd;  // kept: check_unchanged() asks it whether the file was rewritten in place
@@ -165,11 +170,15 @@ MappedFile::~MappedFile() {
 void MappedFile::check_unchanged() const {
   const bool faulted = guard_slot_ >= 0 && g_ranges[guard_slot_].faulted.load(std::memory_order_acquire);
   struct stat st {};
-  const bool same = ::fstat(fd_, &st) == 0 && std::size_t(st.st_size) == size_ &&
-                    int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec == modified_ns_;
-  if (faulted || !same)
-    fail(path_.string(), ": changed on disk while the model was loaded (", faulted ? "truncated" : "rewritten in place",
-         " by another program); reopen the model");
+  if (::fstat(fd_, &st) != 0) fail(path_.string(), ": cannot be checked any more (", std::strerror(errno), "); reopen the model");
+  const auto now_size = std::size_t(st.st_size);
+  const bool rewritten = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != modified_ns_;
+  if (faulted || now_size < size_)
+    fail(path_.string(), ": was cut short by another program while the model was loaded (", now_size, " bytes, was ",
+         size_, "); what was read past its end is not the model's; reopen the model");
+  if (now_size != size_ || rewritten)
+    fail(path_.string(), ": was written by another program while the model was loaded (", now_size == size_ ? "same size, " : "",
+         "a new modification time); the weights read from it may be a mix of two files; reopen the model");
 }
 
 }  // namespace qvl

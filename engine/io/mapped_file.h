@@ -2,6 +2,7 @@
 // A read-only memory map of a whole file. Checkpoints are mapped, not read, so a 4 GB model costs page cache,
 // not a second copy in the heap, and tensors that need no conversion are used in place.
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <span>
@@ -21,8 +22,10 @@ std::string read_whole_file(const std::filesystem::path& path, std::uintmax_t ma
 
 class MappedFile {
 public:
-  // Throws qvl::Error naming the path when it cannot be opened or mapped.
-  static std::shared_ptr<const MappedFile> open(const std::filesystem::path& path);
+  // Throws qvl::Error naming the path when it cannot be opened or mapped, or (as read_whole_file) when it is larger
+  // than `max_bytes`.
+  static std::shared_ptr<const MappedFile> open(const std::filesystem::path& path, std::uintmax_t max_bytes = UINTMAX_MAX,
+                                                std::string_view what = "a mapped file");
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

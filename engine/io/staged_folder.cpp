@@ -1,10 +1,12 @@
 #include "io/staged_folder.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include <string>
 
@@ -37,6 +39,20 @@ void check_replaceable(const fs::path& out, bool overwrite) {
     fail(out.string(), ": overwrite replaces model folders only, and this folder has no config.json");
 }
 
+// An open descriptor of `folder` holding an exclusive flock on it (-1 when it cannot be opened, or when `wait` is off
+// and another open description holds the lock). The lock follows the folder through renames and ends with its
+// owner, however that ends: it, not a pid (reused, or another container's), tells a live run's folder from a killed
+// one's.
+int lock_folder(const fs::path& folder, bool wait) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  if (::flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Puts the finished folder `staging` where `out` is. An existing `out` is swapped out in one step (renameat2's
 // exchange: no moment without a complete folder there), then removed; where the file system cannot exchange, it is
 // renamed aside first.
@@ -52,25 +68,33 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
   }
   fs::path old = out;
   old += ".old-" + std::to_string(::getpid());
+  const int old_lock = lock_folder(out, false);  // held while it lies aside, so no other run takes it for abandoned
   fs::rename(out, old);
   fs::rename(staging, out);
   fs::remove_all(old);
+  if (old_lock >= 0) ::close(old_lock);
 }
 
-// Staging folders of runs that were killed ("<out>.partial-<pid>", "<out>.old-<pid>" whose process is gone): a killed
-// quantize or make-random-model once left gigabytes behind for good. A folder whose process lives is left alone.
+// Staging folders of runs that were killed ("<out>.partial-<pid>", "<out>.old-<pid>" whose lock nobody holds): a
+// killed quantize or make-random-model once left gigabytes behind for good. A folder made in the last minute is left
+// alone too: its run may not have taken its lock yet.
 void remove_abandoned_siblings(const fs::path& out) {
   const fs::path parent = out.parent_path().empty() ? fs::path(".") : out.parent_path();
   std::error_code ec;
   const std::string base = out.filename().string();
+  const auto recent = fs::file_time_type::clock::now() - std::chrono::minutes(1);
   for (const auto& entry : fs::directory_iterator(parent, fs::directory_options::skip_permission_denied, ec)) {
     const std::string name = entry.path().filename().string();
     for (const std::string& prefix : {base + ".partial-", base + ".old-"}) {
       if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 9) continue;
-      const std::string digits = name.substr(prefix.size());
-      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
-      const auto pid = ::pid_t(std::stol(digits));
-      if (pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+      if (name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+      std::error_code time_error;
+      const auto modified = fs::last_write_time(entry.path(), time_error);
+      if (time_error || modified > recent || fs::is_symlink(entry.path(), time_error)) continue;
+      const int lock = lock_folder(entry.path(), false);
+      if (lock < 0) continue;  // a live run holds it
+      fs::remove_all(entry.path(), ec);
+      ::close(lock);
     }
   }
 }
@@ -92,16 +116,21 @@ StagedFolder::StagedFolder(fs::path out, bool overwrite)
   staging_ += ".partial-" + std::to_string(::getpid());
   fs::remove_all(staging_);
   fs::create_directories(staging_);
+  lock_fd_ = lock_folder(staging_, true);
+  if (lock_fd_ < 0) fail(staging_.string(), ": cannot open the staging folder just made: ", std::strerror(errno));
 }
 
 StagedFolder::~StagedFolder() {
   std::error_code ignored;
   if (!published_) fs::remove_all(staging_, ignored);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 void StagedFolder::publish() {
   move_into_place(staging_, out_);
   published_ = true;
+  ::close(lock_fd_);  // the lock was the staging folder's; the published folder needs none
+  lock_fd_ = -1;
 }
 
 }  // namespace qvl

@@ -15,7 +15,7 @@ bool is_model_file_name(const std::string& name);
 class StagedFolder {
 public:
   // Throws qvl::Error (naming `out`) when `out` may not be replaced; removes the staging folders of killed runs
-  // beside it (their process gone); creates the empty staging folder.
+  // beside it (no run holds their lock); creates the empty staging folder and holds a lock on it until the end.
   StagedFolder(std::filesystem::path out, bool overwrite);
   ~StagedFolder();  // removes the staging folder unless it was published
   StagedFolder(const StagedFolder&) = delete;
@@ -29,6 +29,7 @@ public:
 private:
   std::filesystem::path out_, staging_;
   bool published_ = false;
+  int lock_fd_ = -1;  // flock on the staging folder: tells other runs it is alive
 };
 
 }  // namespace qvl

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 namespace qvl {
@@ -68,6 +69,35 @@ KvCache::KvCache(Backend& backend, const TextConfig& c, int64_t capacity)
     : KvCache({DecoderPart{&backend, 0, c.num_hidden_layers}}, c, capacity) {}
 KvCache::~KvCache() = default;
 
+uint64_t KvCache::bytes() const {
+  uint64_t total = 0;
+  for (const auto* tensors : {&k_, &v_})
+    for (const Tensor& t : *tensors) total += t.nbytes();
+  return total;
+}
+
+void KvCache::truncate(int64_t length) {
+  if (length < 0 || length > length_) fail("KvCache::truncate to ", length, " of ", length_, " positions");
+  length_ = length;
+}
+
+void KvCache::copy_prefix_from(const KvCache& other, int64_t length) {
+  if (other.parts_ != parts_ || other.k_.size() != k_.size() || length > other.length_ || length > capacity_)
+    fail("KvCache: cannot copy ", length, " positions from a cache of other parts or too few positions");
+  std::size_t layer = 0;
+  for (const DecoderPart& part : parts_)
+    for (int64_t l = part.first_layer; l < part.end_layer; ++l, ++layer)
+      if (length > 0) {
+        part.backend->copy_rows(other.k_[layer].slice_rows(0, length), k_[layer], 0);
+        part.backend->copy_rows(other.v_[layer].slice_rows(0, length), v_[layer], 0);
+      }
+  length_ = length;
+}
+
+void KvCache::forget_recorded_steps() {
+  for (auto& step : decode_steps_) step.reset();
+}
+
 TextDecoder::TextDecoder(std::vector<DecoderPart> parts, const ModelConfig& config, const TextWeights& weights,
                          bool record_decode_steps, AttentionWindow window)
     : parts_(std::move(parts)), c_(config.text), w_(weights), record_decode_steps_(record_decode_steps), window_(window) {
@@ -123,6 +153,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
     for (std::size_t part = 0; part < parts_.size(); ++part)
       out = forward_part(part, {{}, &out}, cos_host, sin_host, vision, cache);
   }
+  stop_if_requested(stop_);  // work skipped after a stop made these logits: never returned
   cache.length_ += s;
   return out;
 }
@@ -211,6 +242,7 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   const auto rms = [&](const NormWeights& n) { return RowNorm::rms(n, eps); };
   bool input_normed = false;  // b.a holds this layer's normed input (the previous layer's closing norm made it)
   for (int64_t l = first; l < end; ++l) {
+    if (!at.past_on_device) stop_if_requested(stop_);  // not while recording: the recording must be whole
     const DecoderLayerWeights& L = w_.layers[std::size_t(l)];
     be.project(Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed));
     be.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[std::size_t(l)],

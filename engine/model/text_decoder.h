@@ -1,6 +1,7 @@
 #pragma once
 // The Qwen3-VL text decoder (reference spec section 5): GQA attention with per-head q/k RMSNorm before the
 // interleaved multimodal RoPE, SwiGLU MLP, DeepStack injection after the first layers, tied or untied head.
+#include <atomic>
 #include <memory>
 #include <span>
 #include <vector>
@@ -29,6 +30,17 @@ public:
   KvCache(Backend& backend, const TextConfig& config, int64_t capacity);  // every layer on one backend
   ~KvCache();
   int64_t length() const { return length_; }
+  int64_t capacity() const { return capacity_; }
+  const std::vector<DecoderPart>& parts() const { return parts_; }
+  uint64_t bytes() const;  // keys and values of every layer, at full capacity
+  // A conversation kept between requests: forget the positions from `length` on (the next pass writes over them).
+  void truncate(int64_t length);
+  // Copies the first `length` positions of `other` (made for the same parts and config) into this cache, which then
+  // holds them: a kept conversation's cache grown into a larger one.
+  void copy_prefix_from(const KvCache& other, int64_t length);
+  // Drops the recorded decode steps: they replay the kernels chosen when they were recorded (fusions, timing), so a
+  // cache kept between requests records them again for each.
+  void forget_recorded_steps();
 
 private:
   friend class TextDecoder;
@@ -75,6 +87,9 @@ public:
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
                  KvCache& cache);
   const std::vector<DecoderPart>& parts() const { return parts_; }
+  // Checked before every layer a pass runs directly and before forward returns (core/cancel.h): a set flag throws
+  // Cancelled, leaving the cache as long as it was.
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
 
 private:
   struct Position;
@@ -95,6 +110,7 @@ private:
   const TextWeights& w_;
   bool record_decode_steps_;
   AttentionWindow window_;
+  const std::atomic<bool>* stop_ = nullptr;
 };
 
 }  // namespace qvl

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 namespace qvl {
@@ -24,7 +25,7 @@ Tensor merger_forward(Backend& be, const MergerWeights& w, const Tensor& x, int6
 }  // namespace
 
 VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionWeights& w, const Tensor& pixel_values,
-                           const std::vector<ImageGrid>& grids) {
+                           const std::vector<ImageGrid>& grids, const std::atomic<bool>* stop) {
   const VisionConfig& c = config.vision;
   int64_t n = 0;
   std::vector<int64_t> bounds{0};  // one attention block per image and frame
@@ -50,6 +51,7 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   const auto layer_norm = [](const NormWeights& nw) { return RowNorm::layer(nw, kEps); };
   bool input_normed = false;  // a holds this block's normed input (the previous block's closing norm made it)
   for (int64_t b = 0; b < c.depth; ++b) {
+    stop_if_requested(stop);
     const VisionBlockWeights& blk = w.blocks[std::size_t(b)];
     be.project(Projection::of(x, blk.q, blk.k, blk.v, q, k, v).reading_norm(layer_norm(blk.norm1), a, input_normed));
     be.rope(q, cos, sin);
@@ -70,6 +72,7 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
       out.deepstack.push_back(merger_forward(be, w.deepstack[std::size_t(it - ds.begin())], x, merged_rows, c.merged_dim()));
   }
   out.embeddings = merger_forward(be, w.merger, x, merged_rows, c.merged_dim());
+  stop_if_requested(stop);
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/registry.h"
+#include "core/cancel.h"
 #include "core/error.h"
 #include "io/model_folder.h"
 #include "model/text_decoder.h"
@@ -53,8 +54,22 @@ public:
     if (!backend_) fail("no model is loaded (moving it failed, and so did loading it back)");
     if (kind_ == BackendKind::Cuda && !device_error_.empty())
       fail("the GPU failed earlier (", device_error_, "); switch the device to cpu to go on");
+    // The stop flag reaches every phase: checked between images, vision blocks and decoder layers, and inside the
+    // CPU's long products (core/cancel.h).
+    struct StopFlags {
+      std::vector<Backend*> backends;
+      ~StopFlags() {
+        for (Backend* be : backends) be->set_stop_flag(nullptr);
+      }
+    } flags{backends()};
+    for (Backend* be : flags.backends) be->set_stop_flag(cancel);
+    GenerateResult result;
     try {
-      return run(request, sink, cancel);
+      run(request, sink, cancel, result);
+      return result;
+    } catch (const Cancelled&) {  // stopped before the answer began: what was done so far, and no answer
+      result.stop_reason = "cancelled";
+      return result;
     } catch (const std::exception& e) {
       // A kernel fault leaves the CUDA context unusable for the rest of the process: say so, keep the engine.
       device_error_ = backend_->device_error();
@@ -124,6 +139,7 @@ private:
     }
   }
   void release_model() {
+    conversations_.clear();  // their caches live in the backends
     weights_ = {};  // the weights go before their backends
     backend_.reset();
     host_.reset();
@@ -132,6 +148,7 @@ private:
   void adopt(std::unique_ptr<Backend> backend, std::unique_ptr<Backend> host, ModelWeights weights, BackendKind kind,
              std::string fallback) {
     model_.checkpoint.check_unchanged();  // a file truncated while it was read gave zeros: refuse what was loaded
+    conversations_.clear();  // kept in the old backends
     weights_ = {};  // the old weights go before their backends
     backend_ = std::move(backend);
     host_ = std::move(host);
@@ -139,6 +156,29 @@ private:
     weights_ = std::move(weights);
     kind_ = kind;
     fallback_reason_ = std::move(fallback);
+    conversations_.set_budget(conversation_budget());
+  }
+
+  // Conversations kept on a GPU share the pool with the plan's KV room: together they never take more than it.
+  uint64_t conversation_budget() const {
+    uint64_t budget = options_.conversation_cache_bytes;
+    if (plan_) budget = std::min(budget, kv_bytes_per_token() * uint64_t(std::max<int64_t>(0, plan_->context_room)));
+    return budget;
+  }
+  uint64_t kv_bytes_per_token() const {  // keys and values of every layer, f32 on every backend
+    const TextConfig& t = model_.config.text;
+    return uint64_t(t.num_hidden_layers * 2 * t.num_key_value_heads * t.head_dim) * sizeof(float);
+  }
+  // The most positions a request may hold: the options', the model's, and on a GPU the memory plan's.
+  int64_t context_limit() const {
+    int64_t limit = std::min(options_.max_context, model_.config.text.max_position_embeddings);
+    return plan_ ? std::min(limit, plan_->context_room) : limit;
+  }
+
+  // Only the CPU reads weights from the mapped files after loading (a GPU holds its copies): a model wholly on the GPU
+  // is not failed because another program touched its files. One fstat a file a token (about a microsecond).
+  void check_mapped_weights() const {
+    if (kind_ != BackendKind::Cuda || host_) model_.checkpoint.check_unchanged();
   }
 
   // The backends in use: the main one, and the CPU beside a GPU for the parts the plan leaves off it.
@@ -159,10 +199,9 @@ private:
   }
 
   // One request, phase by phase: images, prompt, vision tower, prefill, decode.
-  GenerateResult run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel) {
-    GenerateResult result;
-    // The CPU reads weights from the mapped files: one rewritten in place since loading fails the request by name.
-    model_.checkpoint.check_unchanged();
+  void run(const GenerateRequest& request, TokenSink* sink, const std::atomic<bool>* cancel, GenerateResult& result) {
+    // The CPU reads weights from the mapped files: one written or cut short since loading fails the request by name.
+    check_mapped_weights();
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
     if (request.max_new_tokens > options_.max_context)  // checked before any sum: 2^63 - 1 once wrapped negative
       fail("max_new_tokens ", request.max_new_tokens, " is over the context limit of ", options_.max_context);
@@ -195,70 +234,128 @@ private:
     if (plan_ && needed > plan_->context_room)  // before the KV cache is allocated: the pool would refuse it later
       fail("the conversation needs ", needed, " tokens of context; the GPU's memory plan (", plan_->summary(),
            ") has room for ", plan_->context_room, ": shorten it, or plan for more context (fewer layers stay on the GPU)");
-    const std::vector<Tensor> image_patches = prepare_images(request.images, preprocessor, result);
+    // A kept conversation serves the prompt's first tokens when they are the ones it holds (images by content).
+    std::vector<uint64_t> image_keys;
+    std::optional<CachedConversation> kept;
+    ReusablePrefix reuse;
+    if (!request.conversation_id.empty()) {
+      for (const ImageInput& image : request.images) image_keys.push_back(image.content_key());
+      kept = conversations_.take(request.conversation_id);
+      if (kept) reuse = reusable_prefix(*kept, result.prompt_ids, image_keys, int32_t(config.image_token_id));
+    }
+    const std::vector<DecoderPart> parts = decoder_parts();
+    std::unique_ptr<KvCache> cache = cache_for(!request.conversation_id.empty(), kept, reuse, needed, parts);
+    if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
+    const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, preprocessor, cancel, result);
     result.timing.preprocess_ms = ms_since(t0);
 
     t0 = Clock::now();
-    const VisionInjection vision = encode_vision(image_patches, result);
+    const VisionInjection vision = encode_vision(image_patches, result, reuse.tokens, cancel);
     result.timing.vision_ms = ms_since(t0);
 
     t0 = Clock::now();
     const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
-    const std::vector<DecoderPart> parts = decoder_parts();
-    KvCache cache(parts, config.text, needed);
     TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
+    decoder.set_stop_flag(cancel);
     // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
     // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
     // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
     // attends densely: close to it, not bit for bit).
     const int64_t chunk = plan_ ? plan_->prefill_chunk : prompt_len;
     Tensor logits;
-    for (int64_t begin = 0; begin < prompt_len; begin += chunk) {
+    for (int64_t begin = reuse.tokens; begin < prompt_len; begin += chunk) {
       const int64_t end = std::min(prompt_len, begin + chunk);
       auto [cos, sin] = text_rope_tables(config.text, positions.axes, std::size_t(begin), std::size_t(end - begin));
       const VisionInjection share = vision.rows(begin, end);
       logits = decoder.forward(std::span(result.prompt_ids).subspan(std::size_t(begin), std::size_t(end - begin)), cos,
-                               sin, share.positions.empty() ? nullptr : &share, cache);
+                               sin, share.positions.empty() ? nullptr : &share, *cache);
     }
     result.timing.prefill_ms = ms_since(t0);
     result.timing.prompt_tokens = prompt_len;
+    result.timing.cached_tokens = reuse.tokens;
     if (sink) sink->on_prompt_done(result.timing);
 
     t0 = Clock::now();
-    decode(request, decoder, cache, positions.delta, std::move(logits), sink, cancel, result);
+    decode(request, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
     result.timing.decode_ms = ms_since(t0);
+    if (!request.conversation_id.empty()) keep_conversation(request.conversation_id, std::move(cache), std::move(image_keys), result);
     if (profiler_) {
       for (Backend* be : backends()) be->collect_timings(true);
       profiler_->publish();
     }
     result.timing.generated_tokens = int64_t(result.generated_ids.size());
-    return result;
   }
 
-  // Images -> patches on the backend (a GPU cuts image i while the host decodes and resizes image i + 1), one
-  // decoded image held at a time; and their grids.
-  std::vector<Tensor> prepare_images(const std::vector<ImageInput>& images, const PreprocessorConfig& preprocessor,
+  // The cache this request runs on. A kept conversation's is truncated to the prefix it serves, or, too small for
+  // the request, grown: a larger one made and the prefix copied in (where the budget holds both; else the prefix is
+  // computed again). Others kept are evicted, least recently used first, until this one fits beside them.
+  std::unique_ptr<KvCache> cache_for(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse,
+                                     int64_t needed, const std::vector<DecoderPart>& parts) {
+    std::unique_ptr<KvCache> old = kept ? std::move(kept->cache) : nullptr;
+    if (old && old->parts() != parts) old.reset();
+    if (!old) reuse = {};
+    if (old && old->capacity() >= needed) {
+      old->truncate(reuse.tokens);
+      old->forget_recorded_steps();  // recorded with the kernels of their request (fusions, timing)
+      conversations_.make_room(0);
+      return old;
+    }
+    // A conversation's cache leaves room for the next turn: up to the next multiple of 512 positions.
+    const int64_t capacity = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
+    const uint64_t bytes = kv_bytes_per_token() * uint64_t(capacity);
+    if (old && !conversations_.make_room(bytes + old->bytes())) {
+      old.reset();  // the budget cannot hold the old and the new together: the prefix is computed again
+      reuse = {};
+    }
+    conversations_.make_room(bytes);
+    auto cache = std::make_unique<KvCache>(parts, model_.config.text, capacity);
+    if (old && reuse.tokens > 0) cache->copy_prefix_from(*old, reuse.tokens);
+    return cache;
+  }
+
+  // The conversation kept for the next request: the tokens its cache now holds (the prompt and every answer token
+  // fed back; the last one sampled was never run) and its images.
+  void keep_conversation(const std::string& id, std::unique_ptr<KvCache> cache, std::vector<uint64_t> image_keys,
+                         const GenerateResult& result) {
+    CachedConversation kept;
+    kept.ids = result.prompt_ids;
+    const auto fed = std::size_t(cache->length()) - kept.ids.size();
+    kept.ids.insert(kept.ids.end(), result.generated_ids.begin(), result.generated_ids.begin() + std::ptrdiff_t(fed));
+    kept.image_keys = std::move(image_keys);
+    kept.image_grids = result.image_grids;
+    kept.cache = std::move(cache);
+    conversations_.put(id, std::move(kept));
+  }
+
+  // Images from `first` on -> patches on the backend (a GPU cuts image i while the host decodes and resizes image
+  // i + 1), one decoded image held at a time; their grids are appended to the result's.
+  std::vector<Tensor> prepare_images(const std::vector<ImageInput>& images, std::size_t first,
+                                     const PreprocessorConfig& preprocessor, const std::atomic<bool>* stop,
                                      GenerateResult& result) {
     std::vector<Tensor> image_patches;
-    for (const ImageInput& image : images) {
-      const PreprocessedImage p = preprocess_image(*image.pixels(), preprocessor);
+    for (std::size_t i = first; i < images.size(); ++i) {
+      stop_if_requested(stop);
+      const PreprocessedImage p = preprocess_image(*images[i].pixels(), preprocessor);
       result.image_grids.push_back(p.grid);
       image_patches.push_back(patches(vision_backend(), p));
     }
     return image_patches;
   }
 
-  // The vision tower over all images in one batch, and where its embeddings go in the prompt.
-  VisionInjection encode_vision(const std::vector<Tensor>& image_patches, const GenerateResult& result) {
+  // The vision tower over the new images in one batch, and where its embeddings go in the prompt: the image tokens
+  // from `first_token` on (those before it are a kept conversation's).
+  VisionInjection encode_vision(const std::vector<Tensor>& image_patches, const GenerateResult& result, int64_t first_token,
+                                const std::atomic<bool>* stop) {
     VisionInjection vision;
     if (image_patches.empty()) return vision;
     Backend& be = vision_backend();
-    VisionOutput v = encode_images(be, model_.config, weights_.vision, stack_rows(be, image_patches), result.image_grids);
+    const std::vector<ImageGrid> grids(result.image_grids.end() - std::ptrdiff_t(image_patches.size()), result.image_grids.end());
+    VisionOutput v = encode_images(be, model_.config, weights_.vision, stack_rows(be, image_patches), grids, stop);
     be.synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
     vision.backend = &be;
     vision.embeddings = std::move(v.embeddings);
     vision.deepstack = std::move(v.deepstack);
-    for (std::size_t i = 0; i < result.prompt_ids.size(); ++i)
+    for (auto i = std::size_t(first_token); i < result.prompt_ids.size(); ++i)
       if (result.prompt_ids[i] == model_.config.image_token_id) vision.positions.push_back(int64_t(i));
     return vision;
   }
@@ -277,7 +374,7 @@ private:
         result.first_step_top = top_logits(scores, 20);
         if (request.keep_step_logits) result.first_step_logits = scores;
       }
-      model_.checkpoint.check_unchanged();  // before a token computed from a truncated file's zeros is shown
+      check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
       const int32_t next = sampler.next(scores, history);
       if (request.keep_step_logits && step > 0) result.last_step_logits = std::move(scores);  // no copy: timings stay honest
       history.push_back(next);
@@ -304,7 +401,12 @@ private:
       const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
       auto [c, s] = text_rope_tables(model_.config.text, p, 0, 1);
       const int32_t id = next;
-      logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
+      try {
+        logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
+      } catch (const Cancelled&) {  // stopped inside the step: the answer ends with the tokens shown
+        result.stop_reason = "cancelled";
+        break;
+      }
       ++result.timing.decode_steps;
     }
     const std::string tail = detok.finish();
@@ -332,6 +434,7 @@ public:
   }
 
   void set_fusions(const Fusions& fusions) override {
+    conversations_.clear();  // computed with the other kernels: a comparison must not reuse them
     options_.fusions = fusions;
     for (Backend* be : backends()) be->set_fusions(fusions);
   }
@@ -359,6 +462,8 @@ public:
   std::optional<MemoryPlan> memory_plan() const override { return plan_; }
   std::string fallback_reason() const override { return fallback_reason_; }
   std::string device_error() const override { return device_error_; }
+  void forget_conversation(const std::string& id) override { conversations_.forget(id); }
+  ConversationCacheStats conversation_cache() const override { return conversations_.stats(); }
   void inject_fault(const FaultInjection& fault) override {
     if (backend_) backend_->inject_fault(fault);
   }
@@ -390,6 +495,7 @@ private:
   std::string device_error_;  // set once a GPU fault has made the CUDA backend unusable
   BackendKind kind_ = BackendKind::Cpu;
   std::shared_ptr<Profiler> profiler_;
+  ConversationCache conversations_;  // after the backends: destroyed before them, as their caches live there
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "backend/fusions.h"
 #include "model/rope.h"
 #include "model/text_decoder.h"
+#include "runtime/conversation_cache.h"
 #include "runtime/memory_plan.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
@@ -40,6 +41,9 @@ struct EngineOptions {
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)
   AttentionWindow attention_window{};  // block-sparse prefill attention for long contexts (blocks = 0: dense)
+  // Keys and values of conversations kept between requests (GenerateRequest::conversation_id), least recently used
+  // evicted past this; on a GPU also within the KV room of the memory plan. 0: nothing kept.
+  uint64_t conversation_cache_bytes = uint64_t(1024) << 20;
 };
 
 struct GenerateRequest {
@@ -52,11 +56,16 @@ struct GenerateRequest {
   bool ignore_eos = false;  // benchmarks: always generate max_new_tokens
   int64_t image_min_tokens = 0, image_max_tokens = 0;  // per-image token budget (0: the engine's)
   bool keep_step_logits = false;  // fill GenerateResult's first and last step logits (fused-vs-unfused comparisons)
+  // The caller's name for the conversation (a chat's id): its keys and values are kept after the answer, and a later
+  // request of the same id whose prompt begins as this one's did (a follow-up question, a regenerated answer) runs
+  // only the rest. Empty: nothing is kept.
+  std::string conversation_id;
 };
 
 struct GenerateTiming {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;
+  int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
   int64_t decode_steps = 0;  // forward passes in decode_ms (the first token comes from the prefill)
 };
 
@@ -128,6 +137,9 @@ public:
   virtual std::optional<MemoryPlan> memory_plan() const = 0;
   virtual std::string fallback_reason() const = 0;  // why "auto" did not get CUDA; empty otherwise
   virtual std::string device_error() const = 0;     // why the GPU can no longer be used (after a fault); empty otherwise
+  // Conversations kept between requests (GenerateRequest::conversation_id): drop one (a chat deleted), or see them.
+  virtual void forget_conversation(const std::string& id) = 0;
+  virtual ConversationCacheStats conversation_cache() const = 0;
   // Fault injection (tests of the failure paths): passed to the GPU backend, if one is in use.
   virtual void inject_fault(const FaultInjection& fault) = 0;
 };

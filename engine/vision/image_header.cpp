@@ -72,22 +72,40 @@ ImageHeader jpeg_header(std::string_view s) {
   }
   return h;
 }
+// Whether `h.height` rows of `bits`-per-pixel samples, each padded to 4 bytes, fit between the pixel offset and the end.
+bool plain_rows_fit(std::string_view s, const ImageHeader& h, uint32_t bits) {
+  if (h.width <= 0 || h.height <= 0) return true;  // refused for its size instead
+  const int64_t row = (int64_t(bits) * h.width + 31) / 32 * 4;
+  const int64_t available = int64_t(s.size()) - int64_t(le32(s, 10));
+  return available >= 0 && row <= available / h.height;
+}
+
+// BMP: the size from the info header, of whichever generation its length names (OS/2 1.x's 12 bytes hold 16-bit
+// sides; the later ones 32-bit, a negative height meaning top-down rows). Rows stored plain (no compression, or
+// colour masks) must all be in the file from the pixel offset on.
+std::optional<ImageHeader> bmp_header(std::string_view s) {
+  const uint32_t info_size = le32(s, 14);
+  if (info_size == 12) {
+    ImageHeader h{"BMP", le16(s, 18), le16(s, 20)};
+    h.truncated = !plain_rows_fit(s, h, le16(s, 24));
+    return h;
+  }
+  if (s.size() < 34 || info_size < 16) return ImageHeader{"BMP", 0, 0, true};
+  ImageHeader h{"BMP", int64_t(int32_t(le32(s, 18))), std::llabs(int64_t(int32_t(le32(s, 22))))};
+  const uint32_t compression = info_size >= 20 ? le32(s, 30) : 0;
+  constexpr uint32_t kPlain = 0, kBitfields = 3, kAlphaBitfields = 6;
+  if (compression == kPlain || compression == kBitfields || compression == kAlphaBitfields)
+    h.truncated = !plain_rows_fit(s, h, le16(s, 28));
+  return h;
+}
+
 }  // namespace
 
 std::optional<ImageHeader> read_image_header(std::string_view s) {
   if (s.size() >= 24 && s.substr(0, 8) == "\x89PNG\r\n\x1a\n" && s.substr(12, 4) == "IHDR") return png_header(s);
   if (s.size() >= 10 && (s.substr(0, 6) == "GIF87a" || s.substr(0, 6) == "GIF89a"))
     return ImageHeader{"GIF", le16(s, 6), le16(s, 8), uint8_t(s.back()) != 0x3B};  // the trailer byte
-  if (s.size() >= 34 && s.substr(0, 2) == "BM") {
-    ImageHeader h{"BMP", int64_t(int32_t(le32(s, 18))), std::llabs(int64_t(int32_t(le32(s, 22))))};
-    const uint32_t bits = le16(s, 28), compression = le32(s, 30);
-    if (compression == 0 && h.width > 0) {  // uncompressed rows, each padded to 4 bytes, from the pixel offset
-      const int64_t row = (int64_t(bits) * h.width + 31) / 32 * 4;
-      const int64_t available = int64_t(s.size()) - int64_t(le32(s, 10));
-      h.truncated = available < 0 || (h.height > 0 && row > available / h.height);
-    }
-    return h;
-  }
+  if (s.size() >= 26 && s.substr(0, 2) == "BM") return bmp_header(s);
   if (s.size() >= 32 && s.substr(0, 4) == "RIFF" && s.substr(8, 4) == "WEBP") {
     const bool truncated = 8 + int64_t(le32(s, 4)) > int64_t(s.size());
     const auto chunk = s.substr(12, 4);

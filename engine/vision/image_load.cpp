@@ -1,3 +1,4 @@
+#include "core/content_hash.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "vision/image.h"
@@ -63,7 +64,7 @@ bool read_png(std::FILE* file, int64_t max_pixels, PngPixels* out) {
 
 // PNG only, for builds without OpenCV (a GPU server): the same conversions as PIL's convert("RGB") — palette and
 // grey expanded, alpha dropped, 16-bit samples clipped to 255.
-RgbImage load_png(const std::string& where, const std::string& bytes, const ImageLimits& limits) {
+RgbImage load_png(const std::string& where, std::string_view bytes, const ImageLimits& limits) {
   std::FILE* file = ::fmemopen(const_cast<char*>(bytes.data()), bytes.size(), "rb");
   if (!file) fail(where, ": cannot read the image from memory");
   PngPixels px;
@@ -89,12 +90,16 @@ RgbImage load_png(const std::string& where, const std::string& bytes, const Imag
 
 namespace {
 
-// The file's bytes, its header read and checked against the limits: nothing is decoded that was not sized first.
-std::string checked_image_bytes(const std::filesystem::path& path, const ImageLimits& limits, ImageHeader* header) {
+std::string_view bytes_of(const MappedFile& file) { return {reinterpret_cast<const char*>(file.bytes().data()), file.size()}; }
+
+// The file mapped (not read: sizing an image and decoding it once read it whole twice), its header read and checked
+// against the limits: nothing is decoded that was not sized first.
+std::shared_ptr<const MappedFile> checked_image_file(const std::filesystem::path& path, const ImageLimits& limits,
+                                                     ImageHeader* header) {
   const std::string where = path.string();
-  std::string bytes = read_whole_file(path, std::uintmax_t(limits.max_file_bytes), "an image file");
-  if (bytes.empty()) fail(where, ": the image file is empty");
-  const auto h = read_image_header(bytes);
+  auto file = MappedFile::open(path, std::uintmax_t(limits.max_file_bytes), "an image file");
+  if (file->size() == 0) fail(where, ": the image file is empty");
+  const auto h = read_image_header(bytes_of(*file));
   if (!h) fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
   if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
   if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
@@ -102,21 +107,12 @@ std::string checked_image_bytes(const std::filesystem::path& path, const ImageLi
          " (refused before decoding)");
   if (h->truncated) fail(where, ": the ", h->format, " data ends before the image does (a truncated or corrupt file)");
   *header = *h;
-  return bytes;
+  return file;
 }
 
-}  // namespace
-
-std::pair<int64_t, int64_t> image_file_size(const std::filesystem::path& path, const ImageLimits& limits) {
-  ImageHeader header;
-  checked_image_bytes(path, limits, &header);
-  return {header.width, header.height};
-}
-
-RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits) {
-  const std::string where = path.string();
-  ImageHeader header;
-  const std::string bytes = checked_image_bytes(path, limits, &header);
+// Pixels from the bytes of a file sized and checked by checked_image_file.
+RgbImage decode_image(const std::string& where, std::string_view bytes, const ImageHeader& header,
+                      [[maybe_unused]] const ImageLimits& limits) {
 #if QVL_WITH_OPENCV
   cv::Mat decoded;
   try {
@@ -155,6 +151,23 @@ RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits
 }
 
 
+}  // namespace
+
+std::pair<int64_t, int64_t> image_file_size(const std::filesystem::path& path, const ImageLimits& limits) {
+  ImageHeader header;
+  checked_image_file(path, limits, &header);
+  return {header.width, header.height};
+}
+
+RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits) {
+  const std::string where = path.string();
+  ImageHeader header;
+  const auto file = checked_image_file(path, limits, &header);
+  RgbImage image = decode_image(where, bytes_of(*file), header, limits);
+  file->check_unchanged();  // cut short while it was decoded: its pages read as zeros
+  return image;
+}
+
 ImageInput::ImageInput(RgbImage decoded)
     : decoded_(std::make_shared<const RgbImage>(std::move(decoded))),
       size_(std::pair<int64_t, int64_t>{decoded_->width, decoded_->height}) {}
@@ -169,6 +182,19 @@ ImageInput ImageInput::file(std::filesystem::path path, ImageLimits limits) {
 std::pair<int64_t, int64_t> ImageInput::size() const {
   if (!size_) size_ = image_file_size(path_, limits_);
   return *size_;
+}
+
+uint64_t ImageInput::content_key() const {
+  if (content_key_) return *content_key_;
+  if (decoded_) {
+    const auto* pixels = reinterpret_cast<const std::byte*>(decoded_->pixels.data());
+    content_key_ = content_hash({pixels, decoded_->pixels.size()}, uint64_t(decoded_->width) << 32 ^ uint64_t(decoded_->height));
+  } else {
+    const auto file = MappedFile::open(path_, std::uintmax_t(limits_.max_file_bytes), "an image file");
+    content_key_ = content_hash(file->bytes(), 1);  // seeds differ: a file's key is never a decoded image's
+    file->check_unchanged();
+  }
+  return *content_key_;
 }
 
 std::shared_ptr<const RgbImage> ImageInput::pixels() const {

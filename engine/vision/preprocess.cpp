@@ -121,13 +121,23 @@ PreprocessorConfig with_token_budget(PreprocessorConfig p, int64_t min_tokens, i
   return p;
 }
 
+std::pair<int64_t, int64_t> model_input_size(int64_t height, int64_t width, const PreprocessorConfig& p) {
+  const int64_t factor = p.patch_size * p.merge_size;
+  if (p.do_resize) return smart_resize(height, width, factor, p.min_pixels, p.max_pixels);
+  if (height <= 0 || width <= 0) fail("image has no pixels (", width, "x", height, ")");
+  if (height % factor || width % factor)
+    fail("image of ", width, "x", height, " does not tile into ", factor, "-pixel windows, and the preprocessor's "
+         "do_resize is off (the image is used at its own size)");
+  return {height, width};
+}
+
 int64_t image_token_count(int64_t height, int64_t width, const PreprocessorConfig& p) {
-  const auto [h, w] = smart_resize(height, width, p.patch_size * p.merge_size, p.min_pixels, p.max_pixels);
+  const auto [h, w] = model_input_size(height, width, p);
   return (h / p.patch_size) * (w / p.patch_size) / (p.merge_size * p.merge_size);
 }
 
 PreprocessedImage preprocess_image(const RgbImage& image, const PreprocessorConfig& p) {
-  const auto [h, w] = smart_resize(image.height, image.width, p.patch_size * p.merge_size, p.min_pixels, p.max_pixels);
+  const auto [h, w] = model_input_size(image.height, image.width, p);
   const RgbImage resized = p.do_resize ? resize_bicubic_antialiased(image, h, w) : image;
   const int64_t ps = p.patch_size, m = p.merge_size, tp = p.temporal_patch_size;
   const int64_t gh = resized.height / ps, gw = resized.width / ps;

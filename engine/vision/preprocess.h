@@ -18,6 +18,10 @@ namespace qvl {
 // (height, width) after resizing; round-half-to-even like Python. Throws for an aspect ratio over 200.
 std::pair<int64_t, int64_t> smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels, int64_t max_pixels);
 
+// (height, width) the model sees: smart_resize's, or the image's own with do_resize off (then it must tile into
+// patch·merge windows itself, as transformers' reshape requires). Every count of image tokens comes from here.
+std::pair<int64_t, int64_t> model_input_size(int64_t height, int64_t width, const PreprocessorConfig& config);
+
 // Separable antialiased bicubic resize (Keys a = -0.5, support scaled by the downscale factor), uint8 in and out.
 RgbImage resize_bicubic_antialiased(const RgbImage& image, int64_t height, int64_t width);
 

@@ -1,13 +1,16 @@
 // Files and folders written whole or not at all: a planted link where the temporary file would go, a write that
 // fails part way (the disk full, simulated by a file-size limit), a rename that fails, and the staging folders of
 // killed runs.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 
 #include "core/error.h"
@@ -15,6 +18,7 @@
 #include "io/model_folder.h"
 #include "io/random_model.h"
 #include "io/safetensors.h"
+#include "io/staged_folder.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -63,6 +67,21 @@ TEST(AtomicFile, NeverWritesThroughAPlantedLink) {
   EXPECT_TRUE(leftovers(dir.path()).empty());
 }
 
+// A new file gets the mode open(2) would give it under the umask (it was once 0644 whatever the umask said); a
+// replaced file keeps its own.
+TEST(AtomicFile, NewFilesFollowTheUmaskAndReplacedOnesKeepTheirMode) {
+  test::TempDir dir;
+  const mode_t previous = ::umask(027);
+  write_file_atomically(dir / "new.json", "{}");
+  test::write_bytes(dir / "private.json", "old");
+  fs::permissions(dir / "private.json", fs::perms::owner_read | fs::perms::owner_write);
+  write_file_atomically(dir / "private.json", "new");
+  ::umask(previous);
+  EXPECT_EQ(fs::status(dir / "new.json").permissions(), fs::perms(0640));
+  EXPECT_EQ(fs::status(dir / "private.json").permissions(), fs::perms(0600));
+  EXPECT_EQ(test::read_bytes(dir / "private.json"), "new");
+}
+
 TEST(AtomicFile, AFailedWriteOrRenameLeavesTheOldFileAndNothingBesideIt) {
   test::TempDir dir;
   test::write_bytes(dir / "t.json", "old");
@@ -105,21 +124,39 @@ TEST(StagedFolder, ADiskFullWhileWritingAModelKeepsTheOldOne) {
 
 TEST(StagedFolder, RemovesTheStagingFoldersOfKilledRunsOnly) {
   test::TempDir dir;
-  const pid_t gone = ::fork();  // a process that has exited: its pid names an abandoned staging folder
-  if (gone == 0) ::_exit(0);
-  ::waitpid(gone, nullptr, 0);
   write_random_model(model_preset("demo-tiny"), dir / "m", model_options(1));  // a model there: what lies beside is spare
-  const fs::path abandoned = dir / ("m.partial-" + std::to_string(gone));
-  const fs::path aside = dir / ("m.old-" + std::to_string(gone));
-  const fs::path running = dir / ("m.partial-" + std::to_string(::getppid()));  // a live process's: kept
-  for (const auto& p : {abandoned, aside, running}) {
+  const fs::path abandoned = dir / "m.partial-4194000", aside = dir / "m.old-4194001";
+  const fs::path running = dir / "m.partial-4194002";  // its run holds the lock (a live pid is no proof: pids are reused)
+  const fs::path fresh = dir / "m.partial-4194003";    // made a moment ago: its run may not hold the lock yet
+  for (const auto& p : {abandoned, aside, running, fresh}) {
     fs::create_directories(p);
     test::write_bytes(p / "model.safetensors", "half a model");
+    if (p != fresh) fs::last_write_time(p, fs::file_time_type::clock::now() - std::chrono::hours(1));
   }
+  const int held = ::open(running.c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
   write_random_model(model_preset("demo-tiny"), dir / "m", model_options(1));
   EXPECT_FALSE(fs::exists(abandoned));
   EXPECT_FALSE(fs::exists(aside));
   EXPECT_TRUE(fs::exists(running / "model.safetensors"));
+  EXPECT_TRUE(fs::exists(fresh / "model.safetensors"));
+  ::close(held);
+}
+
+// While a run writes, its staging folder is locked: another run's cleanup of killed runs' folders does not take it.
+TEST(StagedFolder, HoldsALockOnItsStagingFolderUntilItEnds) {
+  test::TempDir dir;
+  fs::path staging;
+  {
+    StagedFolder folder(dir / "m", false);
+    staging = folder.path();
+    const int probe = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(probe, 0);
+    EXPECT_NE(::flock(probe, LOCK_EX | LOCK_NB), 0);
+    ::close(probe);
+  }
+  EXPECT_FALSE(fs::exists(staging));
 }
 
 }  // namespace

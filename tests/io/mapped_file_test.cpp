@@ -4,8 +4,11 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
+#include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "io/mapped_file.h"
 #include "runtime/engine.h"
@@ -30,7 +33,10 @@ TEST(MappedFile, ATruncatedFileReadsAsZerosAndIsReportedNotFatal) {
   const volatile std::byte* bytes = file->bytes().data();
   EXPECT_EQ(int(bytes[2 * page + 5]), 0);  // past the new end: SIGBUS, caught; the pages read as zeros
   const std::string e = change_error(*file);
-  EXPECT_NE(e.find("w.bin: changed on disk while the model was loaded (truncated"), std::string::npos) << e;
+  EXPECT_NE(e.find("w.bin: was cut short by another program while the model was loaded (" + std::to_string(page / 2) +
+                   " bytes, was " + std::to_string(3 * page) + ")"),
+            std::string::npos)
+      << e;
 }
 
 TEST(MappedFile, ARewriteInPlaceIsReportedAndARenameOverItIsNot) {
@@ -46,7 +52,9 @@ TEST(MappedFile, ARewriteInPlaceIsReportedAndARenameOverItIsNot) {
   test::write_bytes(dir / "w.bin", std::string(4096, 'c'));  // same size, truncated and written through the same inode
   fs::last_write_time(dir / "w.bin", when + std::chrono::seconds(1));  // coarse clocks: make the change visible
   const std::string e = change_error(*rewritten);
-  EXPECT_NE(e.find("changed on disk while the model was loaded (rewritten in place"), std::string::npos) << e;
+  EXPECT_NE(e.find("w.bin: was written by another program while the model was loaded (same size, a new modification time)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(MappedFileDeathTest, ASigbusElsewhereStillEndsTheProcess) {
@@ -79,7 +87,31 @@ TEST(Engine, AModelTruncatedWhileAnsweringFailsTheRequestByName) {
   request.max_new_tokens = 4;
   request.ignore_eos = true;
   const std::string e = test::error_within(std::chrono::seconds(60), [&] { engine->generate(request, &sink); });
-  EXPECT_NE(e.find("model.safetensors: changed on disk while the model was loaded"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.safetensors: was cut short by another program while the model was loaded"), std::string::npos) << e;
+}
+
+// Only the CPU reads weights from the mapped files after loading: a touch of the file fails the CPU's next request
+// (its pages may now be another file's), while a model wholly on the GPU holds its own copies and answers on.
+TEST(Engine, ATouchedModelFileFailsTheCpuRequestOnly) {
+  test::TempDir dir;
+  fs::copy(test::resource_dir() / "models" / "demo-tiny", dir / "m");
+  std::vector<std::string> devices = {"cpu"};
+  if (cuda_plugin().usable) devices.push_back("cuda");
+  else std::printf("[ note ] the CUDA half of this test is skipped: %s\n", cuda_plugin().reason.c_str());
+  GenerateRequest request;
+  request.messages = {ChatMessage::text("user", "Hello")};
+  request.max_new_tokens = 2;
+  for (const std::string& device : devices) {
+    const auto engine = Engine::load(dir / "m", {device});
+    EXPECT_FALSE(engine->generate(request).generated_ids.empty());
+    const fs::path weights = dir / "m" / "model.safetensors";
+    fs::last_write_time(weights, fs::last_write_time(weights) + std::chrono::seconds(5));
+    const std::string e = test::error_within(std::chrono::seconds(60), [&] { engine->generate(request); });
+    if (device == "cpu")
+      EXPECT_NE(e.find("model.safetensors: was written by another program while the model was loaded"), std::string::npos) << e;
+    else
+      EXPECT_EQ(e, "accepted") << device;
+  }
 }
 
 }  // namespace

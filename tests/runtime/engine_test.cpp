@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,54 @@ TEST(Engine, CancelFromAnotherThreadStopsWithinOneToken) {
   const GenerateResult r = demo_engine().generate(text_request("Count to a thousand.", 500), &sink, &cancel);
   EXPECT_EQ(r.stop_reason, "cancelled");
   EXPECT_EQ(r.generated_ids.size(), 3u);
+}
+
+// Esc reaches every phase: images, the vision tower and the prefill check the flag between their units of work (and
+// the CPU inside its long products), so a stop set at any moment of a long prompt ends the request within 50 ms.
+TEST(Engine, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
+#ifdef QVL_SANITIZED_BUILD
+  constexpr double kLimitMs = 400;  // the sanitizers slow every kernel several times
+#else
+  constexpr double kLimitMs = 50;
+#endif
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-shapes", {"cpu"});
+  GenerateRequest r;
+  ChatMessage user{"user", {}};
+  for (const char* name : {"scene-1.png", "scene-2.png", "scene-3.png"}) {
+    user.content.push_back(ContentItem::image());
+    r.images.push_back(ImageInput::file(test::resource_dir() / "samples" / name));
+  }
+  std::string text;
+  for (int i = 0; i < 1500; ++i) text += " shapes";
+  user.content.push_back(ContentItem::make_text(text));
+  r.messages = {user};
+  r.max_new_tokens = 1;
+  r.image_min_tokens = r.image_max_tokens = 256;  // a vision pass long enough to be stopped in
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const GenerateResult whole = engine->generate(r);
+  const double whole_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  ASSERT_GT(whole_ms, 4 * kLimitMs) << "the request is too short to stop inside it";
+  for (const double at : {0.1, 0.35, 0.6, 0.85}) {  // preparing images, vision, prefill (at this model's shares)
+    std::atomic<bool> cancel{false};
+    Clock::time_point set_at;
+    std::thread stopper([&] {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(at * whole_ms));
+      set_at = Clock::now();
+      cancel = true;
+    });
+    const GenerateResult stopped = engine->generate(r, nullptr, &cancel);
+    const auto returned = Clock::now();
+    stopper.join();
+    EXPECT_EQ(stopped.stop_reason, "cancelled") << at;
+    EXPECT_TRUE(stopped.generated_ids.empty()) << at;
+    const double stop_ms = std::chrono::duration<double, std::milli>(returned - set_at).count();
+    std::printf("[ info ] stopped at %.0f of %.0f ms (images + vision %.0f, prefill %.0f): returned in %.1f ms\n",
+                at * whole_ms, whole_ms, whole.timing.preprocess_ms + whole.timing.vision_ms, whole.timing.prefill_ms, stop_ms);
+    EXPECT_LE(stop_ms, kLimitMs) << "stopped at " << at * whole_ms << " ms of " << whole_ms << " (vision " << whole.timing.vision_ms
+        << " ms, prefill " << whole.timing.prefill_ms << " ms)";
+  }
+  EXPECT_EQ(engine->generate(r).generated_ids, whole.generated_ids);  // and the engine answers on as before
 }
 
 TEST(Engine, StopsAtAStopTokenFromGenerationConfig) {

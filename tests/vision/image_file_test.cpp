@@ -34,6 +34,25 @@ std::string jpeg_with_frame_after(std::size_t app_bytes, int width, int height) 
   return s + "\xff\xd9";
 }
 
+std::string le16(int v) { return {char(v & 0xff), char(v >> 8)}; }
+std::string le32(int64_t v) { return le16(int(v & 0xffff)) + le16(int((v >> 16) & 0xffff)); }
+
+// A BMP of `width` x `height` 24-bit pixels (value `grey`) with the OS/2 1.x info header (12 bytes, 16-bit sides).
+std::string os2_bmp(int width, int height, char grey) {
+  const int row = (24 * width + 31) / 32 * 4;
+  const std::string info = le32(12) + le16(width) + le16(height) + le16(1) + le16(24);
+  return "BM" + le32(26 + row * height) + le32(0) + le32(26) + info + std::string(std::size_t(row * height), grey);
+}
+
+// A 32-bit BMP whose rows are described by colour masks (BI_BITFIELDS, compression 3).
+std::string bitfields_bmp(int width, int height) {
+  const int row = 4 * width;
+  const std::string info = le32(40) + le32(width) + le32(height) + le16(1) + le16(32) + le32(3) + le32(row * height) +
+                           le32(2835) + le32(2835) + le32(0) + le32(0);
+  const std::string masks = le32(0x00ff0000) + le32(0x0000ff00) + le32(0x000000ff);
+  return "BM" + le32(66 + row * height) + le32(0) + le32(66) + info + masks + std::string(std::size_t(row * height), '\x40');
+}
+
 std::string message_of(const std::function<void()>& work) { return test::error_within(std::chrono::seconds(20), work); }
 
 TEST(ImageHeader, FindsAJpegFrameBehindAnyAmountOfExif) {
@@ -68,6 +87,34 @@ TEST(ImageHeader, ReadsTheTestImagesWholeAndSeesEveryCutOne) {
       EXPECT_TRUE(cut->truncated) << keep << " of " << bytes.size() << " bytes";
     }
   }
+}
+
+// An OS/2 1.x header holds 16-bit sides where the later ones hold 32-bit: read as the later kind, 5 x 3 became
+// 196613 x 65537 and the picture was refused as too large. Rows given by colour masks are as plain as uncompressed
+// ones, and a file short of them is cut.
+TEST(ImageHeader, ReadsOs2AndBitfieldBmpsAndSeesThemCut) {
+  const std::string os2 = os2_bmp(5, 3, '\x30');
+  const auto h = read_image_header(os2);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->width, 5);
+  EXPECT_EQ(h->height, 3);
+  EXPECT_FALSE(h->truncated);
+  EXPECT_TRUE(read_image_header(std::string_view(os2).substr(0, os2.size() - 1))->truncated);
+  const std::string masked = bitfields_bmp(4, 2);
+  const auto m = read_image_header(masked);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->width, 4);
+  EXPECT_EQ(m->height, 2);
+  EXPECT_FALSE(m->truncated);
+  EXPECT_TRUE(read_image_header(std::string_view(masked).substr(0, masked.size() - 4))->truncated);
+#if QVL_TEST_DECODES_ALL_FORMATS
+  test::TempDir dir;
+  test::write_bytes(dir / "os2.bmp", os2);
+  const RgbImage image = load_image(dir / "os2.bmp");
+  EXPECT_EQ(image.width, 5);
+  EXPECT_EQ(image.height, 3);
+  EXPECT_EQ(image.pixels[0], 0x30);
+#endif
 }
 
 TEST(LoadImage, RefusesTruncatedUnknownAndOverLargeFiles) {

@@ -29,6 +29,20 @@ TEST(SmartResize, MatchesTransformersOnTheReferenceExamples) {
   EXPECT_THROW(smart_resize(0, 10, 32, 65536, 16777216), Error);
 }
 
+// With do_resize off the model sees the image at its own size: the prompt's token count must come from that size
+// (it once came from smart_resize's, which grew a small image to the pixel floor, while the patches did not).
+TEST(SmartResize, TokenCountFollowsTheImageSizeWhenResizeIsOff) {
+  PreprocessorConfig p;
+  p.do_resize = false;
+  const RgbImage image{64, 96, std::vector<uint8_t>(64 * 96 * 3, 7)};
+  const PreprocessedImage pre = preprocess_image(image, p);
+  EXPECT_EQ(image_token_count(64, 96, p), pre.grid.h * pre.grid.w / (p.merge_size * p.merge_size));
+  EXPECT_EQ(image_token_count(64, 96, p), 6);
+  EXPECT_THROW(image_token_count(64, 100, p), Error);  // 100 is no multiple of patch 16 × merge 2
+  p.do_resize = true;
+  EXPECT_GT(image_token_count(64, 96, p), 6);  // resized up to the pixel floor
+}
+
 TEST(Resize, KeepsFlatImagesFlatAndIsIdentityAtTheSameSize) {
   RgbImage flat{37, 53, std::vector<uint8_t>(37 * 53 * 3, 200)};
   for (auto [h, w] : {std::pair<int64_t, int64_t>{64, 96}, {16, 16}, {200, 31}}) {

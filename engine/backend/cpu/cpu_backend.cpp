@@ -15,6 +15,7 @@
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/op_costs.h"
 #include "backend/quantize.h"
+#include "core/cancel.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
@@ -86,6 +87,7 @@ public:
     ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
+        if (stop_requested(stop_)) return;  // a stopped prefill: this block's ~10 ms, not the whole product's
         const int64_t rows = std::min(kRowBlock, m - m0);
         for (std::size_t j = begin; j < end; ++j)
           kernels.dot_rows(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, w.dtype(),
@@ -111,7 +113,8 @@ public:
     float* yp = y.data<float>();
     ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
-      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock)
+      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
+        if (stop_requested(stop_)) return;
         for (std::size_t j = begin; j < end; ++j)
           dot({.x = xq.data() + m0 * blocks * kQuantBlock,
                .x_scales = xs.data() + m0 * blocks,
@@ -122,6 +125,7 @@ public:
                .group_shift = weights.group_shift(),
                .y = yp + m0 * n + int64_t(j),
                .y_stride = std::size_t(n)});
+      }
       add_bias(begin, end);
     });
   }
@@ -331,6 +335,7 @@ public:
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
       std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), scores;
       for (std::size_t task = begin; task < end; ++task) {
+        if (stop_requested(stop_)) return;
         const int64_t h = int64_t(task) % hq, i0 = int64_t(task) / hq * kBlock, rows = std::min(kBlock, s - i0);
         const int64_t kvh = h / group;
         int64_t lo = kv_len, hi = 0;
