@@ -108,6 +108,39 @@ void print_comparison(const FusionComparison& c) {
   }
 }
 
+// A second turn of `tokens` new tokens after `first` (its answer kept), in a conversation the engine keeps: its time
+// to first token against its own prefill (what the kept turn saves is everything else) and against the same turn
+// computed whole. Medians of `repeat` conversations after one warm-up.
+nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int64_t tokens, int64_t repeat) {
+  std::vector<double> ttft, prefill, whole;
+  GenerateResult second;
+  for (int64_t r = 0; r <= repeat; ++r) {
+    GenerateRequest turn = first;
+    turn.conversation_id = "bench-follow-up";
+    engine.forget_conversation(turn.conversation_id);
+    const GenerateResult answer = engine.generate(turn);
+    turn.messages.push_back(ChatMessage::text("assistant", answer.text));
+    std::string text;
+    for (int64_t i = 0; i < std::max<int64_t>(1, tokens - 6); ++i) text += " hello";  // 6 template tokens around it
+    turn.messages.push_back(ChatMessage::text("user", text));
+    second = engine.generate(turn);
+    turn.conversation_id.clear();
+    const GenerateResult computed_whole = engine.generate(turn);
+    if (r == 0) continue;
+    const auto& t = second.timing;
+    ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
+    prefill.push_back(t.prefill_ms);
+    whole.push_back(computed_whole.timing.preprocess_ms + computed_whole.timing.vision_ms + computed_whole.timing.prefill_ms);
+  }
+  engine.forget_conversation("bench-follow-up");
+  return {{"new_tokens", second.timing.prompt_tokens - second.timing.cached_tokens},
+          {"cached_tokens", second.timing.cached_tokens},
+          {"time_to_first_token_ms", median(ttft)},
+          {"prefill_ms", median(prefill)},
+          {"time_to_first_token_over_prefill", median(ttft) / median(prefill)},
+          {"whole_time_to_first_token_ms", median(whole)}};
+}
+
 }  // namespace
 
 int run_bench(const std::vector<std::string>& argv) {
@@ -132,6 +165,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
       {"images", "N", "with --image-size: N such images in the prompt, encoded in one batch (default 1)"},
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
+      {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
+                                "(and the same turn computed whole, for comparison)"},
       {"trace", "FILE", "write the profiled run as a Chrome trace (opens in Perfetto or chrome://tracing)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
@@ -147,7 +182,9 @@ int run_bench(const std::vector<std::string>& argv) {
   const std::filesystem::path dir = args.has("model") ? std::filesystem::path(args.get("model")) : preset_model(args.get("preset"), *dtype);
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),
                 image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3)),
-                images = args.get_int("images", 1);
+                images = args.get_int("images", 1), follow_up_tokens = args.get_int("follow-up-tokens", 0);
+  if (follow_up_tokens < 0 || follow_up_tokens > EngineOptions{}.max_context)
+    fail("qvl bench: --follow-up-tokens takes 0 to ", EngineOptions{}.max_context);
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
@@ -193,6 +230,8 @@ int run_bench(const std::vector<std::string>& argv) {
     decode.push_back(t.decode_ms / double(std::max<int64_t>(1, t.decode_steps)));
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
   }
+  const std::optional<nlohmann::json> follow_up =
+      follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
   // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
   auto profiler = std::make_shared<Profiler>();
   engine->set_profiler(profiler);
@@ -248,6 +287,7 @@ int run_bench(const std::vector<std::string>& argv) {
                                 : nlohmann::json()},
   };
   if (comparison) out["fusion_comparison"] = comparison_json(*comparison);
+  if (follow_up) out["follow_up"] = *follow_up;
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -271,6 +311,13 @@ int run_bench(const std::vector<std::string>& argv) {
               out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs%s\n", decode_ms, 1e3 / decode_ms,
               (long long)repeat, out["cuda_graphs"].get<bool>() ? ", steps replayed as a CUDA graph" : "");
+  if (follow_up) {
+    const nlohmann::json& f = *follow_up;
+    std::printf("second turn      %lld new tokens after %lld kept: first token in %.2f ms (%.2f ms of it prefill, %.2fx); "
+                "computed whole %.2f ms\n", (long long)f["new_tokens"].get<int64_t>(), (long long)f["cached_tokens"].get<int64_t>(),
+                f["time_to_first_token_ms"].get<double>(), f["prefill_ms"].get<double>(),
+                f["time_to_first_token_over_prefill"].get<double>(), f["whole_time_to_first_token_ms"].get<double>());
+  }
   if (memory.available) {
     std::printf("device pool      peak %.1f MiB allocated, %.1f MiB reserved; now:", double(memory.allocated_peak) / (1 << 20),
                 double(memory.reserved_peak) / (1 << 20));
