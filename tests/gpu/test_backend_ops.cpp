@@ -496,7 +496,13 @@ struct Runner {
       attention_case(s, hq, hkv, d, s, AttentionMask::causal(0));
     // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
     attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100));
-    for (int64_t t : {1, 2, 31, 257, 1000, 4096}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1));
+    // Decode: the split kernel over GQA ratios 1 to 8 and odd head sizes, key counts from one to 32,768 (every chunk
+    // count up to the GPU's fill: one tile per warp at 1-32 keys, the most chunks from a few hundred on).
+    for (auto [hq, hkv, d] : std::vector<std::array<int64_t, 3>>{{16, 8, 128}, {16, 2, 128}, {32, 4, 64}, {8, 8, 64}, {12, 4, 72}, {6, 2, 36}})
+      for (int64_t t : {1, 2, 31, 32, 33, 257, 1000, 4096})
+        attention_case(1, hq, hkv, d, t, AttentionMask::causal(t - 1));
+    for (int64_t t : {8192, 32768}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1));
+    attention_case(3, 16, 8, 128, 3000, AttentionMask::causal(2997));  // a few queries: split, one unit per query
     // Vision: block-diagonal, one block per image, bidirectional inside.
     attention_case(784, 16, 16, 64, 784, AttentionMask::segments({0, 784}));
     attention_case(300, 4, 4, 64, 300, AttentionMask::segments({0, 64, 100, 300}));
