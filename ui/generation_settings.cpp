@@ -1,5 +1,7 @@
 #include "ui/generation_settings.h"
 
+#include <QRandomGenerator>
+
 #include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
@@ -31,7 +33,7 @@ QSpinBox* integer(int lo, int hi, const QString& zero_means = {}) {
 GenerationSettings::GenerationSettings(QWidget* parent)
     : QWidget(parent), system_(new QPlainTextEdit), sample_(new QCheckBox("Sample (off: greedy, always the most likely token)")),
       temperature_(real(0.01, 5, 0.05, 2)), top_p_(real(0.01, 1, 0.05, 2)), repetition_(real(0.5, 3, 0.05, 2)),
-      top_k_(integer(0, 10000, "off")), max_new_(integer(1, 32768)), seed_(integer(0, 2147483647)),
+      top_k_(integer(0, 10000, "off")), max_new_(integer(1, 32768)), seed_(integer(0, 2147483647, "random")),
       min_tokens_(integer(0, 16384, "model's")), max_tokens_(integer(0, 16384, "model's")) {
   system_->setPlaceholderText("System prompt (optional)");
   system_->setMaximumHeight(80);
@@ -50,6 +52,11 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   form->addRow(reset);
   sample_->setObjectName("sample");
   max_new_->setObjectName("max_new_tokens");
+  temperature_->setObjectName("temperature");
+  seed_->setObjectName("seed");
+  system_->setObjectName("system_prompt");
+  seed_->setToolTip("random: a new seed for every answer (Regenerate samples another one); a number: the same answer "
+                    "again for the same conversation");
   connect(reset, &QPushButton::clicked, this, &GenerationSettings::reset_to_model_defaults);
   auto notify = [this] {
     if (loading_) return;
@@ -135,14 +142,23 @@ void GenerationSettings::apply(GenerateRequest& r) const {
     r.sampling.top_p = top_p_->value();
   }
   r.sampling.repetition_penalty = repetition_->value();
-  r.sampling.seed = uint64_t(seed_->value());
+  // 0 is "random": each answer its own seed, so Regenerate with sampling gives another answer (it once gave the same).
+  r.sampling.seed = seed_->value() > 0 ? uint64_t(seed_->value()) : QRandomGenerator::global()->generate64();
   r.max_new_tokens = max_new_->value();
   r.image_min_tokens = min_tokens_->value();
   r.image_max_tokens = max_tokens_->value();
 }
 
 QString GenerationSettings::system_prompt() const { return system_->toPlainText().trimmed(); }
-void GenerationSettings::set_system_prompt(const QString& text) { system_->setPlainText(text); }
+void GenerationSettings::show_system_prompt(const QString& text) {
+  loading_ = true;  // a chat's own prompt: shown, not made the default for new chats
+  system_->setPlainText(text);
+  loading_ = false;
+}
+
+QString GenerationSettings::default_system_prompt() const {
+  return QSettings().value("generation/system_prompt").toString().trimmed();
+}
 
 PreprocessorConfig GenerationSettings::image_budget(const PreprocessorConfig& model) const {
   try {

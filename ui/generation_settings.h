@@ -22,7 +22,10 @@ public:
   void reset_to_model_defaults();
   void apply(GenerateRequest& request) const;  // sampling, max new tokens, image budget
   QString system_prompt() const;
-  void set_system_prompt(const QString& text);
+  // Shows a chat's system prompt without making it the default (the box's edits are saved as the default; opening
+  // an old chat without one once wiped the default for every new chat).
+  void show_system_prompt(const QString& text);
+  QString default_system_prompt() const;  // what new chats start with
   // The model's preprocessing with this panel's image budget (for the composer's token costs).
   PreprocessorConfig image_budget(const PreprocessorConfig& model) const;
 

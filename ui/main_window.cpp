@@ -383,10 +383,16 @@ void MainWindow::show_move_progress() {
 }
 
 void MainWindow::show_notice(const QString& text, bool error) {
+  notice_is_error_ = error;
   notice_->setText(text);
   notice_->parentWidget()->setStyleSheet(error ? "#notice_row { background: #fde7e7; }" : "#notice_row { background: #e8f0fe; }");
   notice_->parentWidget()->show();
   emit noticeShown(text);
+}
+
+// An error banner goes when the user moves on (a new question, another chat); a note (the demo model's) stays.
+void MainWindow::hide_error_notice() {
+  if (notice_is_error_) notice_->parentWidget()->hide();
 }
 
 QString MainWindow::notice() const { return notice_->parentWidget()->isVisible() ? notice_->text() : QString(); }
@@ -427,9 +433,11 @@ void MainWindow::rebuild_recent_menu() {
 void MainWindow::newChat() {
   if (engine_->busy()) return;
   Conversation c;
-  c.system_prompt = settings_->system_prompt();
+  c.system_prompt = settings_->default_system_prompt();
+  settings_->show_system_prompt(c.system_prompt);
   chat_->set_conversation(c);
   composer_->clear();
+  hide_error_notice();
   update_controls();
 }
 
@@ -441,8 +449,9 @@ bool MainWindow::openChat(const QString& id) {
     show_notice("Could not open the chat: " + error, true);
     return false;
   }
-  settings_->set_system_prompt(chat->system_prompt);
+  settings_->show_system_prompt(chat->system_prompt);
   chat_->set_conversation(*chat);
+  hide_error_notice();
   update_controls();
   return true;
 }
@@ -487,6 +496,7 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
   c.model_folder = engine_->model().folder;
   chat_->append({"user", text, images, {}, false});
   composer_->clear();
+  hide_error_notice();  // about something before: this answer brings its own
   start_answer(chat_->conversation().turns);
 }
 

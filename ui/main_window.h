@@ -59,6 +59,7 @@ private:
   void build_docks();
   void connect_engine();
   void show_notice(const QString& text, bool error);
+  void hide_error_notice();
   void show_move_progress();  // while weights move to another device or reload under new GPU settings
   void apply_model(const ModelInfo& info);
   void update_controls();
@@ -85,6 +86,7 @@ private:
   QListWidget* chat_list_;
   QLabel* notice_;
   QToolButton* notice_close_;
+  bool notice_is_error_ = false;  // the banner shows an error (hidden when the user moves on), not a note
   QLabel* model_label_;
   QProgressBar* progress_;
   QComboBox* device_;

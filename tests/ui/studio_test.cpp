@@ -11,6 +11,7 @@
 #include <QClipboard>
 #include <QComboBox>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QDropEvent>
 #include <QElapsedTimer>
 #include <QFile>
@@ -20,6 +21,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QMimeData>
+#include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -225,6 +227,65 @@ private slots:
     QCOMPARE(window().chat().rowCount(), 2);  // replaced, not appended
     // Greedy: the same context gives the same answer, so the request was rebuilt exactly (image included).
     QCOMPARE(last_turn().text, first.text);
+  }
+
+  // Regenerate with sampling once gave the same answer (the seed stayed 0): "random" now draws a seed per answer, and
+  // a chosen seed gives the same answer again.
+  void regenerateWithSamplingSamplesAnotherAnswer() {
+    set_max_new_tokens(16);
+    child<QCheckBox>("sample")->setChecked(true);
+    child<QDoubleSpinBox>("temperature")->setValue(3.0);  // the test model's random weights: spread-out choices
+    QCOMPARE(child<QSpinBox>("seed")->value(), 0);         // "random", the default
+    const Answer first = send("Describe the picture.");
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    window().regenerate();
+    QVERIFY(finished.wait(30000));
+    QVERIFY2(last_turn().text != first.text, qPrintable(first.text));
+    child<QSpinBox>("seed")->setValue(7);
+    const Answer seeded = send("Describe it again.");
+    window().regenerate();
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(last_turn().text, seeded.text);
+  }
+
+  // Opening an old chat without a system prompt once emptied the default, so every new chat lost it too.
+  void openingAChatWithoutASystemPromptKeepsTheDefault() {
+    set_max_new_tokens(2);
+    send("Hello");  // saved without a system prompt
+    const QString old_chat = window().chat().conversation().id;
+    QVERIFY(!old_chat.isEmpty());
+    window().newChat();
+    child<QPlainTextEdit>("system_prompt")->setPlainText("Answer in one word.");  // typed: the new default
+    QVERIFY(window().openChat(old_chat));
+    QCOMPARE(child<QPlainTextEdit>("system_prompt")->toPlainText(), QString());  // the chat's own, shown
+    window().newChat();
+    QCOMPARE(child<QPlainTextEdit>("system_prompt")->toPlainText(), QString("Answer in one word."));
+    QCOMPARE(window().chat().conversation().system_prompt, QString("Answer in one word."));
+  }
+
+  // An error banner once stayed through later answers and new chats; it goes when the user moves on.
+  void anErrorBannerGoesWithTheNextQuestionOrChat() {
+    const QString bad = store_->filePath("broken.png");
+    for (int round = 0; round < 2; ++round) {
+      {
+        QFile f(bad);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("\x89PNG\r\n\x1a\n not a png");
+      }
+      QSignalSpy shown(&window(), &MainWindow::noticeShown);
+      QMimeData mime;
+      mime.setUrls({QUrl::fromLocalFile(bad)});
+      drop_onto(&window().composer(), mime);
+      QVERIFY(shown.wait(10000));
+      QVERIFY(window().notice().contains("broken.png"));
+      if (round == 0) {
+        set_max_new_tokens(2);
+        send("Still there?");
+      } else {
+        window().newChat();
+      }
+      QVERIFY2(window().notice().isEmpty(), qPrintable(window().notice()));
+    }
   }
 
   void fusionToggleChangesTheOpsNotTheAnswer() {
