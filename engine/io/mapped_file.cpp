@@ -167,6 +167,13 @@ MappedFile::~MappedFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool MappedFile::changed() const {
+  const bool faulted = guard_slot_ >= 0 && g_ranges[guard_slot_].faulted.load(std::memory_order_acquire);
+  struct stat st {};
+  return faulted || ::fstat(fd_, &st) != 0 || std::size_t(st.st_size) != size_ ||
+         int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != modified_ns_;
+}
+
 void MappedFile::check_unchanged() const {
   const bool faulted = guard_slot_ >= 0 && g_ranges[guard_slot_].faulted.load(std::memory_order_acquire);
   struct stat st {};

@@ -35,6 +35,7 @@ public:
   // them so, where the fault once killed the process) or rewritten in place since it was mapped. A file replaced by
   // a rename, or removed, is no change: the mapping keeps the old one.
   void check_unchanged() const;
+  bool changed() const;  // what check_unchanged refuses, as a flag (for files that are no model: images)
   std::size_t size() const { return size_; }
   const std::filesystem::path& path() const { return path_; }
 

@@ -62,13 +62,17 @@ void move_into_place(const fs::path& staging, const fs::path& out) {
     fs::rename(staging, out);
     return;
   }
+  // The old folder is held locked until it is gone, swapped to the staging name or set aside: no other run takes it
+  // for a killed run's and removes it under us.
+  const int old_lock = lock_folder(out, false);
   if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
-    fs::remove_all(staging);  // now the old folder
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);  // now the old folder
+    if (old_lock >= 0) ::close(old_lock);
     return;
   }
   fs::path old = out;
   old += ".old-" + std::to_string(::getpid());
-  const int old_lock = lock_folder(out, false);  // held while it lies aside, so no other run takes it for abandoned
   fs::rename(out, old);
   fs::rename(staging, out);
   fs::remove_all(old);
@@ -114,7 +118,12 @@ StagedFolder::StagedFolder(fs::path out, bool overwrite)
   if (fs::exists(out_)) remove_abandoned_siblings(out_);
   staging_ = out_;
   staging_ += ".partial-" + std::to_string(::getpid());
-  fs::remove_all(staging_);
+  if (fs::exists(staging_)) {  // a killed run's of this pid, or a live one's in another pid namespace
+    const int lock = lock_folder(staging_, false);
+    if (lock < 0) fail(staging_.string(), ": another run is writing there (it holds the folder's lock)");
+    fs::remove_all(staging_);
+    ::close(lock);
+  }
   fs::create_directories(staging_);
   lock_fd_ = lock_folder(staging_, true);
   if (lock_fd_ < 0) fail(staging_.string(), ": cannot open the staging folder just made: ", std::strerror(errno));

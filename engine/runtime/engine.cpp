@@ -107,6 +107,7 @@ private:
         ModelWeights weights = bind_weights(model_, placement, policy, options_.load_progress);
         adopt(std::move(gpu), std::move(host), std::move(weights), BackendKind::Cuda, "");
         plan_ = std::move(plan);
+        conversations_.set_budget(conversation_budget());  // within the plan's KV room
         held_policy_ = policy;
         return;
       } catch (const std::exception& e) {
@@ -125,6 +126,7 @@ private:
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
     adopt(std::move(cpu), nullptr, std::move(weights), BackendKind::Cpu, fallback);
     plan_.reset();
+    conversations_.set_budget(conversation_budget());
     held_policy_ = weight_policy_;
   }
   // place(); should it fail after the old model made room for the new one, the old placement is loaded again before
@@ -156,7 +158,6 @@ private:
     weights_ = std::move(weights);
     kind_ = kind;
     fallback_reason_ = std::move(fallback);
-    conversations_.set_budget(conversation_budget());
   }
 
   // Conversations kept on a GPU share the pool with the plan's KV room: together they never take more than it.
@@ -244,41 +245,53 @@ private:
       if (kept) reuse = reusable_prefix(*kept, result.prompt_ids, image_keys, int32_t(config.image_token_id));
     }
     const std::vector<DecoderPart> parts = decoder_parts();
-    std::unique_ptr<KvCache> cache = cache_for(!request.conversation_id.empty(), kept, reuse, needed, parts);
-    if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
-    const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, preprocessor, cancel, result);
-    result.timing.preprocess_ms = ms_since(t0);
+    const bool gpu_vision_pass = plan_ && plan_->vision_on_gpu && reuse.images < request.images.size();
+    CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, gpu_vision_pass);
+    std::unique_ptr<KvCache> cache;
+    try {
+      if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
+      const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, preprocessor, cancel, result);
+      result.timing.preprocess_ms = ms_since(t0);
 
-    t0 = Clock::now();
-    const VisionInjection vision = encode_vision(image_patches, result, reuse.tokens, cancel);
-    result.timing.vision_ms = ms_since(t0);
+      t0 = Clock::now();
+      const VisionInjection vision = encode_vision(image_patches, result, reuse.tokens, cancel);
+      result.timing.vision_ms = ms_since(t0);
 
-    t0 = Clock::now();
-    const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
-    TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
-    decoder.set_stop_flag(cancel);
-    // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
-    // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
-    // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
-    // attends densely: close to it, not bit for bit).
-    const int64_t chunk = plan_ ? plan_->prefill_chunk : prompt_len;
-    Tensor logits;
-    for (int64_t begin = reuse.tokens; begin < prompt_len; begin += chunk) {
-      const int64_t end = std::min(prompt_len, begin + chunk);
-      auto [cos, sin] = text_rope_tables(config.text, positions.axes, std::size_t(begin), std::size_t(end - begin));
-      const VisionInjection share = vision.rows(begin, end);
-      logits = decoder.forward(std::span(result.prompt_ids).subspan(std::size_t(begin), std::size_t(end - begin)), cos,
-                               sin, share.positions.empty() ? nullptr : &share, *cache);
+      t0 = Clock::now();
+      const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
+      cache = make_cache(choice, reuse, parts);
+      TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
+      decoder.set_stop_flag(cancel);
+      // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
+      // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
+      // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
+      // attends densely: close to it, not bit for bit).
+      const int64_t chunk = plan_ ? plan_->prefill_chunk : prompt_len;
+      Tensor logits;
+      for (int64_t begin = reuse.tokens; begin < prompt_len; begin += chunk) {
+        const int64_t end = std::min(prompt_len, begin + chunk);
+        auto [cos, sin] = text_rope_tables(config.text, positions.axes, std::size_t(begin), std::size_t(end - begin));
+        const VisionInjection share = vision.rows(begin, end);
+        logits = decoder.forward(std::span(result.prompt_ids).subspan(std::size_t(begin), std::size_t(end - begin)), cos,
+                                 sin, share.positions.empty() ? nullptr : &share, *cache);
+      }
+      result.timing.prefill_ms = ms_since(t0);
+      result.timing.prompt_tokens = prompt_len;
+      result.timing.cached_tokens = reuse.tokens;
+      if (sink) sink->on_prompt_done(result.timing);
+
+      t0 = Clock::now();
+      decode(request, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
+      result.timing.decode_ms = ms_since(t0);
+      keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
+    } catch (const Cancelled&) {
+      // Stopped before the answer: the conversation keeps what its cache validly holds. Before the cache was made,
+      // the kept one is untouched (its own ids); after, the prompt's tokens up to the last whole prefill pass.
+      if (cache) keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
+      else if (kept && choice.kept) conversations_.put(request.conversation_id, {kept->ids, kept->image_keys,
+                                                                                   kept->image_grids, std::move(choice.kept)});
+      throw;
     }
-    result.timing.prefill_ms = ms_since(t0);
-    result.timing.prompt_tokens = prompt_len;
-    result.timing.cached_tokens = reuse.tokens;
-    if (sink) sink->on_prompt_done(result.timing);
-
-    t0 = Clock::now();
-    decode(request, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
-    result.timing.decode_ms = ms_since(t0);
-    if (!request.conversation_id.empty()) keep_conversation(request.conversation_id, std::move(cache), std::move(image_keys), result);
     if (profiler_) {
       for (Backend* be : backends()) be->collect_timings(true);
       profiler_->publish();
@@ -286,30 +299,46 @@ private:
     result.timing.generated_tokens = int64_t(result.generated_ids.size());
   }
 
-  // The cache this request runs on. A kept conversation's is truncated to the prefix it serves, or, too small for
-  // the request, grown: a larger one made and the prefix copied in (where the budget holds both; else the prefix is
-  // computed again). Others kept are evicted, least recently used first, until this one fits beside them.
-  std::unique_ptr<KvCache> cache_for(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse,
-                                     int64_t needed, const std::vector<DecoderPart>& parts) {
-    std::unique_ptr<KvCache> old = kept ? std::move(kept->cache) : nullptr;
-    if (old && old->parts() != parts) old.reset();
-    if (!old) reuse = {};
-    if (old && old->capacity() >= needed) {
-      old->truncate(reuse.tokens);
-      old->forget_recorded_steps();  // recorded with the kernels of their request (fusions, timing)
+  // How this request gets its KvCache, decided before the vision tower (which may undo the prefix's reuse) and carried
+  // out after it (the plan counts the vision pass's activations and the KV cache at different moments: a cache made
+  // before the pass would sit beside it).
+  struct CacheChoice {
+    std::unique_ptr<KvCache> kept;  // the conversation's cache, to truncate in place or to copy the prefix from
+    int64_t capacity = 0;           // of a new cache; 0: the kept one, truncated in place
+  };
+  // A kept conversation's cache serves the prefix when it is made for these parts, when the request runs no vision
+  // pass on the GPU (the plan has no room for a cache beside one; other kept conversations are evicted for it too),
+  // and, too small for the request, when the budget holds it and a grown one together (else the prefix is computed
+  // again). A conversation's new cache leaves room for the next turn: up to the next multiple of 512 positions.
+  CacheChoice choose_cache(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse, int64_t needed,
+                           const std::vector<DecoderPart>& parts, bool gpu_vision_pass) {
+    CacheChoice choice;
+    choice.kept = kept ? std::move(kept->cache) : nullptr;
+    if (gpu_vision_pass) conversations_.clear();
+    if (choice.kept && (choice.kept->parts() != parts || gpu_vision_pass)) choice.kept.reset();
+    if (!choice.kept) reuse = {};
+    if (choice.kept && choice.kept->capacity() >= needed) {
       conversations_.make_room(0);
-      return old;
+      return choice;
     }
-    // A conversation's cache leaves room for the next turn: up to the next multiple of 512 positions.
-    const int64_t capacity = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
-    const uint64_t bytes = kv_bytes_per_token() * uint64_t(capacity);
-    if (old && !conversations_.make_room(bytes + old->bytes())) {
-      old.reset();  // the budget cannot hold the old and the new together: the prefix is computed again
+    choice.capacity = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
+    const uint64_t bytes = kv_bytes_per_token() * uint64_t(choice.capacity);
+    if (choice.kept && bytes + choice.kept->bytes() > conversations_.budget()) {
+      choice.kept.reset();  // not both at once: the prefix is computed again (and no other conversation is evicted for it)
       reuse = {};
     }
-    conversations_.make_room(bytes);
-    auto cache = std::make_unique<KvCache>(parts, model_.config.text, capacity);
-    if (old && reuse.tokens > 0) cache->copy_prefix_from(*old, reuse.tokens);
+    conversations_.make_room(bytes + (choice.kept ? choice.kept->bytes() : 0));
+    return choice;
+  }
+  std::unique_ptr<KvCache> make_cache(CacheChoice& choice, const ReusablePrefix& reuse, const std::vector<DecoderPart>& parts) {
+    if (choice.capacity == 0) {
+      choice.kept->truncate(reuse.tokens);
+      choice.kept->forget_recorded_steps();  // recorded with the kernels of their request (fusions, timing)
+      return std::move(choice.kept);
+    }
+    auto cache = std::make_unique<KvCache>(parts, model_.config.text, choice.capacity);
+    if (choice.kept && reuse.tokens > 0) cache->copy_prefix_from(*choice.kept, reuse.tokens);
+    choice.kept.reset();
     return cache;
   }
 
@@ -317,12 +346,15 @@ private:
   // fed back; the last one sampled was never run) and its images.
   void keep_conversation(const std::string& id, std::unique_ptr<KvCache> cache, std::vector<uint64_t> image_keys,
                          const GenerateResult& result) {
+    if (id.empty()) return;
     CachedConversation kept;
-    kept.ids = result.prompt_ids;
-    const auto fed = std::size_t(cache->length()) - kept.ids.size();
-    kept.ids.insert(kept.ids.end(), result.generated_ids.begin(), result.generated_ids.begin() + std::ptrdiff_t(fed));
+    const auto held = std::size_t(cache->length()), prompt = result.prompt_ids.size();
+    kept.ids.assign(result.prompt_ids.begin(), result.prompt_ids.begin() + std::ptrdiff_t(std::min(held, prompt)));
+    if (held > prompt)
+      kept.ids.insert(kept.ids.end(), result.generated_ids.begin(), result.generated_ids.begin() + std::ptrdiff_t(held - prompt));
     kept.image_keys = std::move(image_keys);
     kept.image_grids = result.image_grids;
+    cache->forget_recorded_steps();  // a graph and its buffers, uncounted in the budget, never replayed again
     kept.cache = std::move(cache);
     conversations_.put(id, std::move(kept));
   }

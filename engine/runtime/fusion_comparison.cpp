@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/cancel.h"
 #include "core/error.h"
 
 namespace qvl {
@@ -47,6 +48,8 @@ GenerateResult plain_run(Engine& engine, const GenerateRequest& request, const F
   engine.set_fusions(fusions);
   engine.set_profiler(nullptr);
   GenerateResult plain = engine.generate(request, nullptr, cancel);
+  // A stopped run has no logits to compare (empty against empty once read as a perfect match): the comparison stops.
+  if (plain.stop_reason == "cancelled") throw Cancelled();
   out.ids = plain.generated_ids;
   out.first = std::move(plain.first_step_logits);
   out.last = std::move(plain.last_step_logits);
@@ -62,8 +65,9 @@ FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions&
 
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
-  engine.generate(request, nullptr, cancel);
+  const bool stopped = engine.generate(request, nullptr, cancel).stop_reason == "cancelled";
   engine.set_profiler(nullptr);
+  if (stopped) throw Cancelled();
   run.kernels = profiler->summary();
   for (const auto& k : run.kernels) run.kernel_ms += k.total_ms;
   return run;

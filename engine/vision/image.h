@@ -44,7 +44,7 @@ public:
   std::shared_ptr<const RgbImage> pixels() const;
   const std::filesystem::path& path() const { return path_; }  // empty for an image in memory
   // What the image is, for recognising it in a conversation kept between requests: a hash of the file's bytes (a
-  // file renamed is the same image, one rewritten another) or of the pixels in memory. Computed when first asked.
+  // file renamed is the same image, one rewritten another; hashed at each ask) or of the pixels in memory.
   uint64_t content_key() const;
 
 private:
@@ -53,7 +53,7 @@ private:
   ImageLimits limits_;
   std::shared_ptr<const RgbImage> decoded_;
   mutable std::optional<std::pair<int64_t, int64_t>> size_;  // read from the header when first asked
-  mutable std::optional<uint64_t> content_key_;
+  mutable std::optional<uint64_t> content_key_;  // of pixels in memory
 };
 
 }  // namespace qvl

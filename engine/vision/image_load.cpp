@@ -164,7 +164,7 @@ RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits
   ImageHeader header;
   const auto file = checked_image_file(path, limits, &header);
   RgbImage image = decode_image(where, bytes_of(*file), header, limits);
-  file->check_unchanged();  // cut short while it was decoded: its pages read as zeros
+  if (file->changed()) fail(where, ": the image changed while it was decoded (cut short or rewritten); send it again");
   return image;
 }
 
@@ -185,16 +185,19 @@ std::pair<int64_t, int64_t> ImageInput::size() const {
 }
 
 uint64_t ImageInput::content_key() const {
-  if (content_key_) return *content_key_;
-  if (decoded_) {
-    const auto* pixels = reinterpret_cast<const std::byte*>(decoded_->pixels.data());
-    content_key_ = content_hash({pixels, decoded_->pixels.size()}, uint64_t(decoded_->width) << 32 ^ uint64_t(decoded_->height));
-  } else {
-    const auto file = MappedFile::open(path_, std::uintmax_t(limits_.max_file_bytes), "an image file");
-    content_key_ = content_hash(file->bytes(), 1);  // seeds differ: a file's key is never a decoded image's
-    file->check_unchanged();
+  if (decoded_) {  // pixels in memory do not change: hashed once
+    if (!content_key_) {
+      const auto* pixels = reinterpret_cast<const std::byte*>(decoded_->pixels.data());
+      content_key_ = content_hash({pixels, decoded_->pixels.size()}, uint64_t(decoded_->width) << 32 ^ uint64_t(decoded_->height));
+    }
+    return *content_key_;
   }
-  return *content_key_;
+  // A file is hashed at every ask (a request asks once): an input reused after the file was rewritten must not
+  // keep the old picture's key.
+  const auto file = MappedFile::open(path_, std::uintmax_t(limits_.max_file_bytes), "an image file");
+  const uint64_t key = content_hash(file->bytes(), 1);  // seeds differ: a file's key is never a decoded image's
+  if (file->changed()) fail(path_.string(), ": the image changed while it was read; send it again");
+  return key;
 }
 
 std::shared_ptr<const RgbImage> ImageInput::pixels() const {

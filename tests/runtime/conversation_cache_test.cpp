@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 
@@ -80,7 +81,10 @@ struct Turns {
       scale = std::max(scale, std::fabs(without.first_step_logits[i]));
       worst = std::max(worst, std::fabs(without.first_step_logits[i] - with_cache.first_step_logits[i]));
     }
-    EXPECT_LE(worst, 1e-3f * scale) << device << ": first-step logits differ by " << worst << " of " << scale;
+    // CPU: float rounding (2e-6 of 15 measured). GPU: the prefill's GEMMs round activations to bf16 where the decode
+    // GEMV that computed the kept answer tokens does not (0.014 of 15.5 measured on the H100).
+    const float tolerance = device == "cpu" ? 1e-4f : 3e-3f;
+    EXPECT_LE(worst, tolerance * scale) << device << ": first-step logits differ by " << worst << " of " << scale;
     std::printf("[ info ] %s: %lld of %zu prompt tokens kept; first-step logits differ by %.3g (largest %.3g)\n",
                 device.c_str(), (long long)with_cache.timing.cached_tokens, with_cache.prompt_ids.size(), double(worst),
                 double(scale));
@@ -116,11 +120,22 @@ void check_turns(const std::string& device) {
   const auto parted = std::mismatch(edited.prompt_ids.begin(), edited.prompt_ids.end(), again.prompt_ids.begin()).first;
   EXPECT_EQ(edited.timing.cached_tokens, parted - edited.prompt_ids.begin()) << device;
 
-  // Another picture (the same size): reuse ends where its pads begin.
+  // Another picture: reuse ends where its pads begin. On a GPU whose vision tower is on it, a request that runs the
+  // tower keeps no cache beside the pass (the memory plan counts them at different moments): computed whole.
   const GenerateResult other = t.ask(chat, {"scene-2.png"});
   const int32_t pad = int32_t(t.kept->model().config.image_token_id);
   const auto first_pad = std::find(other.prompt_ids.begin(), other.prompt_ids.end(), pad);
-  EXPECT_EQ(other.timing.cached_tokens, first_pad - other.prompt_ids.begin()) << device;
+  const bool gpu_vision = t.kept->memory_plan() && t.kept->memory_plan()->vision_on_gpu;
+  EXPECT_EQ(other.timing.cached_tokens, gpu_vision ? 0 : first_pad - other.prompt_ids.begin()) << device;
+
+  // A follow-up longer than the room the cache was made with: it grows, its prefix copied into the larger one.
+  chat.push_back(ChatMessage::text("assistant", other.text));
+  std::string long_question;
+  for (int i = 0; i < 600; ++i) long_question += " shapes";
+  chat.push_back(ChatMessage::text("user", long_question));
+  const GenerateResult grown = t.ask(chat, {"scene-2.png"});
+  EXPECT_GT(int64_t(grown.prompt_ids.size()), 512);
+  EXPECT_GE(grown.timing.cached_tokens, int64_t(other.prompt_ids.size())) << device;
 
   const ConversationCacheStats stats = t.kept->conversation_cache();
   EXPECT_EQ(stats.conversations, 1);
@@ -133,6 +148,23 @@ TEST(ConversationCache, FollowUpsRegeneratesAndEditsReuseWhatTheyShareAndAnswerA
   check_turns("cpu");
   if (cuda_plugin().usable) check_turns("cuda");
   else std::printf("[ note ] the CUDA half of this test is skipped: %s\n", cuda_plugin().reason.c_str());
+}
+
+// A follow-up stopped before its answer (Esc during the prefill) keeps what the conversation held: the next try
+// reuses the first turn, and answers as a fresh run does.
+TEST(ConversationCache, AStoppedFollowUpKeepsTheConversation) {
+  Turns t("cpu");
+  std::vector<ChatMessage> chat = {user_with_image("What shapes do you see?")};
+  const GenerateResult first = t.ask(chat, {"scene-1.png"});
+  chat.push_back(ChatMessage::text("assistant", first.text));
+  chat.push_back(ChatMessage::text("user", "What colour is the largest one?"));
+  std::atomic<bool> stop{true};  // set before: the prefill's first layer stops it
+  const GenerateResult stopped = t.kept->generate(t.request(chat, {"scene-1.png"}), nullptr, &stop);
+  EXPECT_EQ(stopped.stop_reason, "cancelled");
+  EXPECT_TRUE(stopped.generated_ids.empty());
+  EXPECT_EQ(t.kept->conversation_cache().conversations, 1);
+  const GenerateResult again = t.ask(chat, {"scene-1.png"});
+  EXPECT_GE(again.timing.cached_tokens, int64_t(first.prompt_ids.size()));
 }
 
 // Past the byte budget the least recently used conversation goes; a budget of 0 keeps none.

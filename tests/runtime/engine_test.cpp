@@ -105,29 +105,39 @@ TEST(Engine, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
   r.max_new_tokens = 1;
   r.image_min_tokens = r.image_max_tokens = 256;  // a vision pass long enough to be stopped in
   using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
+  engine->generate(r);  // warm: the moments below come from a run like the ones stopped
   const GenerateResult whole = engine->generate(r);
-  const double whole_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  ASSERT_GT(whole_ms, 4 * kLimitMs) << "the request is too short to stop inside it";
-  for (const double at : {0.1, 0.35, 0.6, 0.85}) {  // preparing images, vision, prefill (at this model's shares)
+  const GenerateTiming& w = whole.timing;
+  ASSERT_GT(w.vision_ms + w.prefill_ms, 4 * kLimitMs) << "the request is too short to stop inside it";
+  const double vision_at = w.preprocess_ms, prefill_at = w.preprocess_ms + w.vision_ms;
+  int in_vision = 0, in_prefill = 0;
+  for (const double at_ms : {vision_at + 0.3 * w.vision_ms, vision_at + 0.7 * w.vision_ms, prefill_at + 0.3 * w.prefill_ms,
+                             prefill_at + 0.6 * w.prefill_ms}) {
     std::atomic<bool> cancel{false};
     Clock::time_point set_at;
     std::thread stopper([&] {
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(at * whole_ms));
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(at_ms));
       set_at = Clock::now();
       cancel = true;
     });
     const GenerateResult stopped = engine->generate(r, nullptr, &cancel);
     const auto returned = Clock::now();
     stopper.join();
-    EXPECT_EQ(stopped.stop_reason, "cancelled") << at;
-    EXPECT_TRUE(stopped.generated_ids.empty()) << at;
+    EXPECT_EQ(stopped.stop_reason, "cancelled") << at_ms;
+    EXPECT_TRUE(stopped.generated_ids.empty()) << at_ms;
+    // Where it stopped: a phase's time is set when the phase ends.
+    const bool vision = stopped.timing.preprocess_ms > 0 && stopped.timing.vision_ms == 0;
+    const bool prefill = stopped.timing.vision_ms > 0 && stopped.timing.prefill_ms == 0;
+    in_vision += vision;
+    in_prefill += prefill;
     const double stop_ms = std::chrono::duration<double, std::milli>(returned - set_at).count();
-    std::printf("[ info ] stopped at %.0f of %.0f ms (images + vision %.0f, prefill %.0f): returned in %.1f ms\n",
-                at * whole_ms, whole_ms, whole.timing.preprocess_ms + whole.timing.vision_ms, whole.timing.prefill_ms, stop_ms);
-    EXPECT_LE(stop_ms, kLimitMs) << "stopped at " << at * whole_ms << " ms of " << whole_ms << " (vision " << whole.timing.vision_ms
-        << " ms, prefill " << whole.timing.prefill_ms << " ms)";
+    std::printf("[ info ] stopped at %.0f of %.0f ms (images %.0f, vision %.0f, prefill %.0f), in %s: returned in %.1f ms\n",
+                at_ms, w.preprocess_ms + w.vision_ms + w.prefill_ms, w.preprocess_ms, w.vision_ms, w.prefill_ms,
+                vision ? "the vision tower" : prefill ? "the prefill" : "another phase", stop_ms);
+    EXPECT_LE(stop_ms, kLimitMs) << "stopped at " << at_ms << " ms";
   }
+  EXPECT_GT(in_vision, 0) << "no stop landed in the vision tower";
+  EXPECT_GT(in_prefill, 0) << "no stop landed in the prefill";
   EXPECT_EQ(engine->generate(r).generated_ids, whole.generated_ids);  // and the engine answers on as before
 }
 

@@ -2,6 +2,8 @@
 // the per-kernel tables show which ops ran, and the comparison leaves the engine as it found it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <algorithm>
 
 #include "backend/cuda_plugin.h"
@@ -102,6 +104,18 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
 TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
   expect_fused_matches_unfused(*engine, 0.0);  // same float operations in the same order on the CPU
+}
+
+// A stopped comparison says so: its runs have no logits, and empty against empty once read as a perfect match.
+TEST(FusionComparison, AStoppedComparisonFailsInsteadOfReportingAMatch) {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  std::atomic<bool> stop{true};
+  try {
+    compare_fusions(*engine, image_request(), &stop, true);
+    FAIL() << "a stopped comparison returned a result";
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(), "the request was stopped");
+  }
 }
 
 TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
