@@ -85,7 +85,7 @@ TEST(Engine, CancelFromAnotherThreadStopsWithinOneToken) {
 
 // Esc reaches every phase: images, the vision tower and the prefill check the flag between their units of work (and
 // the CPU inside its long products), so a stop set at any moment of a long prompt ends the request within 50 ms.
-TEST(Engine, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
+TEST(EngineTiming, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
 #ifdef QVL_SANITIZED_BUILD
   constexpr double kLimitMs = 400;  // the sanitizers slow every kernel several times
 #else
