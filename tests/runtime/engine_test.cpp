@@ -111,8 +111,10 @@ TEST(EngineTiming, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
   ASSERT_GT(w.vision_ms + w.prefill_ms, 4 * kLimitMs) << "the request is too short to stop inside it";
   const double vision_at = w.preprocess_ms, prefill_at = w.preprocess_ms + w.vision_ms;
   int in_vision = 0, in_prefill = 0;
-  for (const double at_ms : {vision_at + 0.3 * w.vision_ms, vision_at + 0.7 * w.vision_ms, prefill_at + 0.3 * w.prefill_ms,
-                             prefill_at + 0.6 * w.prefill_ms}) {
+  // Moments through the vision pass and the prefill of a warm run. Runs vary (the GPU machine's host by a third): a
+  // stop that comes after its run ended checks nothing and is not counted; each phase must see some.
+  for (const double at_ms : {vision_at + 0.2 * w.vision_ms, vision_at + 0.5 * w.vision_ms, vision_at + 0.8 * w.vision_ms,
+                             prefill_at + 0.1 * w.prefill_ms, prefill_at + 0.3 * w.prefill_ms, prefill_at + 0.5 * w.prefill_ms}) {
     std::atomic<bool> cancel{false};
     Clock::time_point set_at;
     std::thread stopper([&] {
@@ -123,7 +125,11 @@ TEST(EngineTiming, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
     const GenerateResult stopped = engine->generate(r, nullptr, &cancel);
     const auto returned = Clock::now();
     stopper.join();
-    EXPECT_EQ(stopped.stop_reason, "cancelled") << at_ms;
+    if (stopped.stop_reason != "cancelled") {
+      ASSERT_LT(returned, set_at) << "not stopped, yet the stop came before the end";
+      std::printf("[ info ] a stop at %.0f ms came after the run had ended\n", at_ms);
+      continue;
+    }
     EXPECT_TRUE(stopped.generated_ids.empty()) << at_ms;
     // Where it stopped: a phase's time is set when the phase ends.
     const bool vision = stopped.timing.preprocess_ms > 0 && stopped.timing.vision_ms == 0;
