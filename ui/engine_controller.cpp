@@ -39,11 +39,11 @@ EngineController::EngineController(QObject* parent) : QObject(parent), worker_(n
     end_work();
     emit modelLoaded(info);
   });
-  connect(worker_, &EngineWorker::modelFailed, this, [this](const QString& folder, const QString& error) {
-    has_model_ = false;
+  connect(worker_, &EngineWorker::modelFailed, this, [this](const QString& folder, const QString& error, bool kept) {
+    has_model_ = kept;
     loading_ = false;
     end_work();
-    emit modelFailed(folder, error);
+    emit modelFailed(folder, error, kept);
   });
   connect(worker_, &EngineWorker::deviceChanged, this, [this](const ModelInfo& info) {
     model_ = info;

@@ -37,7 +37,8 @@ signals:
   void loadStarted(const QString& folder);
   void loadProgress(double fraction);
   void modelLoaded(const qvl::ui::ModelInfo& info);
-  void modelFailed(const QString& folder, const QString& error);
+  // kept: the folder was refused before anything was unloaded, and the model that was open still is.
+  void modelFailed(const QString& folder, const QString& error, bool kept);
   void deviceChanged(const qvl::ui::ModelInfo& info);
   void settingFailed(const QString& error);
   void busyChanged(bool busy);

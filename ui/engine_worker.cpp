@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/model_config.h"
+#include "io/model_folder.h"
 #include "vision/image.h"
 
 namespace qvl::ui {
@@ -117,6 +118,14 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
   }
   options.fusions = settings.fusions ? Fusions{} : Fusions::none();
   options.load_progress = [this](double f) { emit loadProgress(f); };
+  // The folder is checked (configs, tokenizer, every tensor's name and shape) before the open model is let go: a
+  // folder that is no model once unloaded the working one.
+  try {
+    ModelFolder::open(folder.toStdString());
+  } catch (const std::exception& e) {
+    emit modelFailed(folder, QString::fromStdString(e.what()), engine_ != nullptr);
+    return;
+  }
   try {
     engine_.reset();  // the old model's memory goes first (a GPU may not hold two)
     engine_ = Engine::load(folder.toStdString(), options);
@@ -125,7 +134,7 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
     emit modelLoaded(info());
   } catch (const std::exception& e) {
     engine_.reset();
-    emit modelFailed(folder, QString::fromStdString(e.what()));
+    emit modelFailed(folder, QString::fromStdString(e.what()), false);
   }
 }
 

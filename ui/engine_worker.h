@@ -30,7 +30,8 @@ public slots:
 signals:
   void loadProgress(double fraction);
   void modelLoaded(const qvl::ui::ModelInfo& info);
-  void modelFailed(const QString& folder, const QString& error);
+  // kept: the folder was refused before anything was unloaded, and the model that was open still is.
+  void modelFailed(const QString& folder, const QString& error, bool kept);
   void deviceChanged(const qvl::ui::ModelInfo& info);  // after a device, profile, pool or fusion change
   void settingFailed(const QString& error);            // such a change was refused; the model is where it was
   void tokenReady(quint64 id, const QString& piece);

@@ -293,10 +293,14 @@ void MainWindow::connect_engine() {
     else
       notice_->parentWidget()->hide();
   });
-  connect(engine_, &EngineController::modelFailed, this, [this](const QString& folder, const QString& error) {
+  connect(engine_, &EngineController::modelFailed, this, [this](const QString& folder, const QString& error, bool kept) {
     progress_->hide();
-    model_label_->setText("No model open");
-    show_notice("Could not open the model folder " + folder + ":\n" + error, true);
+    if (!kept) model_label_->setText("No model open");
+    show_notice("Could not open the model folder " + folder + ":\n" + error +
+                    "\n\nA model folder is a Qwen3-VL model as Hugging Face has it (for example Qwen/Qwen3-VL-2B-Instruct): "
+                    "config.json, tokenizer.json, preprocessor_config.json and the weights (*.safetensors)." +
+                    (kept ? "\nThe model that was open stays open." : ""),
+                true);
     update_controls();
   });
   connect(engine_, &EngineController::deviceChanged, this, [this](const ModelInfo& info) {

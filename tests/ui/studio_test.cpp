@@ -493,7 +493,12 @@ private slots:
     QVERIFY(failed.wait(10000));
     QVERIFY2(window().notice().contains(empty.path()), qPrintable(window().notice()));
     QVERIFY2(window().notice().contains("config.json"), qPrintable(window().notice()));
-    QVERIFY(!child<QPushButton>("send")->isEnabled());
+    // What a model folder needs, and the working model kept (a bad folder once unloaded it: "No model open").
+    QVERIFY2(window().notice().contains("Qwen3-VL-2B-Instruct"), qPrintable(window().notice()));
+    QVERIFY2(window().notice().contains("stays open"), qPrintable(window().notice()));
+    QVERIFY(window().engine().hasModel());
+    set_max_new_tokens(3);
+    QVERIFY(!send("Still there?").text.isEmpty());
   }
 
   void theGuiThreadStaysResponsiveWhileTheModelAnswers() {
