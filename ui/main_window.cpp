@@ -175,7 +175,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
   });
 
-  newChat();
+  if (!reopen_last_chat()) newChat();
   refresh_chat_list();
   restoreGeometry(s.value("window/geometry").toByteArray());
   restoreState(s.value("window/state").toByteArray());
@@ -440,6 +440,7 @@ void MainWindow::newChat() {
   c.system_prompt = settings_->default_system_prompt();
   settings_->show_system_prompt(c.system_prompt);
   chat_->set_conversation(c);
+  QSettings().remove("chat/last");  // closed now, the app reopens on a new chat, as it was left
   composer_->clear();
   hide_error_notice();
   update_controls();
@@ -453,10 +454,28 @@ bool MainWindow::openChat(const QString& id) {
     show_notice("Could not open the chat: " + error, true);
     return false;
   }
-  settings_->show_system_prompt(chat->system_prompt);
-  chat_->set_conversation(*chat);
+  show_chat(*chat);
+  return true;
+}
+
+void MainWindow::show_chat(const Conversation& chat) {
+  settings_->show_system_prompt(chat.system_prompt);
+  chat_->set_conversation(chat);
+  QSettings().setValue("chat/last", chat.id);  // the app reopens on it
   hide_error_notice();
   update_controls();
+}
+
+// At start: the chat open when the app was last closed (it once always opened on a blank one). While the model
+// loads the engine is busy, which openChat refuses, so the chat is read here directly; a chat gone or unreadable
+// since gives a new one, quietly.
+bool MainWindow::reopen_last_chat() {
+  const QString id = QSettings().value("chat/last").toString();
+  if (id.isEmpty()) return false;
+  QString error;
+  const auto chat = store_.load(id, &error);
+  if (!chat) return false;
+  show_chat(*chat);
   return true;
 }
 
@@ -516,6 +535,7 @@ void MainWindow::stop() { engine_->stop(); }
 void MainWindow::save_chat() {
   QString error;
   if (!store_.save(chat_->conversation_for_saving(), &error)) show_notice("The chat was not saved: " + error, true);
+  else QSettings().setValue("chat/last", chat_->conversation().id);
   refresh_chat_list();
 }
 

@@ -60,6 +60,8 @@ private:
   void connect_engine();
   void show_notice(const QString& text, bool error);
   void hide_error_notice();
+  void show_chat(const Conversation& chat);
+  bool reopen_last_chat();
   void show_move_progress();  // while weights move to another device or reload under new GPU settings
   void apply_model(const ModelInfo& info);
   void update_controls();

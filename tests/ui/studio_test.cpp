@@ -263,6 +263,22 @@ private slots:
     QCOMPARE(window().chat().conversation().system_prompt, QString("Answer in one word."));
   }
 
+  // The app once reopened on a blank chat: it reopens on the one that was open, and on a new one after New chat.
+  void theAppReopensOnTheLastChat() {
+    set_max_new_tokens(2);
+    send("Hello");
+    const QString id = window().chat().conversation().id;
+    QVERIFY(!id.isEmpty());
+    window_.reset();
+    window_ = std::make_unique<MainWindow>(store_->path());
+    QCOMPARE(window().chat().conversation().id, id);
+    QCOMPARE(window().chat().rowCount(), 2);
+    window().newChat();
+    window_.reset();
+    window_ = std::make_unique<MainWindow>(store_->path());
+    QCOMPARE(window().chat().rowCount(), 0);
+  }
+
   // An error banner once stayed through later answers and new chats; it goes when the user moves on.
   void anErrorBannerGoesWithTheNextQuestionOrChat() {
     const QString bad = store_->filePath("broken.png");
