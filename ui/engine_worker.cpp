@@ -1,12 +1,11 @@
 #include "ui/engine_worker.h"
 
 #include <QElapsedTimer>
+#include <optional>
 #include <vector>
 
 #include "backend/registry.h"
-#include "core/error.h"
 #include "core/paths.h"
-#include "io/model_config.h"
 #include "io/model_folder.h"
 #include "vision/image.h"
 
@@ -105,30 +104,27 @@ ModelInfo EngineWorker::info() const {
 }
 
 void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
-  EngineOptions options;
-  options.device = settings.device.toStdString();
-  options.cuda_profile = settings.cuda_profile.toStdString();
-  options.device_memory_limit = std::size_t(std::max<qint64>(0, settings.memory_limit_mib)) << 20;
-  options.weights = settings.weights.toStdString();
-  // A folder written by qvl quantize holds its own format; the saved choice is for float folders (applied to this
-  // one it would quantise twice and the folder would not open).
-  try {
-    if (ModelConfig::load(std::filesystem::path(folder.toStdString()) / "config.json").quantization) options.weights = "bf16";
-  } catch (const Error&) {  // Engine::load names what is wrong with the folder
-  }
-  options.fusions = settings.fusions ? Fusions{} : Fusions::none();
-  options.load_progress = [this](double f) { emit loadProgress(f); };
   // The folder is checked (configs, tokenizer, every tensor's name and shape) before the open model is let go: a
   // folder that is no model once unloaded the working one.
+  std::optional<ModelFolder> checked;
   try {
-    ModelFolder::open(folder.toStdString());
+    checked = ModelFolder::open(folder.toStdString());
   } catch (const std::exception& e) {
     emit modelFailed(folder, QString::fromStdString(e.what()), engine_ != nullptr);
     return;
   }
+  EngineOptions options;
+  options.device = settings.device.toStdString();
+  options.cuda_profile = settings.cuda_profile.toStdString();
+  options.device_memory_limit = std::size_t(std::max<qint64>(0, settings.memory_limit_mib)) << 20;
+  // A folder written by qvl quantize holds its own format; the saved choice is for float folders (applied to this
+  // one it would quantise twice and the folder would not open).
+  options.weights = checked->config.quantization ? "bf16" : settings.weights.toStdString();
+  options.fusions = settings.fusions ? Fusions{} : Fusions::none();
+  options.load_progress = [this](double f) { emit loadProgress(f); };
   try {
     engine_.reset();  // the old model's memory goes first (a GPU may not hold two)
-    engine_ = Engine::load(folder.toStdString(), options);
+    engine_ = Engine::load(std::move(*checked), options);
     folder_ = folder;
     if (profiler_) engine_->set_profiler(profiler_);
     emit modelLoaded(info());

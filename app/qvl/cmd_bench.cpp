@@ -108,6 +108,13 @@ void print_comparison(const FusionComparison& c) {
   }
 }
 
+// `tokens` tokens of text (at least one): " hello" is one token.
+std::string hello_text(int64_t tokens) {
+  std::string text;
+  for (int64_t i = 0; i < std::max<int64_t>(1, tokens); ++i) text += " hello";
+  return text;
+}
+
 // A second turn of `tokens` new tokens after `first` (its answer kept), in a conversation the engine keeps: its time
 // to first token against its own prefill (what the kept turn saves is everything else) and against the same turn
 // computed whole. Medians of `repeat` conversations after one warm-up.
@@ -120,9 +127,7 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
     engine.forget_conversation(turn.conversation_id);
     const GenerateResult answer = engine.generate(turn);
     turn.messages.push_back(ChatMessage::text("assistant", answer.text));
-    std::string text;
-    for (int64_t i = 0; i < std::max<int64_t>(1, tokens - 6); ++i) text += " hello";  // 6 template tokens around it
-    turn.messages.push_back(ChatMessage::text("user", text));
+    turn.messages.push_back(ChatMessage::text("user", hello_text(tokens - 6)));  // 6 template tokens around it
     second = engine.generate(turn);
     turn.conversation_id.clear();
     const GenerateResult computed_whole = engine.generate(turn);
@@ -212,8 +217,7 @@ int run_bench(const std::vector<std::string>& argv) {
     request.images.push_back(std::move(image));
     user.content.push_back(ContentItem::image());
   }
-  std::string text;  // " hello" is one token: the template adds 9 more around it
-  for (int64_t i = 0; i < std::max<int64_t>(1, prompt_tokens - 9); ++i) text += " hello";
+  const std::string text = hello_text(prompt_tokens - 9);  // the template adds 9 tokens around it
   user.content.push_back(ContentItem::make_text(text));
   request.messages.push_back(std::move(user));
   request.max_new_tokens = decode_tokens;

@@ -175,17 +175,16 @@ bool MappedFile::changed() const {
 }
 
 void MappedFile::check_unchanged() const {
+  if (!changed()) return;
   const bool faulted = guard_slot_ >= 0 && g_ranges[guard_slot_].faulted.load(std::memory_order_acquire);
   struct stat st {};
   if (::fstat(fd_, &st) != 0) fail(path_.string(), ": cannot be checked any more (", std::strerror(errno), "); reopen the model");
   const auto now_size = std::size_t(st.st_size);
-  const bool rewritten = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec != modified_ns_;
   if (faulted || now_size < size_)
     fail(path_.string(), ": was cut short by another program while the model was loaded (", now_size, " bytes, was ",
          size_, "); what was read past its end is not the model's; reopen the model");
-  if (now_size != size_ || rewritten)
-    fail(path_.string(), ": was written by another program while the model was loaded (", now_size == size_ ? "same size, " : "",
-         "a new modification time); the weights read from it may be a mix of two files; reopen the model");
+  fail(path_.string(), ": was written by another program while the model was loaded (", now_size == size_ ? "same size, " : "",
+       "a new modification time); the weights read from it may be a mix of two files; reopen the model");
 }
 
 }  // namespace qvl

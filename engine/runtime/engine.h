@@ -94,6 +94,8 @@ class Engine {
 public:
   // Throws qvl::Error for a bad model folder or an unusable device ("cuda" without a GPU).
   static std::unique_ptr<Engine> load(const std::filesystem::path& model_dir, const EngineOptions& options = {});
+  // A folder already opened and checked (qvl-studio checks a folder before it lets the open model go).
+  static std::unique_ptr<Engine> load(ModelFolder model, const EngineOptions& options = {});
   virtual ~Engine() = default;
 
   // Thread-safe to cancel from another thread: generation stops within one token.

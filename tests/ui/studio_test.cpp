@@ -85,6 +85,21 @@ private:
     return finished.first().first().value<Answer>();
   }
   const ChatTurn& last_turn() { return window().chat().conversation().turns.last(); }
+  // A file with a PNG signature and no image dropped onto the composer, as a file manager would; waits for the
+  // notice that refuses it.
+  void drop_broken_png() {
+    const QString bad = store_->filePath("broken.png");
+    {
+      QFile f(bad);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("\x89PNG\r\n\x1a\n this is not really a png");
+    }
+    QSignalSpy shown(&window(), &MainWindow::noticeShown);
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(bad)});
+    drop_onto(&window().composer(), mime);
+    QVERIFY(shown.wait(10000));
+  }
 
 private slots:
   void initTestCase() {
@@ -281,18 +296,8 @@ private slots:
 
   // An error banner once stayed through later answers and new chats; it goes when the user moves on.
   void anErrorBannerGoesWithTheNextQuestionOrChat() {
-    const QString bad = store_->filePath("broken.png");
     for (int round = 0; round < 2; ++round) {
-      {
-        QFile f(bad);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write("\x89PNG\r\n\x1a\n not a png");
-      }
-      QSignalSpy shown(&window(), &MainWindow::noticeShown);
-      QMimeData mime;
-      mime.setUrls({QUrl::fromLocalFile(bad)});
-      drop_onto(&window().composer(), mime);
-      QVERIFY(shown.wait(10000));
+      drop_broken_png();
       QVERIFY(window().notice().contains("broken.png"));
       if (round == 0) {
         set_max_new_tokens(2);
@@ -349,18 +354,7 @@ private slots:
   }
 
   void aCorruptImageIsRefusedWithItsNameAndTheAppGoesOn() {
-    const QString bad = store_->filePath("broken.png");
-    {
-      QFile f(bad);
-      QVERIFY(f.open(QIODevice::WriteOnly));
-      f.write("\x89PNG\r\n\x1a\n this is not really a png");
-    }
-    QSignalSpy shown(&window(), &MainWindow::noticeShown);
-    // Dropped onto the composer, as a file manager would.
-    QMimeData mime;
-    mime.setUrls({QUrl::fromLocalFile(bad)});
-    drop_onto(&window().composer(), mime);
-    QVERIFY(shown.wait(10000));
+    drop_broken_png();
     QVERIFY2(window().notice().contains("broken.png"), qPrintable(window().notice()));
     QVERIFY(window().composer().image_paths().isEmpty());
     set_max_new_tokens(4);

@@ -87,7 +87,7 @@ public:
     ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
-        if (stop_requested(stop_)) return;  // a stopped prefill: this block's ~10 ms, not the whole product's
+        if (stop_requested(stop_)) return;  // a stopped prefill ends after this block, not the whole product
         const int64_t rows = std::min(kRowBlock, m - m0);
         for (std::size_t j = begin; j < end; ++j)
           kernels.dot_rows(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, w.dtype(),
