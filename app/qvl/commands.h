@@ -14,5 +14,6 @@ int run_tokenize(const std::vector<std::string>& argv);
 int run_detokenize(const std::vector<std::string>& argv);
 int run_bench_tokenizer(const std::vector<std::string>& argv);
 int run_soak(const std::vector<std::string>& argv);
+int run_serve(const std::vector<std::string>& argv);
 
 }  // namespace qvl::cli

@@ -27,6 +27,7 @@ const std::vector<Command>& commands() {
       {"tokenize", "print the token ids of a text", qvl::cli::run_tokenize},
       {"detokenize", "print the text of token ids", qvl::cli::run_detokenize},
       {"bench-tokenizer", "measure tokenizer throughput (MB/s)", qvl::cli::run_bench_tokenizer},
+      {"serve", "answer OpenAI API requests over HTTP (/v1/chat/completions)", qvl::cli::run_serve},
       {"soak", "chat for many turns in one process; check memory stays flat", qvl::cli::run_soak},
   };
   return list;

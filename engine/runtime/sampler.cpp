@@ -18,6 +18,10 @@ Sampler::Sampler(const SamplingOptions& options, std::size_t vocabulary)
   if (options.top_k < 0) fail("top_k must not be negative, not ", options.top_k);
   if (!(options.repetition_penalty > 0 && std::isfinite(options.repetition_penalty)))
     fail("repetition_penalty must be a finite positive number, not ", options.repetition_penalty);
+  if (!(options.presence_penalty >= -2 && options.presence_penalty <= 2))
+    fail("presence_penalty must be from -2 to 2, not ", options.presence_penalty);
+  if (!(options.frequency_penalty >= -2 && options.frequency_penalty <= 2))
+    fail("frequency_penalty must be from -2 to 2, not ", options.frequency_penalty);
 }
 
 double Sampler::uniform() {  // splitmix64 -> [0, 1)
@@ -27,7 +31,7 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
   return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
 }
 
-int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> history) {
+int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> history, std::size_t answer_start) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // The ids that may be picked: all, or those the tokenizer knows (the rest stay as they are, unread).
   const std::span<float> logits(all_logits.data(), vocabulary_ > 0 ? std::min(all_logits.size(), vocabulary_)
@@ -36,6 +40,14 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
   const auto nan_logits = [] {
     fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
   };
+  if (options_.presence_penalty != 0.0 || options_.frequency_penalty != 0.0) {
+    std::vector<int32_t> count(logits.size(), 0);
+    for (std::size_t i = std::min(answer_start, history.size()); i < history.size(); ++i)
+      if (history[i] >= 0 && std::size_t(history[i]) < logits.size()) ++count[std::size_t(history[i])];
+    for (std::size_t id = 0; id < logits.size(); ++id)
+      if (count[id] > 0)
+        logits[id] -= float(options_.presence_penalty + options_.frequency_penalty * count[id]);
+  }
   if (options_.repetition_penalty != 1.0) {
     const float p = float(options_.repetition_penalty);
     std::vector<bool> seen(logits.size(), false);

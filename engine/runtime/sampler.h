@@ -1,6 +1,6 @@
 #pragma once
 // Picks the next token from fp32 logits, in transformers' order: repetition penalty, temperature, top-k, top-p,
-// then a draw from the softmax. Temperature 0 is greedy: the first index of the largest logit.
+// then a draw from the softmax. The OpenAI API's presence and frequency penalties come first, as there. Temperature 0 is greedy: the first index of the largest logit.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -12,6 +12,10 @@ struct SamplingOptions {
   int64_t top_k = 0;         // 0: off
   double top_p = 1.0;        // 1: off
   double repetition_penalty = 1.0;
+  // OpenAI's penalties, -2 to 2: subtracted from the logit of each token the answer already holds (not the prompt's),
+  // once (presence) and once per occurrence (frequency). 0: off.
+  double presence_penalty = 0.0;
+  double frequency_penalty = 0.0;
   uint64_t seed = 0;
 };
 
@@ -21,8 +25,9 @@ public:
   // output layer's padding rows past the tokenizer's ids, which no text stands for) are never picked.
   explicit Sampler(const SamplingOptions& options, std::size_t vocabulary = 0);
   // `logits` is modified in place (penalties, filtering) up to the vocabulary. `history` holds prompt and generated
-  // ids. Throws qvl::Error when a logit is NaN (weights holding NaN or Inf, or an overflow).
-  int32_t next(std::vector<float>& logits, std::span<const int32_t> history);
+  // ids, the answer's from `answer_start` on. Throws qvl::Error when a logit is NaN (weights holding NaN or Inf, or an
+  // overflow).
+  int32_t next(std::vector<float>& logits, std::span<const int32_t> history, std::size_t answer_start = 0);
 
 private:
   SamplingOptions options_;

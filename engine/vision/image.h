@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -38,11 +39,16 @@ class ImageInput {
 public:
   ImageInput(RgbImage decoded);  // NOLINT(google-explicit-constructor): a decoded image is an input as it is
   static ImageInput file(std::filesystem::path path, ImageLimits limits = {});
+  // The bytes of an image file held in memory (a picture sent over the network), sized from their header and decoded
+  // when needed like a file; `name` stands for it in errors. Throws qvl::Error for more bytes than the limit.
+  static ImageInput encoded(std::shared_ptr<const std::string> bytes, std::string name, ImageLimits limits = {});
 
   std::pair<int64_t, int64_t> size() const;  // (width, height) before any EXIF rotation
   // The pixels: a file is decoded now (and refused if its size is no longer the one its header gave).
   std::shared_ptr<const RgbImage> pixels() const;
   const std::filesystem::path& path() const { return path_; }  // empty for an image in memory
+  // Where the image came from, for messages: the file's path or the encoded bytes' name (empty for pixels).
+  std::string name() const { return encoded_ ? name_ : path_.string(); }
   // What the image is, for recognising it in a conversation kept between requests: a hash of the file's bytes (a
   // file renamed is the same image, one rewritten another; hashed at each ask) or of the pixels in memory.
   uint64_t content_key() const;
@@ -52,6 +58,8 @@ private:
   std::filesystem::path path_;
   ImageLimits limits_;
   std::shared_ptr<const RgbImage> decoded_;
+  std::shared_ptr<const std::string> encoded_;
+  std::string name_;  // of the encoded bytes, in errors
   mutable std::optional<std::pair<int64_t, int64_t>> size_;  // read from the header when first asked
   mutable std::optional<uint64_t> content_key_;  // of pixels in memory
 };

@@ -92,25 +92,28 @@ namespace {
 
 std::string_view bytes_of(const MappedFile& file) { return {reinterpret_cast<const char*>(file.bytes().data()), file.size()}; }
 
-// The file mapped (not read: sizing an image and decoding it once read it whole twice), its header read and checked
-// against the limits: nothing is decoded that was not sized first.
-std::shared_ptr<const MappedFile> checked_image_file(const std::filesystem::path& path, const ImageLimits& limits,
-                                                     ImageHeader* header) {
-  const std::string where = path.string();
-  auto file = MappedFile::open(path, std::uintmax_t(limits.max_file_bytes), "an image file");
-  if (file->size() == 0) fail(where, ": the image file is empty");
-  const auto h = read_image_header(bytes_of(*file));
+// The header of an image's bytes read and checked against the limits: nothing is decoded that was not sized first.
+ImageHeader checked_image_header(const std::string& where, std::string_view bytes, const ImageLimits& limits) {
+  if (bytes.empty()) fail(where, ": the image file is empty");
+  const auto h = read_image_header(bytes);
   if (!h) fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
   if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
   if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
     fail(where, ": ", h->width, "x", h->height, " pixels is more than the limit of ", limits.max_pixels,
          " (refused before decoding)");
   if (h->truncated) fail(where, ": the ", h->format, " data ends before the image does (a truncated or corrupt file)");
-  *header = *h;
+  return *h;
+}
+
+// The file mapped (not read: sizing an image and decoding it once read it whole twice) and its header checked.
+std::shared_ptr<const MappedFile> checked_image_file(const std::filesystem::path& path, const ImageLimits& limits,
+                                                     ImageHeader* header) {
+  auto file = MappedFile::open(path, std::uintmax_t(limits.max_file_bytes), "an image file");
+  *header = checked_image_header(path.string(), bytes_of(*file), limits);
   return file;
 }
 
-// Pixels from the bytes of a file sized and checked by checked_image_file.
+// Pixels from the bytes of an image sized and checked by checked_image_header.
 RgbImage decode_image(const std::string& where, std::string_view bytes, const ImageHeader& header,
                       [[maybe_unused]] const ImageLimits& limits) {
 #if QVL_WITH_OPENCV
@@ -179,8 +182,25 @@ ImageInput ImageInput::file(std::filesystem::path path, ImageLimits limits) {
   return input;
 }
 
+ImageInput ImageInput::encoded(std::shared_ptr<const std::string> bytes, std::string name, ImageLimits limits) {
+  if (bytes->size() > uint64_t(limits.max_file_bytes))
+    fail(name, ": ", bytes->size(), " bytes is more than the limit of ", limits.max_file_bytes, " for an image");
+  ImageInput input;
+  input.encoded_ = std::move(bytes);
+  input.name_ = std::move(name);
+  input.limits_ = limits;
+  return input;
+}
+
 std::pair<int64_t, int64_t> ImageInput::size() const {
-  if (!size_) size_ = image_file_size(path_, limits_);
+  if (!size_) {
+    if (encoded_) {
+      const ImageHeader header = checked_image_header(name_, *encoded_, limits_);
+      size_ = std::pair<int64_t, int64_t>{header.width, header.height};
+    } else {
+      size_ = image_file_size(path_, limits_);
+    }
+  }
   return *size_;
 }
 
@@ -190,6 +210,10 @@ uint64_t ImageInput::content_key() const {
       const auto* pixels = reinterpret_cast<const std::byte*>(decoded_->pixels.data());
       content_key_ = content_hash({pixels, decoded_->pixels.size()}, uint64_t(decoded_->width) << 32 ^ uint64_t(decoded_->height));
     }
+    return *content_key_;
+  }
+  if (encoded_) {  // the same bytes as a file holding them: the same key
+    if (!content_key_) content_key_ = content_hash({reinterpret_cast<const std::byte*>(encoded_->data()), encoded_->size()}, 1);
     return *content_key_;
   }
   // A file is hashed at every ask (a request asks once): an input reused after the file was rewritten must not
@@ -202,6 +226,10 @@ uint64_t ImageInput::content_key() const {
 
 std::shared_ptr<const RgbImage> ImageInput::pixels() const {
   if (decoded_) return decoded_;
+  if (encoded_) {
+    const ImageHeader header = checked_image_header(name_, *encoded_, limits_);
+    return std::make_shared<const RgbImage>(decode_image(name_, *encoded_, header, limits_));
+  }
   auto image = std::make_shared<const RgbImage>(load_image(path_, limits_));
   const auto [width, height] = size();
   const bool same = (image->width == width && image->height == height) || (image->width == height && image->height == width);

@@ -73,6 +73,28 @@ TEST(Sampler, RepetitionPenaltyScalesSeenTokensOnce) {
   EXPECT_FLOAT_EQ(l[2], -2.0f);
 }
 
+// OpenAI's penalties count only the answer's tokens: 1.0 presence + 0.5 per occurrence, from answer_start on.
+TEST(Sampler, PresenceAndFrequencyPenaltiesCountTheAnswersTokensOnly) {
+  SamplingOptions o;
+  o.presence_penalty = 1.0;
+  o.frequency_penalty = 0.5;
+  Sampler s(o);
+  std::vector<float> l{4.0f, 3.5f, 1.0f, 0.0f};
+  const std::vector<int32_t> history{1, 1, 0, 0, 2};  // prompt {1, 1}, answer {0, 0, 2}
+  EXPECT_EQ(s.next(l, history, 2), 1);               // 4 - 1 - 2 * 0.5 = 2 < 3.5 (1 only in the prompt)
+  EXPECT_FLOAT_EQ(l[0], 2.0f);
+  EXPECT_FLOAT_EQ(l[1], 3.5f);
+  EXPECT_FLOAT_EQ(l[2], -0.5f);
+  EXPECT_FLOAT_EQ(l[3], 0.0f);
+  for (double SamplingOptions::*option : {&SamplingOptions::presence_penalty, &SamplingOptions::frequency_penalty}) {
+    SamplingOptions bad;
+    bad.*option = 2.5;
+    EXPECT_THROW(Sampler{bad}, Error);
+    bad.*option = std::nan("");
+    EXPECT_THROW(Sampler{bad}, Error);
+  }
+}
+
 TEST(Sampler, IsReproducibleForASeedAndRejectsBadOptions) {
   SamplingOptions o;
   o.temperature = 1.0;

@@ -154,6 +154,30 @@ TEST(ImageInput, IsSizedFromItsHeaderAndDecodedOnlyWhenAsked) {
   EXPECT_NE(e.find("changed while the request was prepared"), std::string::npos) << e;
 }
 
+// Bytes held in memory (a picture sent to qvl serve) are checked like a file: sized from their header against the
+// pixel limit before decoding, named in errors, and the same picture as the file (pixels and content key).
+TEST(ImageInput, EncodedBytesAreCheckedAndDecodedLikeTheirFile) {
+  const std::filesystem::path file = kDecodeDir / "rgba.png";
+  const auto bytes = std::make_shared<const std::string>(test::read_bytes(file));
+  const ImageInput encoded = ImageInput::encoded(bytes, "messages[0].content[1]");
+  const ImageInput from_file = ImageInput::file(file);
+  EXPECT_EQ(encoded.size(), from_file.size());
+  EXPECT_EQ(encoded.pixels()->pixels, from_file.pixels()->pixels);
+  EXPECT_EQ(encoded.content_key(), from_file.content_key());
+  EXPECT_EQ(encoded.name(), "messages[0].content[1]");
+  ImageLimits tiny;
+  tiny.max_pixels = encoded.size().first * encoded.size().second - 1;
+  const ImageInput over = ImageInput::encoded(bytes, "picture", tiny);
+  const std::string e = message_of([&] { over.size(); });
+  EXPECT_NE(e.find("picture: "), std::string::npos) << e;
+  EXPECT_NE(e.find("(refused before decoding)"), std::string::npos) << e;
+  const ImageInput cut = ImageInput::encoded(std::make_shared<const std::string>(bytes->substr(0, bytes->size() / 2)), "cut");
+  EXPECT_NE(message_of([&] { cut.pixels(); }).find("cut: the PNG data ends before the image does"), std::string::npos);
+  ImageLimits small_file;
+  small_file.max_file_bytes = 100;
+  EXPECT_NE(message_of([&] { ImageInput::encoded(bytes, "big", small_file); }).find("big: "), std::string::npos);
+}
+
 // 10,000 references to one small picture once decoded to 7.3 GB before the context check refused them: the count and
 // the tokens are checked from the headers, before any image is decoded (these could not be).
 TEST(Engine, ChecksImageCountAndContextBeforeDecodingAnyImage) {

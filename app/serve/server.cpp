@@ -1,0 +1,368 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <optional>
+#include <random>
+
+#include "core/error.h"
+#include "qvl/version.h"
+#include "serve/openai_format.h"
+#include "serve/stop_strings.h"
+
+namespace qvl::serve {
+
+using nlohmann::json;
+
+// One request from the queue to its last token: filled by the engine thread, read by the HTTP thread that waits on it.
+struct Job {
+  explicit Job(ChatRequest r) : request(std::move(r)) {}
+  ChatRequest request;
+  ResponseHeader header;
+  std::atomic<bool> cancel{false};  // the client went away, a stop string appeared or the server is stopping
+
+  std::mutex mutex;  // guards what follows
+  std::condition_variable changed;
+  bool prompt_done = false, finished = false;
+  std::string pending;  // text shown by the engine that the stream has not written yet
+  std::string content;  // all the text shown
+  bool stop_string_seen = false;
+  GenerateResult result;
+  std::optional<ApiError> error;  // before prompt_done: the request's answer; after: an error event in the stream
+};
+
+namespace {
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string response_id() {
+  static std::mt19937_64 random{std::random_device{}()};
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  char id[32];
+  std::snprintf(id, sizeof id, "chatcmpl-%016llx", static_cast<unsigned long long>(random()));
+  return id;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e, int retry_after_s = 0) {
+  if (retry_after_s > 0) res.set_header("Retry-After", std::to_string(retry_after_s));
+  send_json(res, e.status, e.body());
+}
+
+// Compares without stopping at the first difference, so the time taken says nothing about the key.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned diff = a.size() == b.size() ? 0 : 1;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= unsigned(uint8_t(a[i]) ^ uint8_t(i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+// The engine's tokens, passed through the stop strings into the job (and the waiting stream).
+class JobSink final : public TokenSink {
+public:
+  explicit JobSink(Job& job) : job_(job), stops_(job.request.stop) {}
+  void on_prompt_done(const GenerateTiming&) override {
+    std::lock_guard lock(job_.mutex);
+    job_.prompt_done = true;
+    job_.changed.notify_all();
+  }
+  void on_token(int32_t, const std::string& text) override { show(stops_.push(text)); }
+  void finish() { show(stops_.finish()); }
+
+private:
+  void show(const std::string& text) {
+    std::lock_guard lock(job_.mutex);
+    job_.pending += text;
+    job_.content += text;
+    if (stops_.stopped() && !job_.stop_string_seen) {
+      job_.stop_string_seen = true;
+      job_.cancel = true;  // the engine stops after this token
+    }
+    job_.changed.notify_all();
+  }
+  Job& job_;
+  StopStrings stops_;
+};
+
+// An engine error before the prompt ran is the request's (a limit, an unreadable picture) unless the GPU failed.
+ApiError engine_error(const std::string& message, bool device_failed) {
+  if (device_failed) return {500, "server_error", message, "", "device_error"};
+  const bool context = message.find("context limit") != std::string::npos || message.find("memory plan") != std::string::npos;
+  return {400, "invalid_request_error", message, "messages", context ? "context_length_exceeded" : ""};
+}
+
+}  // namespace
+
+ApiServer::ApiServer(ServeOptions options) : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
+  started_ = unix_time();
+  // Threads: one per request the queue holds and the running one, and a few more so that /health, refusals and
+  // idle keep-alive connections never wait behind them.
+  const int threads = options_.queue + 1 + 4;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(std::size_t(threads)); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_keep_alive_timeout(5);
+  route();
+}
+
+ApiServer::~ApiServer() {
+  stop();
+  if (engine_thread_.joinable()) engine_thread_.join();
+}
+
+int ApiServer::bind() {
+  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host) :
+                   (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port <= 0)
+    fail("qvl serve: cannot listen on ", options_.host, ":", options_.port, " (in use, not an address of this machine, or "
+         "a port below 1024 without the right)");
+  return port;
+}
+
+void ApiServer::serve(const std::function<void(const std::string&)>& log) {
+  serving_ = true;
+  engine_thread_ = std::thread([this, &log] { engine_thread(log); });
+  http_->listen_after_bind();
+  listening_done_ = true;
+  stop();  // listening ended (stop() from a signal, or the model could not load): the engine thread ends too
+  engine_thread_.join();
+  if (!load_error_.empty()) fail(load_error_);
+}
+
+void ApiServer::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!stopping_) {
+      stopping_ = true;
+      for (auto& job : waiting_) {
+        std::lock_guard job_lock(job->mutex);
+        job->error = ApiError(503, "server_error", "qvl serve is shutting down", "", "shutting_down");
+        job->finished = true;
+        job->changed.notify_all();
+      }
+      waiting_.clear();
+      if (running_) running_->cancel = true;
+    }
+  }
+  wake_.notify_all();
+  // httplib ignores a stop that comes before its listening loop has begun: wait for the loop (it begins at once).
+  while (serving_ && !listening_done_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  http_->stop();
+}
+
+void ApiServer::engine_thread(const std::function<void(const std::string&)>& log) {
+  try {
+    EngineOptions options = options_.engine;
+    options.load_progress = [this](double fraction) { load_progress_ = fraction; };
+    engine_ = Engine::load(options_.model_dir, options);
+    defaults_ = engine_->model().generation;
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(mutex_);
+      load_error_ = cat(options_.model_dir.string(), ": the model could not be loaded: ", e.what());
+    }
+    stop();
+    return;
+  }
+  const auto status = [this] {
+    const ConversationCacheStats kept = engine_->conversation_cache();
+    return json{{"device", engine_->device()},
+                {"backend", engine_->backend_name()},
+                {"weights", engine_->weights()},
+                {"conversations", {{"kept", kept.conversations}, {"tokens", kept.tokens}, {"bytes", kept.bytes}}}};
+  };
+  {
+    std::lock_guard lock(mutex_);
+    engine_status_ = status();
+  }
+  ready_ = true;
+  log(cat("ready: ", options_.model_id, " on ", engine_->backend_name(), ", weights ", engine_->weights()));
+  for (;;) {
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+      if (stopping_) return;
+      job = running_ = waiting_.front();
+      waiting_.pop_front();
+    }
+    run(*job);
+    std::lock_guard lock(mutex_);
+    running_.reset();
+    engine_status_ = status();
+  }
+}
+
+void ApiServer::run(Job& job) {
+  JobSink sink(job);
+  std::optional<ApiError> error;
+  GenerateResult result;
+  try {
+    result = engine_->generate(job.request.generate, &sink, &job.cancel);
+    sink.finish();
+  } catch (const std::exception& e) {
+    error = engine_error(e.what(), !engine_->device_error().empty());
+  }
+  bool stopping;
+  {
+    std::lock_guard lock(mutex_);
+    stopping = stopping_;
+  }
+  std::lock_guard lock(job.mutex);
+  if (!error && result.stop_reason == "cancelled" && !job.stop_string_seen && stopping)
+    error = ApiError(503, "server_error", "qvl serve is shutting down: the answer was cut short", "", "shutting_down");
+  if (error && job.prompt_done && error->status == 400) error->status = 500, error->type = "server_error";
+  job.error = std::move(error);
+  job.result = std::move(result);
+  job.finished = true;
+  job.changed.notify_all();
+}
+
+std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusal) {
+  auto job = std::make_shared<Job>(std::move(request));
+  job->header = {response_id(), unix_time(), options_.model_id, ""};
+  std::lock_guard lock(mutex_);
+  job->header.system_fingerprint = cat("qvl-", QVL_VERSION, "-", engine_status_.value("device", ""), "-",
+                                       engine_status_.value("weights", ""));
+  if (stopping_) {
+    *refusal = "qvl serve is shutting down";
+    return nullptr;
+  }
+  if (int(waiting_.size()) >= options_.queue) {
+    *refusal = cat("qvl serve is busy: ", waiting_.size(), " requests are waiting, the limit (qvl serve --queue)");
+    return nullptr;
+  }
+  waiting_.push_back(job);
+  wake_.notify_all();
+  return job;
+}
+
+void ApiServer::route() {
+  // Errors httplib answers itself (a body over the limit, an unknown path) in the OpenAI shape too.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413)
+      send_error(res, ApiError(413, "invalid_request_error", cat("the request body is over the limit of ",
+                               options_.max_body_bytes, " bytes (qvl serve --max-body-mb)"), "", "request_too_large"));
+    else if (res.status == 404)
+      send_error(res, ApiError(404, "invalid_request_error", cat("no such endpoint: ", req.method, " ", req.path,
+                               " (qvl serve has /v1/chat/completions, /v1/models and /health)"), "", "unknown_url"));
+    else
+      send_error(res, ApiError(res.status, "invalid_request_error", cat("HTTP ", res.status)));
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  const auto authorised = [this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty()) return true;
+    const std::string given = req.get_header_value("Authorization");
+    if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options_.api_key)) return true;
+    send_error(res, ApiError(401, "authentication_error",
+                             given.empty() ? "this server needs an API key: send the header \"Authorization: Bearer KEY\""
+                                           : "the API key is not this server's", "", "invalid_api_key"));
+    return false;
+  };
+
+  http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) {
+      send_json(res, 503, {{"status", "loading"}, {"progress", load_progress_.load()}});
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    json body = engine_status_;
+    body["status"] = "ok";
+    body["model"] = options_.model_id;
+    body["queue"] = {{"running", running_ ? 1 : 0}, {"waiting", waiting_.size()}, {"capacity", options_.queue}};
+    send_json(res, 200, body);
+  });
+
+  http_->Get("/v1/models", [this, authorised](const httplib::Request& req, httplib::Response& res) {
+    if (authorised(req, res)) send_json(res, 200, models_json(options_.model_id, started_));
+  });
+
+  http_->Post("/v1/chat/completions", [this, authorised](const httplib::Request& req, httplib::Response& res) {
+    if (!authorised(req, res)) return;
+    if (!ready_) {
+      send_error(res, ApiError(503, "server_error", cat("the model is still loading (", int(load_progress_ * 100), "%)"),
+                               "", "model_loading"), 2);
+      return;
+    }
+    std::shared_ptr<Job> job;
+    try {
+      json body;
+      try {
+        body = json::parse(req.body);
+      } catch (const json::parse_error& e) {
+        throw ApiError(400, "invalid_request_error", cat("the body is not valid JSON: ", e.what()), "", "invalid_json");
+      }
+      std::string refusal;
+      job = enqueue(parse_chat_request(body, defaults_, options_.limits), &refusal);
+      if (!job) {
+        send_error(res, ApiError(503, "server_error", refusal, "", "server_busy"), 1);
+        return;
+      }
+    } catch (const ApiError& e) {
+      send_error(res, e);
+      return;
+    } catch (const Error& e) {  // a picture that could not be read while the request was checked
+      send_error(res, ApiError(400, "invalid_request_error", e.what(), "messages"));
+      return;
+    }
+    std::unique_lock lock(job->mutex);
+    job->changed.wait(lock, [&] { return job->prompt_done || job->finished; });
+    if (!job->request.stream || !job->prompt_done) {
+      job->changed.wait(lock, [&] { return job->finished; });
+      if (job->error)
+        send_error(res, *job->error);
+      else
+        send_json(res, 200, completion_json(job->header, job->content, finish_reason(job->result, job->stop_string_seen),
+                                            job->result));
+      return;
+    }
+    lock.unlock();
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [job](std::size_t, httplib::DataSink& sink) {
+          const auto write = [&](const std::string& event) {
+            if (sink.write(event.data(), event.size())) return true;
+            job->cancel = true;  // the client went away: the engine stops after its current token
+            return false;
+          };
+          if (!write(server_sent_event(chunk_json(job->header, {{"role", "assistant"}, {"content", ""}}, nullptr))))
+            return false;
+          std::unique_lock job_lock(job->mutex);
+          for (;;) {
+            job->changed.wait(job_lock, [&] { return !job->pending.empty() || job->finished; });
+            const std::string text = std::exchange(job->pending, {});
+            const bool finished = job->finished;
+            job_lock.unlock();
+            if (!text.empty() && !write(server_sent_event(chunk_json(job->header, {{"content", text}}, nullptr)))) return false;
+            if (finished) break;
+            job_lock.lock();
+          }
+          // The job is finished: nothing writes it any more.
+          if (job->error) {
+            if (!write(server_sent_event(job->error->body()))) return false;
+          } else {
+            if (!write(server_sent_event(chunk_json(job->header, json::object(),
+                                                    finish_reason(job->result, job->stop_string_seen)))))
+              return false;
+            if (job->request.include_usage && !write(server_sent_event(usage_chunk_json(job->header, job->result))))
+              return false;
+          }
+          if (!write(kStreamEnd)) return false;
+          sink.done();
+          return true;
+        },
+        [job](bool success) {
+          if (!success) job->cancel = true;
+        });
+  });
+}
+
+}  // namespace qvl::serve
