@@ -45,7 +45,8 @@ int run_serve(const std::vector<std::string>& argv) {
       {"max-image-pixels", "N", "pixels of one picture, read from its header before decoding (default 67108864)"},
       {"max-body-mb", "N", "size of a request's body in MiB (default 64)"},
       {"max-context", "N", "prompt + answer tokens of one request (default 32768)"},
-      {"default-max-tokens", "N", "answer length when a request names no max_tokens (default 1024)"},
+      {"default-max-tokens", "N", "longest answer when a request names no max_tokens, shortened to what the context "
+                                   "leaves after the prompt (default 1024)"},
       {"device", "NAME", "auto (default), cpu or cuda"},
       {"weights", "FORMAT", "bf16 (as stored), q8, q4 or auto, as for qvl generate"},
       {"help", "", "show this help"},
@@ -75,7 +76,8 @@ int run_serve(const std::vector<std::string>& argv) {
   options.limits.image.max_pixels = int_in(args, "max-image-pixels", limits::kImagePixels, 1, limits::kImagePixels);
   options.max_body_bytes = std::size_t(int_in(args, "max-body-mb", 64, 1, 4096)) << 20;
   options.engine.max_context = int_in(args, "max-context", limits::kContextTokens, 16, int64_t(1) << 20);
-  options.limits.default_max_tokens = int_in(args, "default-max-tokens", 1024, 1, options.engine.max_context);
+  options.limits.default_max_tokens =
+      int_in(args, "default-max-tokens", std::min<int64_t>(1024, options.engine.max_context), 1, options.engine.max_context);
   options.engine.max_images = options.limits.max_images;
   options.engine.device = args.get("device", "auto");
   options.engine.weights = args.get("weights", "bf16");
@@ -93,7 +95,8 @@ int run_serve(const std::vector<std::string>& argv) {
 
   serve::ApiServer server(options);
   const int port = server.bind();
-  say(cat("listening on http://", options.host, ":", port, "/v1 (model ", options.model_id, " loading)"));
+  say(cat("listening on http://", options.host, ":", port, "/v1"));
+  say(cat("loading ", options.model_dir.string(), " as ", options.model_id));
   if (!is_loopback(options.host) && options.api_key.empty())
     say(cat("warning: listening on ", options.host, " without an API key: anyone who can reach this port can use it"));
   std::thread watcher([&] {

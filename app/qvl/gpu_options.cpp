@@ -21,7 +21,7 @@ void apply_gpu_options(const Args& args, EngineOptions& options) {
   if (mib < 0 || mib > (int64_t(1) << 24))  // 16 TiB: no GPU has more
     fail("--gpu-memory-mb takes 0 (the driver's free memory) to ", int64_t(1) << 24, " MiB, not ", mib);
   options.device_memory_limit = std::size_t(mib) << 20;
-  options.plan_context = args.get_int("plan-context", options.plan_context);
+  options.plan_context = args.get_int("plan-context", std::min(options.plan_context, options.max_context));
   if (options.plan_context < 1 || options.plan_context > options.max_context)
     fail("--plan-context takes 1 to ", options.max_context, " tokens (the context limit), not ", options.plan_context);
 }

@@ -229,6 +229,7 @@ ChatRequest parse_chat_request(const json& body, const GenerationConfig& default
   const auto max_tokens = integer_field(body, "max_tokens", 1, limits::kContextTokens * 32);
   const auto max_completion_tokens = integer_field(body, "max_completion_tokens", 1, limits::kContextTokens * 32);
   g.max_new_tokens = max_completion_tokens.value_or(max_tokens.value_or(limits.default_max_tokens));
+  g.answer_fits_context = !max_tokens && !max_completion_tokens;  // no length asked: what the context leaves
   SamplingOptions& s = g.sampling;
   s.temperature = number_field(body, "temperature", 0, 2).value_or(defaults.do_sample ? defaults.temperature : 0.0);
   s.top_k = integer_field(body, "top_k", 0, limits::kVocabulary).value_or(defaults.do_sample ? defaults.top_k : 0);

@@ -225,11 +225,17 @@ private:
     result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
                                      TokenId(model_.config.image_token_id), request.template_options);
     const auto prompt_len = int64_t(result.prompt_ids.size());
-    const int64_t needed = prompt_len + request.max_new_tokens;
     const ModelConfig& config = model_.config;
-    if (needed > options_.max_context || needed > config.text.max_position_embeddings)
-      fail("the prompt has ", prompt_len, " tokens; with ", request.max_new_tokens, " new tokens that is ", needed,
-           ", over the context limit of ", std::min(options_.max_context, config.text.max_position_embeddings));
+    const int64_t context_limit = std::min(options_.max_context, config.text.max_position_embeddings);
+    int64_t max_new_tokens = request.max_new_tokens;
+    if (request.answer_fits_context) {  // a ceiling: the answer gets what the context leaves, if anything
+      const int64_t room = std::min(context_limit, plan_ ? plan_->context_room : context_limit) - prompt_len;
+      if (room >= 1) max_new_tokens = std::min(max_new_tokens, room);
+    }
+    const int64_t needed = prompt_len + max_new_tokens;
+    if (needed > context_limit)
+      fail("the prompt has ", prompt_len, " tokens; with ", max_new_tokens, " new tokens that is ", needed,
+           ", over the context limit of ", context_limit);
     if (plan_ && needed > plan_->context_room)  // before the KV cache is allocated: the pool would refuse it later
       fail("the conversation needs ", needed, " tokens of context; the GPU's memory plan (", plan_->summary(),
            ") has room for ", plan_->context_room, ": shorten it, or plan for more context (fewer layers stay on the GPU)");
@@ -279,7 +285,7 @@ private:
       if (sink) sink->on_prompt_done(result.timing);
 
       t0 = Clock::now();
-      decode(request, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
+      decode(request, max_new_tokens, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
       result.timing.decode_ms = ms_since(t0);
       keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
     } catch (const Cancelled&) {
@@ -393,14 +399,14 @@ private:
   }
 
   // Sample, stream, stop or step: one token at a time from the prefill's logits.
-  void decode(const GenerateRequest& request, TextDecoder& decoder, KvCache& cache, int64_t rope_delta, Tensor logits,
+  void decode(const GenerateRequest& request, int64_t max_new_tokens, TextDecoder& decoder, KvCache& cache, int64_t rope_delta, Tensor logits,
               TokenSink* sink, const std::atomic<bool>* cancel, GenerateResult& result) {
     Sampler sampler(request.sampling, tokenizer_->vocab_size());
     StreamingDetokenizer detok(tokenizer_, true);
     std::vector<int32_t> history = result.prompt_ids;
     const auto& eos = model_.generation.eos_token_ids;
     result.stop_reason = "max_new_tokens";
-    for (int64_t step = 0; step < request.max_new_tokens; ++step) {
+    for (int64_t step = 0; step < max_new_tokens; ++step) {
       std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
       if (step == 0) {
         result.first_step_top = top_logits(scores, 20);
@@ -427,7 +433,7 @@ private:
         result.stop_reason = "cancelled";
         break;
       }
-      if (step + 1 == request.max_new_tokens) break;
+      if (step + 1 == max_new_tokens) break;
       // Decode positions: cache index + rope delta, the same on all three axes.
       const int64_t pos = cache.length() + rope_delta;
       const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};

@@ -51,6 +51,9 @@ struct GenerateRequest {
   std::vector<ImageInput> images;  // one per image item, in prompt order; files are decoded only after the prompt
                                    // (sized from their headers) has passed the context limits
   int64_t max_new_tokens = 256;
+  // max_new_tokens as a ceiling: a prompt that leaves less room in the context gets a shorter answer instead of an
+  // error (an API request that names no length).
+  bool answer_fits_context = false;
   SamplingOptions sampling;
   ChatTemplateOptions template_options;
   bool ignore_eos = false;  // benchmarks: always generate max_new_tokens

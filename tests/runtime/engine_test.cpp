@@ -191,6 +191,23 @@ TEST(Engine, BadRequestsFailClearlyAndTheEngineStaysUsable) {
   EXPECT_EQ(demo_engine().generate(text_request("Still there?", 3)).generated_ids.size(), 3u);
 }
 
+// An answer length that is a ceiling (an API request naming none) is cut to what the context leaves after the prompt:
+// the same tokens as asking for exactly that many, where the length as a demand is refused.
+TEST(Engine, AnAnswerThatFitsTheContextIsCutToItsRoom) {
+  EngineOptions options{"cpu"};
+  options.max_context = 40;
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", options);
+  GenerateRequest ceiling = text_request("Describe the picture in detail, please.", 40);
+  EXPECT_THROW(engine->generate(ceiling), Error);
+  ceiling.answer_fits_context = true;
+  const GenerateResult fitted = engine->generate(ceiling);
+  const auto room = int64_t(40 - fitted.prompt_ids.size());
+  ASSERT_GE(room, 1);
+  EXPECT_EQ(int64_t(fitted.generated_ids.size()), room);
+  const GenerateResult exact = engine->generate(text_request("Describe the picture in detail, please.", room));
+  EXPECT_EQ(fitted.generated_ids, exact.generated_ids);
+}
+
 // The long-context attention window (block-sparse prefill): covering every block of the prompt it gives the dense
 // logits exactly; narrower, the prefill skips blocks and the logits move (an approximation, still an answer).
 TEST(Engine, AnAttentionWindowCoveringThePromptGivesTheDenseAnswer) {
