@@ -7,9 +7,9 @@
 //   2·T·Hkv·D·4 bytes, read once. (A second kernel for the merge took 5 µs of a decode step's 16 a layer on an H100:
 //   a launch and a dependent round trip for a few KB.)
 // - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair.
-// Both walk the keys in tiles of 8, four lanes per key: the K quarter-rows and the tile's V rows are independent
-// loads in unrolled loops, so a warp has them all in flight, and small tiles make enough warps to fill the GPU at
-// short contexts. (Key by key, or 32-key tiles with rolled loops, a warp waited one DRAM round trip per load:
+// Both walk the keys in tiles of 16 keys (8 at D > 128), two (four) lanes a key, every load of a tile issued before
+// any is used (warp_attend), so a warp has a whole tile in flight, and small tiles make enough warps to fill the GPU
+// at short contexts. (Key by key, or 32-key tiles with rolled loops, a warp waited one DRAM round trip per load:
 // 28-41 us for 256 keys in Nsight Compute.)
 #include <algorithm>
 
@@ -23,55 +23,70 @@ namespace {
 
 constexpr int kMaxPerLane = 8;  // D <= 256
 
-// One warp's running max, sum and weighted values.
+// One warp's running max, sum and weighted values; kPerLane >= D/32 output dimensions a lane (1, 2, 4 or 8: the
+// loops below are unrolled over it, so a lane holds only the registers its head size needs).
+template <int kPerLane>
 struct SoftmaxState {
   float best = -INFINITY, total = 0.0f;
-  float acc[kMaxPerLane] = {};
+  float acc[kPerLane] = {};
 };
 
-// The warp's online softmax over tiles of kTileKeys keys starting at first, first + tile_step, ... (< hi). Four
-// lanes share a key (each a quarter of its dimensions, then two shuffles), so a tile needs d/16 loads per lane for
-// the scores and d/32 per key for the values, all independent and unrolled: about two DRAM round trips per tile.
+// The warp's online softmax over tiles of kTileKeys keys starting at first, first + tile_step, ... (< hi):
+// 32 / kTileKeys lanes share a key (each its share of the dimensions, then a shuffle or two). Every load of a tile,
+// the keys' shares and all its value rows, is issued before any is used, so a tile costs one DRAM round trip: keys
+// past `hi` read the last visible row instead (in bounds) and are masked by their probability of 0. (The value rows
+// were loaded inside the loop that used them, behind a break at the tile's end: a round trip per row, 62.8 us for
+// 4,096 keys where this takes 25.3 on an H100; docs/performance.md.)
 // q_scaled: the query times the scale, in shared memory (read as broadcasts).
-constexpr int kTileKeys = 8, kLanesPerKey = 32 / kTileKeys;
-__device__ void warp_attend(SoftmaxState& st, const float* q_scaled, const float* k, const float* v, int64_t hkv,
-                            int64_t kvh, int64_t d, int64_t first, int64_t hi, int64_t tile_step, int lane) {
+template <int kPerLane>
+constexpr int kTileKeys = kPerLane >= 8 ? 8 : 16;  // 16 keys: twice the loads in flight; 8 at D = 256 (registers)
+template <int kPerLane>
+__device__ void warp_attend(SoftmaxState<kPerLane>& st, const float* q_scaled, const float* k, const float* v,
+                            int64_t hkv, int64_t kvh, int64_t d, int64_t first, int64_t hi, int64_t tile_step, int lane) {
+  constexpr int kTile = kTileKeys<kPerLane>, kLanesPerKey = 32 / kTile;
+  constexpr int kQuads = 8 * kPerLane / kLanesPerKey;  // float4s of a lane's share of a key: d / (4 * lanes per key)
   const int part = lane % kLanesPerKey;
   for (int64_t tile = first; tile < hi; tile += tile_step) {
     const int64_t t = tile + lane / kLanesPerKey;
-    float dot = 0.0f;
-    if (t < hi) {
-      const float* key = k + (t * hkv + kvh) * d;
-      if (d % 4 == 0) {
-#pragma unroll 8
-        for (int64_t c = 4 * part; c < d; c += 4 * kLanesPerKey) {
-          const float4 kk = *reinterpret_cast<const float4*>(key + c);
-          dot += q_scaled[c] * kk.x + q_scaled[c + 1] * kk.y + q_scaled[c + 2] * kk.z + q_scaled[c + 3] * kk.w;
-        }
-      } else {
-        for (int64_t c = part; c < d; c += kLanesPerKey) dot += q_scaled[c] * key[c];
-      }
+    const float* key = k + (min(t, hi - 1) * hkv + kvh) * d;
+    float values[kTile][kPerLane];
+#pragma unroll
+    for (int jj = 0; jj < kTile; ++jj) {
+      const float* value = v + (min(tile + jj, hi - 1) * hkv + kvh) * d;
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j) values[jj][j] = lane + 32 * j < d ? value[lane + 32 * j] : 0.0f;
     }
-    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    float dot = 0.0f;
+    if (d % 4 == 0) {
+      float4 keys[kQuads];
+#pragma unroll
+      for (int i = 0; i < kQuads; ++i) {
+        const int64_t c = 4 * part + 4 * kLanesPerKey * i;
+        keys[i] = c < d ? *reinterpret_cast<const float4*>(key + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int i = 0; i < kQuads; ++i) {
+        const int64_t c = 4 * part + 4 * kLanesPerKey * i;
+        if (c < d) dot += q_scaled[c] * keys[i].x + q_scaled[c + 1] * keys[i].y + q_scaled[c + 2] * keys[i].z +
+                          q_scaled[c + 3] * keys[i].w;
+      }
+    } else {
+      for (int64_t c = part; c < d; c += kLanesPerKey) dot += q_scaled[c] * key[c];
+    }
+#pragma unroll
+    for (int lanes = 1; lanes < kLanesPerKey; lanes *= 2) dot += __shfl_xor_sync(0xffffffffu, dot, lanes);
     const float score = t < hi ? dot : -INFINITY;
     const float next_best = fmaxf(st.best, warp_max(score));  // finite: the tile's first key is always visible
     const float p = t < hi ? expf(score - next_best) : 0.0f, correction = expf(st.best - next_best);
     st.total = st.total * correction + warp_sum(part == 0 ? p : 0.0f);
-#pragma unroll
-    for (int j = 0; j < kMaxPerLane; ++j) st.acc[j] *= correction;
     st.best = next_best;
-    const int keys = hi - tile < kTileKeys ? int(hi - tile) : kTileKeys;
 #pragma unroll
-    for (int jj = 0; jj < kTileKeys; ++jj) {
-      if (jj >= keys) break;
+    for (int j = 0; j < kPerLane; ++j) st.acc[j] *= correction;
+#pragma unroll
+    for (int jj = 0; jj < kTile; ++jj) {
       const float pj = __shfl_sync(0xffffffffu, p, jj * kLanesPerKey);
-      const float* value = v + ((tile + jj) * hkv + kvh) * d;
 #pragma unroll
-      for (int j = 0; j < kMaxPerLane; ++j) {
-        const int64_t e = lane + 32 * j;
-        if (e < d) st.acc[j] += pj * value[e];
-      }
+      for (int j = 0; j < kPerLane; ++j) st.acc[j] += pj * values[jj][j];
     }
   }
 }
@@ -80,6 +95,7 @@ __device__ void load_scaled(float* dst, const float* q, int64_t d, float scale, 
   for (int64_t e = threadIdx.x - first_thread; e < d; e += threads) dst[e] = q[e] * scale;
 }
 
+template <int kPerLane>
 __global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
                                  int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
                                  int64_t segments, float scale) {
@@ -92,9 +108,10 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
   __syncwarp();
   int64_t lo, hi;
   visible_keys(i, kv_len, causal, past, bounds, segments, lo, hi);
-  SoftmaxState st;
-  warp_attend(st, q_scaled[warp], k, v, hkv, h / (hq / hkv), d, lo, hi, kTileKeys, lane);
-  for (int j = 0; j < int((d + 31) / 32); ++j) {
+  SoftmaxState<kPerLane> st;
+  warp_attend(st, q_scaled[warp], k, v, hkv, h / (hq / hkv), d, lo, hi, kTileKeys<kPerLane>, lane);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
     const int64_t e = lane + 32 * j;
     if (e < d) out[(i * hq + h) * d + e] = st.acc[j] / st.total;
   }
@@ -123,10 +140,11 @@ __device__ void combine_partials(const float* p, float* out, int64_t d, int64_t 
 }
 
 // The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles per warp.
+template <int kTile>
 __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64_t& chunks, int64_t& chunk_keys) {
-  constexpr int64_t kBlockTile = kTileKeys * kSplitWarps;
+  constexpr int64_t kBlockTile = kTile * kSplitWarps;
   chunks = max(int64_t(1), min(max_chunks, (keys + kBlockTile - 1) / kBlockTile));
-  chunk_keys = ((keys + chunks - 1) / chunks + kTileKeys - 1) / kTileKeys * kTileKeys;
+  chunk_keys = ((keys + chunks - 1) / chunks + kTile - 1) / kTile * kTile;
 }
 
 // One block per (chunk of keys, query-head pair): its warps take every kSplitWarps-th tile of keys of the chunk;
@@ -134,6 +152,7 @@ __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64
 // or, when there is a single chunk, as the output itself. With several chunks, the pair's last block to finish
 // merges the partials; it finds it is last from the pair's counter in `arrivals`, and sets the counter back to 0 for
 // the next call (they start at 0: the caller zeroes them once).
+template <int kPerLane>
 __global__ void attention_chunk_kernel(const float* q, const float* k, const float* v, float* out, float* partials,
                                        unsigned* arrivals, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len,
                                        bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
@@ -152,17 +171,19 @@ __global__ void attention_chunk_kernel(const float* q, const float* k, const flo
   if (past_on_device) past = *past_on_device, kv_len = past + s;  // a replayed decode step: the current position
   int64_t lo, hi, used_chunks, chunk_keys;
   visible_keys(i, kv_len, causal, past, bounds, segments, lo, hi);
-  chunking(hi - lo, chunks, used_chunks, chunk_keys);
+  constexpr int kTile = kTileKeys<kPerLane>;
+  chunking<kTile>(hi - lo, chunks, used_chunks, chunk_keys);
   const int64_t first = chunk < used_chunks ? lo + chunk * chunk_keys : hi, last = min(hi, first + chunk_keys);
-  SoftmaxState st;
-  warp_attend(st, q_scaled, k, v, hkv, h / (hq / hkv), d, first + kTileKeys * warp, last, kTileKeys * kSplitWarps,
-              lane);
+  SoftmaxState<kPerLane> st;
+  warp_attend(st, q_scaled, k, v, hkv, h / (hq / hkv), d, first + kTile * warp, last, kTile * kSplitWarps, lane);
   const int per_lane = int((d + 31) / 32);
   if (lane == 0) {
     part_max[warp] = st.best;
     part_sum[warp] = st.total;
   }
-  for (int j = 0; j < per_lane; ++j) part_acc[warp][lane + 32 * j] = st.acc[j];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)
+    if (j < per_lane) part_acc[warp][lane + 32 * j] = st.acc[j];
   __syncthreads();
   if (warp == 0) {  // merge the warps' triples: the output itself, or this chunk's partial
     float block_max = -INFINITY;
@@ -198,15 +219,16 @@ __global__ void attention_chunk_kernel(const float* q, const float* k, const flo
 
 // Blocks per pair: enough to fill the GPU twice over, but at least one tile of keys per warp each (for the
 // longest key range; each pair uses as many as its own range needs, the rest contribute nothing).
-int64_t chunk_count(int64_t pairs, int64_t kv_len, int multiprocessors) {
+int64_t chunk_count(int64_t pairs, int64_t kv_len, int64_t d, int multiprocessors) {
+  const int64_t block_keys = int64_t((d + 31) / 32 > 4 ? kTileKeys<8> : kTileKeys<4>) * kSplitWarps;
   const int64_t wanted = (2 * int64_t(multiprocessors) + pairs - 1) / pairs;
-  return std::max<int64_t>(1, std::min(wanted, (kv_len + kTileKeys * kSplitWarps - 1) / (kTileKeys * kSplitWarps)));
+  return std::max<int64_t>(1, std::min(wanted, (kv_len + block_keys - 1) / block_keys));
 }
 
 }  // namespace
 
 int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_len, int multiprocessors) {
-  const int64_t chunks = chunk_count(s * hq, kv_len, multiprocessors);
+  const int64_t chunks = chunk_count(s * hq, kv_len, d, multiprocessors);
   return chunks > 1 ? s * hq * chunks * (d + 2) : 0;
 }
 
@@ -216,15 +238,23 @@ void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t st
   if (a.s * a.hq == 0) return;
   if (split.past_on_device && !split.split_keys)
     throw std::runtime_error("attention: a position on the device needs split_keys");
+  // Instantiated for 1, 2, 4 and 8 dimensions a lane (head sizes up to 32, 64, 128 and 256).
+  const int64_t per_lane = (a.d + 31) / 32;
+  const auto pick = [&](auto kernel1, auto kernel2, auto kernel4, auto kernel8) {
+    return per_lane <= 1 ? kernel1 : per_lane <= 2 ? kernel2 : per_lane <= 4 ? kernel4 : kernel8;
+  };
   if (split.split_keys) {
-    const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, split.multiprocessors);
-    launch_kernel(attention_chunk_kernel, dim3(unsigned(chunks), unsigned(a.s * a.hq)), dim3(kSplitWarps * 32), 0,
-                  stream, split.overlap, a.q, a.k, a.v, a.out, split.workspace, split.arrivals, a.s, a.hq, a.hkv, a.d,
-                  a.kv_len, a.causal, a.past, split.past_on_device, a.bounds, a.segments, a.scale);
+    const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, a.d, split.multiprocessors);
+    launch_kernel(pick(attention_chunk_kernel<1>, attention_chunk_kernel<2>, attention_chunk_kernel<4>,
+                       attention_chunk_kernel<8>),
+                  dim3(unsigned(chunks), unsigned(a.s * a.hq)), dim3(kSplitWarps * 32), 0, stream, split.overlap, a.q, a.k,
+                  a.v, a.out, split.workspace, split.arrivals, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past,
+                  split.past_on_device, a.bounds, a.segments, a.scale);
     return;
   }
   const int warps = 4;
-  attention_kernel<<<unsigned((a.s * a.hq + warps - 1) / warps), warps * 32, 0, stream>>>(
+  const auto kernel = pick(attention_kernel<1>, attention_kernel<2>, attention_kernel<4>, attention_kernel<8>);
+  kernel<<<unsigned((a.s * a.hq + warps - 1) / warps), warps * 32, 0, stream>>>(
       a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.scale);
   CUDA_CHECK_LAUNCH();
 }

@@ -79,6 +79,7 @@ int run_serve(const std::vector<std::string>& argv) {
   options.limits.default_max_tokens =
       int_in(args, "default-max-tokens", std::min<int64_t>(1024, options.engine.max_context), 1, options.engine.max_context);
   options.engine.max_images = options.limits.max_images;
+  options.limits.max_context = options.engine.max_context;
   options.engine.device = args.get("device", "auto");
   options.engine.weights = args.get("weights", "bf16");
   apply_gpu_options(args, options.engine);
@@ -95,15 +96,25 @@ int run_serve(const std::vector<std::string>& argv) {
 
   serve::ApiServer server(options);
   const int port = server.bind();
-  say(cat("listening on http://", options.host, ":", port, "/v1"));
+  const bool ipv6 = options.host.find(':') != std::string::npos;
+  say(cat("listening on http://", ipv6 ? "[" : "", options.host, ipv6 ? "]" : "", ":", port, "/v1"));
   say(cat("loading ", options.model_dir.string(), " as ", options.model_id));
   if (!is_loopback(options.host) && options.api_key.empty())
     say(cat("warning: listening on ", options.host, " without an API key: anyone who can reach this port can use it"));
+  // The first signal stops the server after the current token (a model still loading loads first: the load cannot
+  // be interrupted); a second one exits at once.
   std::thread watcher([&] {
-    int received = 0;
-    sigwait(&signals, &received);
-    if (received != SIGUSR1) say(cat(received == SIGINT ? "interrupted" : "terminated", ": finishing the current token"));
-    server.stop();
+    for (int signals_seen = 0;; ++signals_seen) {
+      int received = 0;
+      sigwait(&signals, &received);
+      if (received == SIGUSR1) return;
+      if (signals_seen > 0) {
+        say("a second signal: exiting now");
+        std::_Exit(130);
+      }
+      say(cat(received == SIGINT ? "interrupted" : "terminated", ": finishing the current token"));
+      server.stop();
+    }
   });
   try {
     server.serve(say);

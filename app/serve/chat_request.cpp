@@ -4,6 +4,7 @@
 
 #include "core/content_hash.h"
 #include "core/error.h"
+#include "io/mapped_file.h"
 #include "serve/data_url.h"
 
 namespace qvl::serve {
@@ -67,7 +68,7 @@ void refuse_unsupported(const json& body) {
   for (const char* name : {"tools", "functions"})
     if (const json* j = field(body, name); j && !(j->is_array() && j->empty()))
       throw ApiError::invalid(name, "tool calls are not supported by qvl serve", "unsupported_parameter");
-  if (const json* j = field(body, "tool_choice"); j && *j != "none")
+  if (const json* j = field(body, "tool_choice"); j && *j != "none" && *j != "auto")
     throw ApiError::invalid("tool_choice", "tool calls are not supported by qvl serve", "unsupported_parameter");
   if (const json* j = field(body, "response_format")) {
     if (!j->is_object()) wrong_type("response_format", "an object", *j);
@@ -79,6 +80,39 @@ void refuse_unsupported(const json& body) {
 }
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+// A picture's local path (a plain path or a file:// URL of this machine, percent-escapes decoded), refused unless it
+// lies inside `dir` once links and ".." are resolved.
+std::filesystem::path allowed_local_file(const std::string& url, const std::string& param, const std::filesystem::path& dir) {
+  std::string path = url;
+  if (starts_with(url, "file://")) {
+    std::string rest = url.substr(7);
+    if (starts_with(rest, "localhost/")) rest = rest.substr(9);
+    if (!starts_with(rest, "/"))
+      throw ApiError::invalid(param, "a file:// URL names a file of this machine: file:///path", "local_file_outside");
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    path.clear();
+    for (std::size_t i = 0; i < rest.size(); ++i) {
+      if (rest[i] == '%' && i + 2 < rest.size() && hex(rest[i + 1]) >= 0 && hex(rest[i + 2]) >= 0) {
+        path += char(hex(rest[i + 1]) * 16 + hex(rest[i + 2]));
+        i += 2;
+      } else {
+        path += rest[i];
+      }
+    }
+  }
+  if (path.find('\0') != std::string::npos) throw ApiError::invalid(param, "a path holding a NUL byte");
+  const std::filesystem::path root = std::filesystem::weakly_canonical(dir);
+  std::filesystem::path file = path;
+  file = std::filesystem::weakly_canonical(file.is_relative() ? root / file : file);
+  const auto inside = file.lexically_relative(root);
+  if (inside.empty() || *inside.begin() == "..")
+    throw ApiError::invalid(param, cat("'", url, "' is outside the folder qvl serve's --allow-local-files allows"),
+                            "local_file_outside");
+  return file;
+}
 
 // A picture from a data: URL, or a file inside the folder --allow-local-files names; sized (and so checked against
 // the pixel limit) from its header here, before anything is decoded.
@@ -94,14 +128,11 @@ ImageInput image_of(const std::string& url, const std::string& param, const Requ
       if (limits.local_files_dir.empty())
         throw ApiError::invalid(param, "local files are read only when qvl serve runs with --allow-local-files DIR; "
                                        "send the picture as a data URL (data:image/png;base64,...)", "local_files_not_allowed");
-      std::filesystem::path path = starts_with(url, "file://") ? url.substr(7) : url;
-      const std::filesystem::path dir = std::filesystem::weakly_canonical(limits.local_files_dir);
-      path = std::filesystem::weakly_canonical(path.is_relative() ? dir / path : path);
-      const auto inside = path.lexically_relative(dir);
-      if (inside.empty() || *inside.begin() == "..")
-        throw ApiError::invalid(param, cat("'", url, "' is outside the folder --allow-local-files allows (", dir.string(), ")"),
-                                "local_file_outside");
-      image = ImageInput::file(path, limits.image);
+      const std::filesystem::path path = allowed_local_file(url, param, limits.local_files_dir);
+      // Read once, here, just after the check: a path swapped for a link later cannot take the request elsewhere.
+      auto bytes = std::make_shared<const std::string>(
+          read_whole_file(path, std::uintmax_t(limits.image.max_file_bytes), "an image file"));
+      image = ImageInput::encoded(std::move(bytes), param, limits.image);
     }
     image->size();  // the header read and checked now: a bad picture is this request's error, named
   } catch (const std::filesystem::filesystem_error& e) {
@@ -226,8 +257,8 @@ ChatRequest parse_chat_request(const json& body, const GenerationConfig& default
   request.stop = parse_stop(body);
 
   GenerateRequest& g = request.generate;
-  const auto max_tokens = integer_field(body, "max_tokens", 1, limits::kContextTokens * 32);
-  const auto max_completion_tokens = integer_field(body, "max_completion_tokens", 1, limits::kContextTokens * 32);
+  const auto max_tokens = integer_field(body, "max_tokens", 1, limits.max_context);
+  const auto max_completion_tokens = integer_field(body, "max_completion_tokens", 1, limits.max_context);
   g.max_new_tokens = max_completion_tokens.value_or(max_tokens.value_or(limits.default_max_tokens));
   g.answer_fits_context = !max_tokens && !max_completion_tokens;  // no length asked: what the context leaves
   SamplingOptions& s = g.sampling;

@@ -21,6 +21,7 @@ struct RequestLimits {
   // Images given as local paths or file:// URLs are read only from inside this folder (empty: refused).
   std::filesystem::path local_files_dir;
   int64_t default_max_tokens = 1024;  // when the request names none
+  int64_t max_context = limits::kContextTokens;  // prompt + answer (the engine's): max_tokens is at most this
 };
 
 struct ChatRequest {

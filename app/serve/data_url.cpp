@@ -1,6 +1,7 @@
 #include "serve/data_url.h"
 
 #include <array>
+#include <cctype>
 
 #include "core/error.h"
 
@@ -27,13 +28,13 @@ bool starts_with_ignoring_case(std::string_view s, std::string_view prefix) {
 
 std::string decode_base64(std::string_view text) {
   static constexpr auto kValues = base64_values();
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
-  if (text.size() % 4 == 1) fail("base64 of ", text.size(), " characters (without padding) cannot be whole bytes");
+  while (!text.empty() && (text.back() == '=' || std::isspace(uint8_t(text.back())))) text.remove_suffix(1);
   std::string out;
   out.reserve(text.size() / 4 * 3 + 2);
   uint32_t bits = 0;
   int count = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n' || text[i] == '\r' || text[i] == ' ' || text[i] == '\t') continue;  // wrapped lines (MIME)
     const int8_t v = kValues[uint8_t(text[i])];
     if (v < 0) fail("character ", i, " of the base64 data is not base64 (byte ", int(uint8_t(text[i])), ")");
     bits = bits << 6 | uint32_t(v);
@@ -45,6 +46,7 @@ std::string decode_base64(std::string_view text) {
       count = 0;
     }
   }
+  if (count == 1) fail("base64 ending in a single character cannot be whole bytes");
   if (count == 2) out += char(bits >> 4);
   if (count == 3) {
     out += char(bits >> 10);
@@ -62,7 +64,8 @@ std::optional<DataUrl> parse_data_url(std::string_view url, uint64_t max_bytes) 
   const std::size_t semicolon = header.find(';');
   DataUrl result;
   result.media_type = std::string(header.substr(0, semicolon));
-  if (semicolon == std::string_view::npos || header.substr(header.rfind(';') + 1) != "base64")
+  if (semicolon == std::string_view::npos || !starts_with_ignoring_case(header.substr(header.rfind(';') + 1), "base64") ||
+      header.size() - header.rfind(';') - 1 != 6)
     fail("a data: URL whose data is not base64 (write data:", result.media_type, ";base64,...)");
   if (payload.size() / 4 * 3 > max_bytes)
     fail("its data decodes to about ", payload.size() / 4 * 3, " bytes, over the limit of ", max_bytes);

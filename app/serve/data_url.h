@@ -16,7 +16,8 @@ struct DataUrl {
 // whose base64 is malformed, or whose payload would exceed `max_bytes` (checked before decoding).
 std::optional<DataUrl> parse_data_url(std::string_view url, uint64_t max_bytes);
 
-// Standard base64 (RFC 4648 section 4, padding optional); throws qvl::Error at the first character that does not belong.
+// Standard base64 (RFC 4648 section 4, padding optional, line breaks and spaces skipped); throws qvl::Error at the
+// first character that does not belong.
 std::string decode_base64(std::string_view text);
 
 }  // namespace qvl::serve

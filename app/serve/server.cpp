@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <optional>
 #include <random>
@@ -94,7 +96,8 @@ private:
 // An engine error before the prompt ran is the request's (a limit, an unreadable picture) unless the GPU failed.
 ApiError engine_error(const std::string& message, bool device_failed) {
   if (device_failed) return {500, "server_error", message, "", "device_error"};
-  const bool context = message.find("context limit") != std::string::npos || message.find("memory plan") != std::string::npos;
+  const bool context = message.find("context limit") != std::string::npos ||
+                       message.find("tokens of context") != std::string::npos;
   return {400, "invalid_request_error", message, "messages", context ? "context_length_exceeded" : ""};
 }
 
@@ -138,17 +141,16 @@ void ApiServer::serve(const std::function<void(const std::string&)>& log) {
 void ApiServer::stop() {
   {
     std::lock_guard lock(mutex_);
-    if (!stopping_) {
-      stopping_ = true;
-      for (auto& job : waiting_) {
-        std::lock_guard job_lock(job->mutex);
-        job->error = ApiError(503, "server_error", "qvl serve is shutting down", "", "shutting_down");
-        job->finished = true;
-        job->changed.notify_all();
-      }
-      waiting_.clear();
-      if (running_) running_->cancel = true;
+    if (stopping_) return;  // httplib's stop is called once: a second call while it winds down may assert
+    stopping_ = true;
+    for (auto& job : waiting_) {
+      std::lock_guard job_lock(job->mutex);
+      job->error = ApiError(503, "server_error", "qvl serve is shutting down", "", "shutting_down");
+      job->finished = true;
+      job->changed.notify_all();
     }
+    waiting_.clear();
+    if (running_) running_->cancel = true;
   }
   wake_.notify_all();
   // httplib ignores a stop that comes before its listening loop has begun: wait for the loop (it begins at once).
@@ -182,6 +184,10 @@ void ApiServer::engine_thread(const std::function<void(const std::string&)>& log
     engine_status_ = status();
   }
   ready_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+  }
   log(cat("ready: ", options_.model_id, " on ", engine_->backend_name(), ", weights ", engine_->weights()));
   for (;;) {
     std::shared_ptr<Job> job;
@@ -206,8 +212,10 @@ void ApiServer::run(Job& job) {
   try {
     result = engine_->generate(job.request.generate, &sink, &job.cancel);
     sink.finish();
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     error = engine_error(e.what(), !engine_->device_error().empty());
+  } catch (const std::exception& e) {  // out of memory and the like: the server's trouble, not the request's
+    error = ApiError(500, "server_error", cat("qvl serve could not answer: ", e.what()), "", "internal_error");
   }
   bool stopping;
   {
@@ -224,20 +232,26 @@ void ApiServer::run(Job& job) {
   job.changed.notify_all();
 }
 
-std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusal) {
-  auto job = std::make_shared<Job>(std::move(request));
-  job->header = {response_id(), unix_time(), options_.model_id, ""};
+bool ApiServer::has_room(std::string* refusal) const {
   std::lock_guard lock(mutex_);
-  job->header.system_fingerprint = cat("qvl-", QVL_VERSION, "-", engine_status_.value("device", ""), "-",
-                                       engine_status_.value("weights", ""));
   if (stopping_) {
     *refusal = "qvl serve is shutting down";
-    return nullptr;
+    return false;
   }
   if (int(waiting_.size()) >= options_.queue) {
     *refusal = cat("qvl serve is busy: ", waiting_.size(), " requests are waiting, the limit (qvl serve --queue)");
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusal) {
+  auto job = std::make_shared<Job>(std::move(request));
+  job->header = {response_id(), unix_time(), options_.model_id, ""};
+  if (!has_room(refusal)) return nullptr;  // asked again: the room may have gone while the request was read
+  std::lock_guard lock(mutex_);
+  job->header.system_fingerprint = cat("qvl-", QVL_VERSION, "-", engine_status_.value("device", ""), "-",
+                                       engine_status_.value("weights", ""));
   waiting_.push_back(job);
   wake_.notify_all();
   return job;
@@ -260,12 +274,45 @@ void ApiServer::route() {
   const auto authorised = [this](const httplib::Request& req, httplib::Response& res) {
     if (options_.api_key.empty()) return true;
     const std::string given = req.get_header_value("Authorization");
-    if (given.rfind("Bearer ", 0) == 0 && same_secret(given.substr(7), options_.api_key)) return true;
+    const bool bearer = given.size() > 7 && std::equal(given.begin(), given.begin() + 7, "bearer ",
+                                                        [](char a, char b) { return std::tolower(uint8_t(a)) == b; });
+    if (bearer && same_secret(given.substr(7), options_.api_key)) return true;
     send_error(res, ApiError(401, "authentication_error",
                              given.empty() ? "this server needs an API key: send the header \"Authorization: Bearer KEY\""
                                            : "the API key is not this server's", "", "invalid_api_key"));
     return false;
   };
+  // Before httplib reads a body: the key, and only bodies whose size is known and that are not compressed. The
+  // payload limit is checked against Content-Length; a chunked or gzip/br body would be read (and inflated) whole.
+  http_->set_pre_routing_handler([authorised](const httplib::Request& req, httplib::Response& res) {
+    if (req.path.rfind("/v1/", 0) == 0 && !authorised(req, res)) {
+      res.set_header("Connection", "close");  // the body is never read: the connection cannot carry another request
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    std::optional<ApiError> refused;
+    if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))
+      refused = ApiError(411, "invalid_request_error", "send the body with a Content-Length (chunked bodies are not "
+                         "read: the size limit is checked before reading)", "", "length_required");
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    if (!encoding.empty() && encoding != "identity")
+      refused = ApiError(415, "invalid_request_error", cat("the body must not be compressed (Content-Encoding: ",
+                         encoding, ")"), "", "unsupported_encoding");
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, *refused);
+    res.set_header("Connection", "close");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    std::string what = "unknown";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "server_error", cat("qvl serve could not answer: ", what), "", "internal_error"));
+  });
 
   http_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!ready_) {
@@ -280,12 +327,18 @@ void ApiServer::route() {
     send_json(res, 200, body);
   });
 
-  http_->Get("/v1/models", [this, authorised](const httplib::Request& req, httplib::Response& res) {
-    if (authorised(req, res)) send_json(res, 200, models_json(options_.model_id, started_));
+  http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, models_json(options_.model_id, started_));
+  });
+  http_->Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] == options_.model_id)
+      send_json(res, 200, models_json(options_.model_id, started_)["data"][0]);
+    else
+      send_error(res, ApiError(404, "invalid_request_error", cat("no model '", req.matches[1].str(), "' here; this server "
+                               "has '", options_.model_id, "'"), "model", "model_not_found"));
   });
 
-  http_->Post("/v1/chat/completions", [this, authorised](const httplib::Request& req, httplib::Response& res) {
-    if (!authorised(req, res)) return;
+  http_->Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
     if (!ready_) {
       send_error(res, ApiError(503, "server_error", cat("the model is still loading (", int(load_progress_ * 100), "%)"),
                                "", "model_loading"), 2);
@@ -300,6 +353,10 @@ void ApiServer::route() {
         throw ApiError(400, "invalid_request_error", cat("the body is not valid JSON: ", e.what()), "", "invalid_json");
       }
       std::string refusal;
+      if (!has_room(&refusal)) {  // before the pictures are decoded from base64 for nothing
+        send_error(res, ApiError(503, "server_error", refusal, "", "server_busy"), 1);
+        return;
+      }
       job = enqueue(parse_chat_request(body, defaults_, options_.limits), &refusal);
       if (!job) {
         send_error(res, ApiError(503, "server_error", refusal, "", "server_busy"), 1);

@@ -56,18 +56,19 @@ private:
   void engine_thread(const std::function<void(const std::string&)>& log);
   void run(Job& job);
   void route();
-  std::shared_ptr<Job> enqueue(struct ChatRequest request, std::string* refusal);
+  bool has_room(std::string* refusal) const;  // not stopping, and the queue not full
+  std::shared_ptr<Job> enqueue(ChatRequest request, std::string* refusal);
 
   ServeOptions options_;
   std::unique_ptr<httplib::Server> http_;
-  std::unique_ptr<Engine> engine_;  // created and used on the engine thread only
+  std::unique_ptr<Engine> engine_;  // created and used on the engine thread only (destroyed after it has ended)
   GenerationConfig defaults_;       // the model's generation settings, set before ready_
   std::atomic<double> load_progress_{0};
   std::atomic<bool> ready_{false};
   std::string load_error_;
   int64_t started_ = 0;             // Unix time the server started: /v1/models' "created"
 
-  mutable std::mutex mutex_;  // guards what follows
+  mutable std::mutex mutex_;  // guards what follows, but for the atomics
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> waiting_;
   std::shared_ptr<Job> running_;

@@ -9,6 +9,7 @@ namespace qvl::serve {
 
 class StopStrings {
 public:
+  // `stops` must not hold an empty string (parse_chat_request refuses one: it would stop before the answer began).
   explicit StopStrings(std::vector<std::string> stops) : stops_(std::move(stops)) {}
 
   // Adds generated text (whole UTF-8 characters); returns what may be shown now. Once a stop string has appeared

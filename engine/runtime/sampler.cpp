@@ -41,12 +41,16 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
     fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
   };
   if (options_.presence_penalty != 0.0 || options_.frequency_penalty != 0.0) {
-    std::vector<int32_t> count(logits.size(), 0);
-    for (std::size_t i = std::min(answer_start, history.size()); i < history.size(); ++i)
-      if (history[i] >= 0 && std::size_t(history[i]) < logits.size()) ++count[std::size_t(history[i])];
-    for (std::size_t id = 0; id < logits.size(); ++id)
-      if (count[id] > 0)
-        logits[id] -= float(options_.presence_penalty + options_.frequency_penalty * count[id]);
+    // The answer's ids sorted: each distinct id once, with its count (the answer is short; the vocabulary is not).
+    std::vector<int32_t> answer(history.begin() + std::ptrdiff_t(std::min(answer_start, history.size())), history.end());
+    std::sort(answer.begin(), answer.end());
+    for (std::size_t i = 0; i < answer.size();) {
+      std::size_t j = i;
+      while (j < answer.size() && answer[j] == answer[i]) ++j;
+      if (answer[i] >= 0 && std::size_t(answer[i]) < logits.size())
+        logits[std::size_t(answer[i])] -= float(options_.presence_penalty + options_.frequency_penalty * double(j - i));
+      i = j;
+    }
   }
   if (options_.repetition_penalty != 1.0) {
     const float p = float(options_.repetition_penalty);

@@ -1,6 +1,7 @@
 #pragma once
 // Picks the next token from fp32 logits, in transformers' order: repetition penalty, temperature, top-k, top-p,
-// then a draw from the softmax. The OpenAI API's presence and frequency penalties come first, as there. Temperature 0 is greedy: the first index of the largest logit.
+// then a draw from the softmax. Temperature 0 is greedy: the first index of the largest logit. The OpenAI API's
+// presence and frequency penalties come first, as there.
 #include <cstdint>
 #include <span>
 #include <vector>

@@ -47,8 +47,6 @@ public:
   // The pixels: a file is decoded now (and refused if its size is no longer the one its header gave).
   std::shared_ptr<const RgbImage> pixels() const;
   const std::filesystem::path& path() const { return path_; }  // empty for an image in memory
-  // Where the image came from, for messages: the file's path or the encoded bytes' name (empty for pixels).
-  std::string name() const { return encoded_ ? name_ : path_.string(); }
   // What the image is, for recognising it in a conversation kept between requests: a hash of the file's bytes (a
   // file renamed is the same image, one rewritten another; hashed at each ask) or of the pixels in memory.
   uint64_t content_key() const;

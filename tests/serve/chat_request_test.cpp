@@ -138,6 +138,10 @@ TEST(ChatRequest, EveryWrongFieldIsNamed) {
   expect(refusal(with("top_p", 0)), 400, "top_p", "above 0");
   expect(refusal(with("presence_penalty", -3)), 400, "presence_penalty", "from -2 to 2");
   expect(refusal(with("n", 2)), 400, "n", "one answer a request");
+  RequestLimits short_context;
+  short_context.max_context = 100;
+  expect(refusal(with("max_tokens", 101), short_context), 400, "max_tokens", "must be from 1 to 100, not 101");
+  EXPECT_NO_THROW(parse(with("tool_choice", "auto")));
   expect(refusal(with("logprobs", true)), 400, "logprobs", "not supported");
   expect(refusal(with("tools", json::array({{{"type", "function"}}}))), 400, "tools", "not supported");
   expect(refusal(with("stop", json::array({"a", "b", "c", "d", "e"}))), 400, "stop", "at most 4");
@@ -160,6 +164,13 @@ TEST(ChatRequest, PicturesAreRefusedByTheirLimitsAndSourcesBeforeDecoding) {
   const ApiError outside = refusal(picture_question((kImages / ".." / "photo_240x320.png").string()), allowed);
   EXPECT_EQ(outside.code, "local_file_outside") << outside.what();
   EXPECT_EQ(refusal(picture_question("../photo_240x320.png"), allowed).code, "local_file_outside");
+  // file:// URLs of this machine, percent-escapes decoded; another host's, or a NUL byte, refused.
+  std::string escaped = "file://localhost" + (kImages / "rgba.png").string();
+  escaped.replace(escaped.find("rgba"), 1, "%72");
+  EXPECT_EQ(parse(picture_question(escaped), allowed).generate.images.size(), 1u);
+  EXPECT_EQ(refusal(picture_question("file://elsewhere" + (kImages / "rgba.png").string()), allowed).code,
+            "local_file_outside");
+  EXPECT_EQ(refusal(picture_question((kImages / "rgba.png").string() + std::string(1, '\0') + "x"), allowed).param, url);
 
   RequestLimits small;
   small.image.max_pixels = 100;

@@ -14,7 +14,9 @@ TEST(DataUrl, Base64DecodesRfc4648Vectors) {
                                                           {"Zm9vYmFy", "foobar"}, {"Zm9vYg", "foob"}};
   for (const auto& [encoded, decoded] : vectors) EXPECT_EQ(decode_base64(encoded), decoded) << encoded;
   EXPECT_EQ(decode_base64("/+8="), std::string("\xff\xef"));
+  EXPECT_EQ(decode_base64("Zm9v\r\nYmFy\n"), "foobar");  // MIME-wrapped lines
   EXPECT_THROW(decode_base64("Zm9v!"), Error);
+  EXPECT_THROW(decode_base64("Zm=9v"), Error);
   EXPECT_THROW(decode_base64("Z"), Error);
 }
 
@@ -25,6 +27,7 @@ TEST(DataUrl, ParsesBase64DataUrlsAndRefusesOthers) {
   EXPECT_EQ(png->bytes, std::string("\x89PNG\r\n\x1a\n"));
   EXPECT_FALSE(parse_data_url("https://example.com/cat.png", 1000));
   EXPECT_TRUE(parse_data_url("DATA:image/jpeg;base64,", 1000));
+  EXPECT_TRUE(parse_data_url("data:image/png;BASE64,Zg==", 1000));
   const auto message = [](const char* url, uint64_t limit) {
     try {
       parse_data_url(url, limit);

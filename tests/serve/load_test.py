@@ -248,7 +248,7 @@ def drop_after_first_chunk(server, max_tokens):
     response.close()
     conn.close()
     sock.close()
-    return wait_until(lambda: idle(server), 30.0), was_running
+    return wait_until(lambda: idle(server), 30.0, step=0.001), was_running
 
 
 def has_content(event):
@@ -302,8 +302,15 @@ def drop_phase(args, checks, summary):
             if times[-1] >= args.drop_bound_s:
                 break  # once is enough to fail; the next tries would only wait as long again
         summary["drop_to_idle_s"] = [round(t, 4) for t in times]
+        summary["drop_to_idle_tokens"] = [round(t / per_token_s, 1) for t in times]
         checks.check(max(times) < args.drop_bound_s,
                      f"a dropped stream stopped after {max(times):.3f} s, over the bound of {args.drop_bound_s} s")
+        # In tokens: the write after the hang-up still succeeds, the next fails and the engine stops after that
+        # token; 10 ms more for the /health polls that see it (each a request of its own, 1 ms apart).
+        token_bound_s = args.drop_bound_tokens * per_token_s + 0.010
+        checks.check(max(times) < token_bound_s,
+                     f"a dropped stream stopped after {max(times) / per_token_s:.1f} tokens' time ({max(times):.4f} s), "
+                     f"over {args.drop_bound_tokens} tokens + 10 ms ({token_bound_s:.4f} s)")
         _, after = timed_answer(client, 4)
         checks.check(after.usage.completion_tokens == 4, "the server answers normally after the hang-ups")
 
@@ -343,6 +350,8 @@ def main():
                                                               "requests are refused with 503")
     parser.add_argument("--rss-growth-mb", type=float, default=16.0,
                         help="resident memory growth allowed from request 50 to the end (MiB)")
+    parser.add_argument("--drop-bound-tokens", type=float, default=4.0,
+                        help="a hang-up frees the engine within this many tokens' time (+ 10 ms of polling)")
     parser.add_argument("--drop-bound-s", type=float, default=2.0,
                         help="seconds from a client's hang-up until the server is idle")
     parser.add_argument("--sigterm-bound-s", type=float, default=10.0,

@@ -12,6 +12,7 @@ Two servers are started: one with the defaults, one with tight limits, an API ke
 """
 
 import base64
+import gzip
 import http.client
 import http.server
 import json
@@ -659,10 +660,54 @@ class LimitedServerTest(ApiTestCase):
         for url in (os.path.join(self.outside, "small.png"),
                     os.path.join(self.allowed, "..", "outside", "small.png"),
                     "file://" + os.path.join(self.outside, "small.png"),
+                    "file://otherhost" + os.path.join(self.allowed, "small.png"),
                     "/etc/passwd"):
             with self.subTest(url=url):
                 self.assert_client_error(openai.BadRequestError, 400, "invalid_request_error",
                                          names=["messages[0].content[0]"], **self.picture_request(url))
+
+        # A link inside the folder that leads out of it is followed, then refused.
+        link = os.path.join(self.allowed, "link.png")
+        if not os.path.lexists(link):
+            os.symlink(os.path.join(self.outside, "small.png"), link)
+        self.assert_client_error(openai.BadRequestError, 400, "invalid_request_error",
+                                 names=["messages[0].content[0]"], **self.picture_request(link))
+
+    def test_a_percent_escaped_file_url_inside_the_folder_is_read(self):
+        url = "file://localhost" + os.path.join(self.allowed, "small.png").replace("small", "%73mall")
+        response = self.client.chat.completions.create(**self.picture_request(url))
+        self.assertEqual(response.usage.completion_tokens, 2)
+
+    # Bodies whose size is not known before reading them.
+
+    def test_chunked_and_compressed_bodies_are_refused_before_reading(self):
+        body = json.dumps({"model": "qvl", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        try:  # chunked: the size limit could not be checked before reading (a body of any size would be read)
+            conn.putrequest("POST", "/v1/chat/completions")
+            for name, value in {**self.auth(), "Content-Type": "application/json", "Transfer-Encoding": "chunked"}.items():
+                conn.putheader(name, value)
+            conn.endheaders()
+            conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            response = conn.getresponse()
+            answer = json.loads(response.read())
+            self.assertEqual(response.status, 411, answer)
+            self.assertEqual(answer["error"]["code"], "length_required", answer)
+        finally:
+            conn.close()
+        # gzip: a small body could inflate to gigabytes.
+        status, _, answer = self.post_chat(gzip.compress(body), {**self.auth(), "Content-Encoding": "gzip"})
+        self.assertEqual(status, 415, answer)
+        self.assertEqual(answer["error"]["code"], "unsupported_encoding", answer)
+
+    def test_bearer_is_matched_in_any_case_and_a_model_can_be_looked_up(self):
+        status, _, answer = self.server.request_json("GET", "/v1/models/" + self.server.model_id,
+                                                     headers={"Authorization": f"bearer {API_KEY}"})
+        self.assertEqual(status, 200, answer)
+        self.assertEqual(answer["id"], self.server.model_id)
+        status, _, answer = self.server.request_json("GET", "/v1/models/gpt-4o", headers=self.auth())
+        self.assertEqual(status, 404, answer)
+        self.assertEqual(answer["error"]["code"], "model_not_found", answer)
 
 
 if __name__ == "__main__":

@@ -164,7 +164,6 @@ TEST(ImageInput, EncodedBytesAreCheckedAndDecodedLikeTheirFile) {
   EXPECT_EQ(encoded.size(), from_file.size());
   EXPECT_EQ(encoded.pixels()->pixels, from_file.pixels()->pixels);
   EXPECT_EQ(encoded.content_key(), from_file.content_key());
-  EXPECT_EQ(encoded.name(), "messages[0].content[1]");
   ImageLimits tiny;
   tiny.max_pixels = encoded.size().first * encoded.size().second - 1;
   const ImageInput over = ImageInput::encoded(bytes, "picture", tiny);
