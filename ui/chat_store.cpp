@@ -4,6 +4,7 @@
 #include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QSaveFile>
 #include <QStandardPaths>
@@ -89,6 +90,29 @@ QList<ChatListing> ChatStore::list() const {
   listed_ = std::move(seen);  // removed chats leave the cache
   std::sort(out.begin(), out.end(), [](const ChatListing& a, const ChatListing& b) { return a.updated > b.updated; });
   return out;
+}
+
+QString keep_attachment(const QString& store_dir, const QString& path, QString* error) {
+  const QString folder = QDir(store_dir + "/attachments").absolutePath();
+  const QFileInfo source(path);
+  if (source.absoluteFilePath().startsWith(folder + "/")) return path;
+  QFile file(path);
+  QCryptographicHash hash(QCryptographicHash::Sha1);
+  if (!file.open(QIODevice::ReadOnly) || !hash.addData(&file)) {
+    if (error) *error = "cannot read " + path + ": " + file.errorString();
+    return {};
+  }
+  const QString kept_dir = folder + "/" + hash.result().toHex().left(16);
+  const QString kept = kept_dir + "/" + source.fileName();
+  if (QFileInfo::exists(kept)) return kept;
+  const QString partial = kept + ".part";
+  QFile::remove(partial);  // a copy cut short by a crash
+  if (!QDir().mkpath(kept_dir) || !QFile::copy(path, partial) || !QFile::rename(partial, kept)) {
+    QFile::remove(partial);
+    if (error) *error = "cannot keep a copy of " + path + " in " + kept_dir + " (is the disk full?)";
+    return {};
+  }
+  return kept;
 }
 
 QString ChatStore::save_attachment(const QImage& image, QString* error) {

@@ -1,6 +1,7 @@
 #pragma once
 // Chats on disk: one JSON file per chat in a folder (the app data folder's "chats"), each written atomically
-// (QSaveFile: a crash mid-write leaves the previous version), and pasted images kept beside them.
+// (QSaveFile: a crash mid-write leaves the previous version), and the pictures of its turns kept beside them
+// (pasted ones, and copies of attached files, so that renaming or deleting the original loses nothing).
 #include <QHash>
 #include <QImage>
 #include <QList>
@@ -15,6 +16,11 @@ struct ChatListing {
   QString id, title;
   QDateTime updated;
 };
+
+// Copies an attached picture into `store_dir`/attachments/<hash of its bytes>/<its file name> and returns that path
+// (a copy already there is reused; a file already inside attachments/ is returned as it is); empty with the reason on
+// failure. Touches only files: safe on a worker thread (the composer's image check calls it there).
+QString keep_attachment(const QString& store_dir, const QString& path, QString* error);
 
 class ChatStore {
 public:

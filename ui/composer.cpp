@@ -26,10 +26,15 @@ struct ImageCheck {
   QString error;
 };
 
-ImageCheck check_image(const QString& path) {
+// Off the GUI thread: the picture decoded (its size, and refused here if it cannot be read) and, with a chat store,
+// a copy kept there that the chat refers to (an attached file was referenced, and renaming it broke the chat).
+ImageCheck check_image(const QString& path, const QString& store_dir) {
   try {
     const RgbImage image = load_image(path.toStdString());
-    return {{path, int(image.width), int(image.height)}, {}};
+    QString kept = path, error;
+    if (!store_dir.isEmpty()) kept = keep_attachment(store_dir, path, &error);
+    if (kept.isEmpty()) return {{path}, error};
+    return {{kept, int(image.width), int(image.height)}, {}};
   } catch (const std::exception& e) {
     return {{path}, QString::fromStdString(e.what())};
   }
@@ -187,7 +192,7 @@ void Composer::attach_files(const QStringList& paths) {
       if (check.error.isEmpty()) add_chip(check.attachment);
       else emit attachmentRejected(check.error);
     });
-    watcher->setFuture(QtConcurrent::run(check_image, path));
+    watcher->setFuture(QtConcurrent::run(check_image, path, store_ ? store_->dir() : QString()));
   }
 }
 

@@ -58,6 +58,9 @@ QString answer_stats(const Answer& a) {
   const double decode_rate = a.timing.decode_ms > 0 ? double(a.timing.decode_steps) / (a.timing.decode_ms / 1e3) : 0;
   QString s = QString("%1 tokens · %2 s · %3 tokens/s · %4").arg(a.timing.generated_tokens).arg(seconds, 0, 'f', 2)
                   .arg(decode_rate, 0, 'f', 1).arg(a.device);
+  // The sampler runs on the host between decode steps: shown, so a slow setting (top-k off) is seen.
+  if (a.timing.generated_tokens > 0)
+    s += QString(" · sampling %1 ms/token").arg(a.timing.sample_ms / double(a.timing.generated_tokens), 0, 'f', 2);
   if (a.stop_reason == "cancelled") s += " · stopped";
   else if (a.stop_reason == "max_new_tokens") s += " · hit the length limit";
   return s;
@@ -343,9 +346,9 @@ void MainWindow::apply_model(const ModelInfo& info) {
     for (const BackendChoice& b : info.backends) device_->addItem(b.label, b.id);
   }
   device_->setCurrentIndex(device_->findData(info.device));
+  update_controls();  // first: it tells the pool view whether a GPU can be chosen
   pool_->update_from(info.memory, has_device_memory(info));
   pool_->set_plan(info.memory_plan);
-  update_controls();
 }
 
 void MainWindow::update_controls() {
@@ -370,6 +373,7 @@ void MainWindow::update_controls() {
     if (!b.available) why_not = "No usable " + b.label + ": " + b.reason;
   if (why_not.isEmpty() && !info.device_error.isEmpty()) why_not = "The GPU failed in this session: " + info.device_error;
   device_->setEnabled(model && !busy && why_not.isEmpty());
+  pool_->set_gpu_unavailable(why_not);
   device_->setToolTip(why_not.isEmpty() ? (info.fallback_reason.isEmpty() ? "Where the model runs" : "Started on the CPU: " + info.fallback_reason)
                                         : why_not);
   const bool profiles = std::any_of(info.backends.begin(), info.backends.end(),

@@ -1,5 +1,7 @@
 #include "ui/pool_view.h"
 
+#include <initializer_list>
+
 #include <QFontDatabase>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -71,7 +73,7 @@ void BlockMap::paintEvent(QPaintEvent*) {
 
 PoolView::PoolView(QWidget* parent)
     : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
-      capacity_label_(new QLabel("free memory")) {
+      capacity_label_(new QLabel("free memory")), capacity_title_(new QLabel("Capacity")) {
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
   plan_->setObjectName("pool_plan");
@@ -82,7 +84,7 @@ PoolView::PoolView(QWidget* parent)
   capacity_->setObjectName("pool_capacity");
   capacity_->setToolTip("Cap the GPU memory pool to behave like a smaller card; the model reloads under the cap");
   auto* row = new QHBoxLayout;
-  row->addWidget(new QLabel("Capacity"));
+  row->addWidget(capacity_title_);
   row->addWidget(capacity_, 1);
   row->addWidget(capacity_label_);
   auto* layout = new QVBoxLayout(this);
@@ -102,14 +104,19 @@ void PoolView::set_plan(const QString& plan) {
   plan_->setVisible(!plan.isEmpty());
 }
 
+void PoolView::set_gpu_unavailable(const QString& reason) { gpu_unavailable_ = reason; }
+
 void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   bar_->set_report(r);
   map_->set_report(r);
-  capacity_->setEnabled(device_memory);
+  // Without a pool the capacity has nothing to cap: hidden, not a disabled slider that looks like a working one.
+  for (QWidget* w : std::initializer_list<QWidget*>{capacity_title_, capacity_, capacity_label_}) w->setVisible(device_memory);
   if (!r.available) {
     summary_->setText(device_memory ? "No pool report yet."
-                                       : "The model runs on the CPU, which has no device memory pool. Switch to the GPU "
-                                         "to watch the pool.");
+                      : gpu_unavailable_.isEmpty()
+                          ? "The model runs on the CPU, which has no device memory pool. Switch to the GPU to watch the pool."
+                          : "The model runs on the CPU, which has no device memory pool, and there is no GPU to switch "
+                            "to: " + gpu_unavailable_);
     return;
   }
   summary_->setText(QString("allocated %1 (peak %2) · reserved %3 (peak %4) · capacity %5 · %6 segments, %7 blocks in "

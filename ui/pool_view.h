@@ -46,6 +46,8 @@ public:
   void update_from(const MemoryReport& r, bool device_memory);
   // The memory plan the model was placed by (bytes per part per device); empty hides it.
   void set_plan(const QString& plan);
+  // Why no GPU can be chosen (empty: one can), said instead of "switch to the GPU" while the model is on the CPU.
+  void set_gpu_unavailable(const QString& reason);
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit
@@ -57,6 +59,8 @@ private:
   BlockMap* map_;
   QSlider* capacity_;
   QLabel* capacity_label_;
+  QLabel* capacity_title_;
+  QString gpu_unavailable_;
 };
 
 }  // namespace qvl::ui

@@ -172,6 +172,9 @@ int run_bench(const std::vector<std::string>& argv) {
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
       {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
                                 "(and the same turn computed whole, for comparison)"},
+      {"temperature", "T", "sample at this temperature (default 0: greedy)"},
+      {"top-k", "N", "with --temperature: keep the N most likely tokens (default 0: off)"},
+      {"top-p", "P", "with --temperature: keep the smallest set with probability P (default 1: off)"},
       {"trace", "FILE", "write the profiled run as a Chrome trace (opens in Perfetto or chrome://tracing)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
@@ -222,8 +225,11 @@ int run_bench(const std::vector<std::string>& argv) {
   request.messages.push_back(std::move(user));
   request.max_new_tokens = decode_tokens;
   request.ignore_eos = true;
+  request.sampling.temperature = args.get_double("temperature", 0.0);
+  request.sampling.top_k = args.get_int("top-k", 0);
+  request.sampling.top_p = args.get_double("top-p", 1.0);
 
-  std::vector<double> vision, prefill, decode, ttft;
+  std::vector<double> vision, prefill, decode, ttft, sample;
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
     last = engine->generate(request);
@@ -233,6 +239,7 @@ int run_bench(const std::vector<std::string>& argv) {
     prefill.push_back(t.prefill_ms);
     decode.push_back(t.decode_ms / double(std::max<int64_t>(1, t.decode_steps)));
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
+    sample.push_back(t.sample_ms / double(std::max<int64_t>(1, t.generated_tokens)));
   }
   const std::optional<nlohmann::json> follow_up =
       follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
@@ -276,6 +283,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"time_to_first_token_ms", median(ttft)},
       {"decode_ms_per_token", decode_ms},
       {"decode_tokens_per_s", 1e3 / decode_ms},
+      {"sampling", {{"temperature", request.sampling.temperature}, {"top_k", request.sampling.top_k},
+                    {"top_p", request.sampling.top_p}, {"ms_per_token", median(sample)}}},
       {"roofline", {{"weight_bytes_per_token", bytes_per_token},
                     {"measured_read_bandwidth_gb_per_s", bandwidth > 0 ? nlohmann::json(bandwidth / 1e9) : nlohmann::json()},
                     {"floor_ms_per_token", roofline_ms > 0 ? nlohmann::json(roofline_ms) : nlohmann::json()},
@@ -315,6 +324,10 @@ int run_bench(const std::vector<std::string>& argv) {
               out["prefill_tokens_per_s"].get<double>(), median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs%s\n", decode_ms, 1e3 / decode_ms,
               (long long)repeat, out["cuda_graphs"].get<bool>() ? ", steps replayed as a CUDA graph" : "");
+  std::printf("sampling         %.3f ms/token of it (%s)\n", median(sample),
+              request.sampling.temperature > 0 ? cat("temperature ", request.sampling.temperature, ", top-k ",
+                                                     request.sampling.top_k, ", top-p ", request.sampling.top_p).c_str()
+                                               : "greedy");
   if (follow_up) {
     const nlohmann::json& f = *follow_up;
     std::printf("second turn      %lld new tokens after %lld kept: first token in %.2f ms (%.2f ms of it prefill, %.2fx); "

@@ -127,7 +127,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"memory_plan", engine->memory_plan() ? memory_plan_json(*engine->memory_plan()) : nlohmann::json()},
       {"fallback_reason", engine->fallback_reason().empty() ? nlohmann::json() : nlohmann::json(engine->fallback_reason())},
       {"timing", {{"preprocess_ms", r.timing.preprocess_ms}, {"vision_ms", r.timing.vision_ms},
-                  {"prefill_ms", r.timing.prefill_ms}, {"decode_ms", r.timing.decode_ms},
+                  {"prefill_ms", r.timing.prefill_ms}, {"decode_ms", r.timing.decode_ms}, {"sample_ms", r.timing.sample_ms},
                   {"prompt_tokens", r.timing.prompt_tokens}, {"generated_tokens", r.timing.generated_tokens}}},
   };
   std::printf("%s\n", out.dump().c_str());

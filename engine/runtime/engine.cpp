@@ -413,7 +413,9 @@ private:
         if (request.keep_step_logits) result.first_step_logits = scores;
       }
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
+      const auto sampling_began = Clock::now();
       const int32_t next = sampler.next(scores, history, result.prompt_ids.size());
+      result.timing.sample_ms += ms_since(sampling_began);
       if (request.keep_step_logits && step > 0) result.last_step_logits = std::move(scores);  // no copy: timings stay honest
       history.push_back(next);
       result.generated_ids.push_back(next);

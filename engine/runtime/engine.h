@@ -70,6 +70,7 @@ struct GenerateTiming {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
   int64_t decode_steps = 0;  // forward passes in decode_ms (the first token comes from the prefill)
+  double sample_ms = 0;      // of decode_ms, the sampler's (penalties, temperature, top-k/p and the draw, every token)
 };
 
 struct GenerateResult {

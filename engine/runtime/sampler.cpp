@@ -80,33 +80,49 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
     for (float& l : logits)
       if (l < kth) l = kNegInf;
   }
-  // Only the candidates are sorted (top-k left k of 151,669): the others have probability 0 and take no part in
-  // top-p or the draw, so the result is the full sort's.
+  // The candidates: top-k left k of 151,669; without it, every id. Only they take part in top-p and the draw.
   std::vector<int32_t> order;
   order.reserve(options_.top_k > 0 ? std::size_t(options_.top_k) : logits.size());
   for (std::size_t i = 0; i < logits.size(); ++i)
     if (logits[i] != kNegInf) order.push_back(int32_t(i));
   if (order.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[std::size_t(a)] < logits[std::size_t(b)]; });
-  const float best = logits[std::size_t(order.back())];
-  std::vector<double> probs(logits.size());
+  const float best = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> probs(logits.size(), 0.0);
   double total = 0;
-  for (std::size_t i = 0; i < logits.size(); ++i) total += probs[i] = std::exp(double(logits[i]) - best);
+  for (int32_t id : order) total += probs[std::size_t(id)] = std::exp(double(logits[std::size_t(id)]) - best);
+  const auto more_likely = [&](int32_t a, int32_t b) {  // ties: the lower id first
+    return probs[std::size_t(a)] > probs[std::size_t(b)] || (probs[std::size_t(a)] == probs[std::size_t(b)] && a < b);
+  };
   if (options_.top_p < 1.0) {
-    // Ascending order: drop tokens while the mass below them is at most 1 - top_p; the most likely always stays.
-    double cumulative = 0;
-    for (std::size_t r = 0; r + 1 < order.size(); ++r) {
-      const std::size_t id = std::size_t(order[r]);
-      cumulative += probs[id] / total;
-      if (cumulative <= 1.0 - options_.top_p) probs[id] = 0;
+    // Keep the most likely tokens while the mass before them is under top_p (transformers drops a token when the mass
+    // at or below it is at most 1 - top_p; the most likely always stays): the first R + 1 of the order, R the first
+    // rank whose mass up to it reaches top_p. Found by selection, not sorting: split the range at its middle rank
+    // (nth_element), keep the more likely half whole if its mass falls short, else look inside it; O(n) where a
+    // sort of 151,936 ids took 24 tokens/s in qvl-studio with top-k off (#22), and a flat distribution keeps most.
+    const double keep_mass = options_.top_p * total;
+    std::size_t lo = 0, hi = order.size();
+    double before = 0;  // the mass of order[0, lo): all more likely than anything in [lo, hi)
+    while (hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      std::nth_element(order.begin() + std::ptrdiff_t(lo), order.begin() + std::ptrdiff_t(mid),
+                       order.begin() + std::ptrdiff_t(hi), more_likely);
+      double upper = 0;
+      for (std::size_t i = lo; i < mid; ++i) upper += probs[std::size_t(order[i])];
+      if (before + upper >= keep_mass) {
+        hi = mid;  // the rank that reaches top_p is among the more likely half
+      } else {
+        before += upper;
+        lo = mid;
+      }
     }
-    total = std::accumulate(probs.begin(), probs.end(), 0.0);
+    order.resize(hi);  // [0, lo) more likely than order[lo], which reaches top_p (or is the last)
+    total = 0;
+    for (int32_t id : order) total += probs[std::size_t(id)];
   }
+  // The draw walks the candidates in the order they are in (any fixed order draws from the same distribution).
   double draw = uniform() * total;
-  for (std::size_t r = order.size(); r-- > 0;) {
-    const std::size_t id = std::size_t(order[r]);
-    if ((draw -= probs[id]) < 0) return int32_t(id);
-  }
+  for (int32_t id : order)
+    if ((draw -= probs[std::size_t(id)]) < 0) return id;
   return order.back();
 }
 

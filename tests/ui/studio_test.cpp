@@ -25,6 +25,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -149,6 +150,16 @@ private slots:
     QCOMPARE(plan->text(), QString("Memory plan: everything on the GPU"));
     window().findChild<PoolView*>()->set_plan({});
     QVERIFY(plan->isHidden());
+  }
+
+  // On a machine without a usable GPU the pool view said "switch to the GPU" and showed a disabled slider that looked
+  // enabled (#22 bug 12): it says why there is no GPU, and the capacity control is hidden.
+  void thePoolViewSaysWhyThereIsNoGpu() {
+    if (window().engine().model().device != "cpu") QSKIP("a GPU is in use here: the pool view shows the pool");
+    const QString summary = child<QLabel>("pool_summary")->text();
+    QVERIFY2(!summary.contains("Switch to the GPU"), qPrintable(summary));
+    QVERIFY2(summary.contains("no GPU to switch to: No usable"), qPrintable(summary));
+    QVERIFY(child<QSlider>("pool_capacity")->isHidden());
   }
 
   void aFullTurnStreamsIntoTheView() {
@@ -388,6 +399,30 @@ private slots:
     QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
     QVERIFY(finished.wait(30000));
     QCOMPARE(window().chat().conversation().turns.first().images.size(), qsizetype(2));
+  }
+
+  // An attached file was only referenced: renamed after the answer, the follow-up failed with "cannot open the image"
+  // while its thumbnail still showed (#22 bug 3). A copy is kept with the chat, under the file's own name.
+  void anAttachedFileIsKeptWithTheChat() {
+    QTemporaryDir elsewhere;
+    const QString original = elsewhere.filePath("my picture.png");
+    QVERIFY(QFile::copy(shapes_image(), original));
+    QMimeData dropped;
+    dropped.setUrls({QUrl::fromLocalFile(original)});
+    drop_onto(&window().composer(), dropped);
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 10000);
+    const QString kept = window().composer().image_paths().first();
+    QVERIFY2(kept.startsWith(store_->path() + "/attachments/"), qPrintable(kept));
+    QCOMPARE(QFileInfo(kept).fileName(), QString("my picture.png"));
+    set_max_new_tokens(4);
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(window().chat().conversation().turns.first().images, QStringList{kept});
+    QVERIFY(QFile::rename(original, elsewhere.filePath("renamed.png")));
+    const Answer follow_up = send("And now?");
+    QVERIFY(!follow_up.text.isEmpty());
+    QCOMPARE(last_turn().text, follow_up.text);
   }
 
   void chatsAreSavedAndReopened() {
