@@ -73,41 +73,44 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
   if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) nan_logits();
 
   for (float& l : logits) l = float(l / options_.temperature);
+  // The candidates as (probability, id) pairs, kept between tokens (151,936 of them without top-k: no allocation a
+  // token). Top-k keeps the ids at or above the k-th largest logit (ties with it too, as transformers).
+  candidates_.clear();
+  float kth = kNegInf;
   if (options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()) {
-    std::vector<float> sorted(logits.begin(), logits.end());
-    std::nth_element(sorted.begin(), sorted.begin() + (options_.top_k - 1), sorted.end(), std::greater<>());
-    const float kth = sorted[std::size_t(options_.top_k - 1)];
-    for (float& l : logits)
-      if (l < kth) l = kNegInf;
+    for (std::size_t i = 0; i < logits.size(); ++i) candidates_.push_back({double(logits[i]), int32_t(i)});
+    std::nth_element(candidates_.begin(), candidates_.begin() + (options_.top_k - 1), candidates_.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.p > b.p; });
+    kth = float(candidates_[std::size_t(options_.top_k - 1)].p);
+    candidates_.clear();
   }
-  // The candidates: top-k left k of 151,669; without it, every id. Only they take part in top-p and the draw.
-  std::vector<int32_t> order;
-  order.reserve(options_.top_k > 0 ? std::size_t(options_.top_k) : logits.size());
+  float best = kNegInf;
   for (std::size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] != kNegInf) order.push_back(int32_t(i));
-  if (order.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
-  const float best = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> probs(logits.size(), 0.0);
+    if (logits[i] >= kth && logits[i] != kNegInf) {
+      candidates_.push_back({double(logits[i]), int32_t(i)});
+      best = std::max(best, logits[i]);
+    }
+  if (candidates_.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
   double total = 0;
-  for (int32_t id : order) total += probs[std::size_t(id)] = std::exp(double(logits[std::size_t(id)]) - best);
-  const auto more_likely = [&](int32_t a, int32_t b) {  // ties: the lower id first
-    return probs[std::size_t(a)] > probs[std::size_t(b)] || (probs[std::size_t(a)] == probs[std::size_t(b)] && a < b);
+  for (Candidate& c : candidates_) total += c.p = std::exp(c.p - double(best));
+  const auto more_likely = [](const Candidate& a, const Candidate& b) {  // ties: the lower id first
+    return a.p > b.p || (a.p == b.p && a.id < b.id);
   };
   if (options_.top_p < 1.0) {
     // Keep the most likely tokens while the mass before them is under top_p (transformers drops a token when the mass
-    // at or below it is at most 1 - top_p; the most likely always stays): the first R + 1 of the order, R the first
+    // at or below it is at most 1 - top_p; the most likely always stays): the first R + 1 by likelihood, R the first
     // rank whose mass up to it reaches top_p. Found by selection, not sorting: split the range at its middle rank
     // (nth_element), keep the more likely half whole if its mass falls short, else look inside it; O(n) where a
     // sort of 151,936 ids took 24 tokens/s in qvl-studio with top-k off (#22), and a flat distribution keeps most.
     const double keep_mass = options_.top_p * total;
-    std::size_t lo = 0, hi = order.size();
-    double before = 0;  // the mass of order[0, lo): all more likely than anything in [lo, hi)
+    std::size_t lo = 0, hi = candidates_.size();
+    double before = 0;  // the mass of [0, lo): all more likely than anything in [lo, hi)
     while (hi - lo > 1) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(order.begin() + std::ptrdiff_t(lo), order.begin() + std::ptrdiff_t(mid),
-                       order.begin() + std::ptrdiff_t(hi), more_likely);
+      std::nth_element(candidates_.begin() + std::ptrdiff_t(lo), candidates_.begin() + std::ptrdiff_t(mid),
+                       candidates_.begin() + std::ptrdiff_t(hi), more_likely);
       double upper = 0;
-      for (std::size_t i = lo; i < mid; ++i) upper += probs[std::size_t(order[i])];
+      for (std::size_t i = lo; i < mid; ++i) upper += candidates_[i].p;
       if (before + upper >= keep_mass) {
         hi = mid;  // the rank that reaches top_p is among the more likely half
       } else {
@@ -115,15 +118,15 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
         lo = mid;
       }
     }
-    order.resize(hi);  // [0, lo) more likely than order[lo], which reaches top_p (or is the last)
+    candidates_.resize(hi);  // [0, lo) more likely than [lo], which reaches top_p (or is the last)
     total = 0;
-    for (int32_t id : order) total += probs[std::size_t(id)];
+    for (const Candidate& c : candidates_) total += c.p;
   }
   // The draw walks the candidates in the order they are in (any fixed order draws from the same distribution).
   double draw = uniform() * total;
-  for (int32_t id : order)
-    if ((draw -= probs[std::size_t(id)]) < 0) return id;
-  return order.back();
+  for (const Candidate& c : candidates_)
+    if ((draw -= c.p) < 0) return c.id;
+  return candidates_.back().id;
 }
 
 }  // namespace qvl

@@ -34,6 +34,11 @@ private:
   SamplingOptions options_;
   std::size_t vocabulary_;
   uint64_t state_;
+  struct Candidate {
+    double p;  // the logit, then its probability (unnormalised)
+    int32_t id;
+  };
+  std::vector<Candidate> candidates_;  // reused from token to token
   double uniform();
 };
 

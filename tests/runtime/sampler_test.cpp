@@ -2,8 +2,11 @@
 // draws follow the softmax, and the repetition penalty divides positive and multiplies negative logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
+#include <set>
 
 #include "core/error.h"
 #include "runtime/sampler.h"
@@ -60,6 +63,40 @@ TEST(Sampler, TopKAndTopPKeepOnlyTheirSets) {
   }
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_NEAR(seen[0] / 4000.0, 2.0 / 3, 0.03);
+}
+
+// Top-p over many candidates (the selection that replaced a full sort walks several halvings): the kept set is the
+// one a sort gives, and its tokens are drawn in proportion. 5,000 ids of shuffled, distinct logits, top_p 0.6.
+TEST(Sampler, TopPOverManyCandidatesKeepsTheSortedPrefix) {
+  constexpr int kIds = 5000;
+  std::vector<float> logits(kIds);
+  for (int i = 0; i < kIds; ++i) logits[std::size_t(i)] = float((i * 7919) % kIds) / 500.0f;  // a permutation of 0..10
+  std::vector<int> by_likelihood(kIds);
+  std::iota(by_likelihood.begin(), by_likelihood.end(), 0);
+  std::sort(by_likelihood.begin(), by_likelihood.end(), [&](int a, int b) { return logits[std::size_t(a)] > logits[std::size_t(b)]; });
+  double total = 0;
+  for (float l : logits) total += std::exp(double(l));
+  std::set<int> kept;  // transformers' rule: keep while the mass before a token is under top_p
+  double before = 0;
+  for (int id : by_likelihood) {
+    if (before >= 0.6 * total) break;
+    kept.insert(id);
+    before += std::exp(double(logits[std::size_t(id)]));
+  }
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.top_p = 0.6;
+  Sampler sampler(o);
+  std::map<int, int> drawn;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<float> l = logits;
+    ++drawn[sampler.next(l, {})];
+  }
+  for (const auto& [id, n] : drawn) ASSERT_TRUE(kept.count(id)) << "id " << id << " is outside the top-p set";
+  const int most = by_likelihood[0];
+  double kept_mass = 0;
+  for (int id : kept) kept_mass += std::exp(double(logits[std::size_t(id)]));
+  EXPECT_NEAR(drawn[most] / 20000.0, std::exp(double(logits[std::size_t(most)])) / kept_mass, 0.01);
 }
 
 TEST(Sampler, RepetitionPenaltyScalesSeenTokensOnce) {
