@@ -73,7 +73,7 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
   if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) nan_logits();
 
   for (float& l : logits) l = float(l / options_.temperature);
-  // The candidates as (probability, id) pairs, kept between tokens (151,936 of them without top-k: no allocation a
+  // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no allocation a
   // token). Top-k keeps the ids at or above the k-th largest logit (ties with it too, as transformers).
   candidates_.clear();
   float kth = kNegInf;
@@ -103,14 +103,15 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
     // (nth_element), keep the more likely half whole if its mass falls short, else look inside it; O(n) where a
     // sort of 151,936 ids took 24 tokens/s in qvl-studio with top-k off (#22), and a flat distribution keeps most.
     const double keep_mass = options_.top_p * total;
-    std::size_t lo = 0, hi = candidates_.size();
+    selection_ = candidates_;  // the draw walks the kept ids in id order (below): selection scrambles this copy
+    std::size_t lo = 0, hi = selection_.size();
     double before = 0;  // the mass of [0, lo): all more likely than anything in [lo, hi)
     while (hi - lo > 1) {
       const std::size_t mid = lo + (hi - lo) / 2;
-      std::nth_element(candidates_.begin() + std::ptrdiff_t(lo), candidates_.begin() + std::ptrdiff_t(mid),
-                       candidates_.begin() + std::ptrdiff_t(hi), more_likely);
+      std::nth_element(selection_.begin() + std::ptrdiff_t(lo), selection_.begin() + std::ptrdiff_t(mid),
+                       selection_.begin() + std::ptrdiff_t(hi), more_likely);
       double upper = 0;
-      for (std::size_t i = lo; i < mid; ++i) upper += candidates_[i].p;
+      for (std::size_t i = lo; i < mid; ++i) upper += selection_[i].p;
       if (before + upper >= keep_mass) {
         hi = mid;  // the rank that reaches top_p is among the more likely half
       } else {
@@ -118,11 +119,13 @@ int32_t Sampler::next(std::vector<float>& all_logits, std::span<const int32_t> h
         lo = mid;
       }
     }
-    candidates_.resize(hi);  // [0, lo) more likely than [lo], which reaches top_p (or is the last)
+    const Candidate last_kept = selection_[lo];  // the one that reaches top_p (or the least likely of all)
+    std::erase_if(candidates_, [&](const Candidate& c) { return more_likely(last_kept, c); });
     total = 0;
     for (const Candidate& c : candidates_) total += c.p;
   }
-  // The draw walks the candidates in the order they are in (any fixed order draws from the same distribution).
+  // The draw walks the candidates in id order: a tiny change of the logits (a kept conversation's prefill against a
+  // whole one's, 1e-6) moves the draw's boundaries a little, never reorders the walk, so a seed gives the same answer.
   double draw = uniform() * total;
   for (const Candidate& c : candidates_)
     if ((draw -= c.p) < 0) return c.id;

@@ -38,7 +38,8 @@ private:
     double p;  // the logit, then its probability (unnormalised)
     int32_t id;
   };
-  std::vector<Candidate> candidates_;  // reused from token to token
+  std::vector<Candidate> candidates_;  // in id order; reused from token to token
+  std::vector<Candidate> selection_;       // top-p's working copy
   double uniform();
 };
 
