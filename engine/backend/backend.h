@@ -121,6 +121,7 @@ struct HeadNormRopeAppend {
   const Tensor* row_on_device = nullptr;
 };
 class Backend;
+class DeviceInterop;
 // Throws qvl::Error unless the shapes fit (both paths check the same way).
 void check_head_norm_rope_append(const HeadNormRopeAppend& op);
 // The unfused reference: rms_norm, rope and copy_rows as separate ops.
@@ -150,6 +151,8 @@ public:
   virtual BackendLimits limits() const { return {}; }
   // Facets: nullopt / empty where the backend has no such thing.
   virtual std::optional<DeviceIdentity> device_identity() const { return std::nullopt; }
+  // Memory shared with a renderer (interop.h): imports and the pictures drawn into them. nullptr: none.
+  virtual DeviceInterop* interop() { return nullptr; }
   // Which fused kernels project(), attention() and qk_norm_rope_append() may use (Fusions::none(): the unfused
   // reference everywhere). Changed between requests; a recorded step keeps the choices it was recorded with.
   void set_fusions(const Fusions& fusions) { fusions_ = fusions; }

@@ -469,6 +469,10 @@ public:
     if (!backend_) fail("no model is loaded");
     return backend_->measure_read_bandwidth();
   }
+  std::optional<DeviceIdentity> device_identity() const override {
+    return backend_ ? backend_->device_identity() : std::nullopt;
+  }
+  DeviceInterop* device_interop() override { return backend_ ? backend_->interop() : nullptr; }
   MemoryReport memory_report(bool with_segment_map) const override {
     return backend_ ? backend_->memory_report(with_segment_map) : MemoryReport{};
   }

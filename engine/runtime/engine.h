@@ -115,6 +115,10 @@ public:
   virtual double measure_read_bandwidth() = 0;
   // The device pool's occupancy (by owner, peaks, fragmentation) and, on request, its segment/block map.
   virtual MemoryReport memory_report(bool with_segment_map = false) const = 0;
+  // The backend's facets for a renderer (backend/interop.h): the device it runs on and the memory it can share.
+  // Valid until the model moves (set_device, configure_gpu, load); nullptr / nullopt on the CPU.
+  virtual std::optional<DeviceIdentity> device_identity() const = 0;
+  virtual DeviceInterop* device_interop() = 0;
 
   // Moves the model to another device ("auto", "cpu" or "cuda"), between requests. Throws qvl::Error when the device
   // cannot take it; the model then stays where it was. After a GPU fault (generate's error says so) "cpu" still works.

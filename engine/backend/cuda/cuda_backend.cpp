@@ -8,6 +8,7 @@
 
 #include "bandwidth.cuh"
 #include "common.cuh"
+#include "cuda_interop.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "fault.cuh"
@@ -49,6 +50,11 @@ BackendLimits CudaBackend::limits() const { return {ctx_.profile->flash_min_quer
 
 std::optional<DeviceIdentity> CudaBackend::device_identity() const {
   return DeviceIdentity{ctx_.device_name, ctx_.device, ctx_.uuid};
+}
+
+DeviceInterop* CudaBackend::interop() {
+  if (!interop_) interop_ = std::make_unique<CudaInterop>(ctx_);
+  return interop_.get();
 }
 
 void CudaBackend::set_timing_sink(KernelTimingSink* sink) { timer_.set_sink(sink); }  // the timer holds the sink

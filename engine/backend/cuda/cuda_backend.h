@@ -10,6 +10,7 @@
 //   cuda_quantized.cpp    the same for q8/q4 weights: the quantised GEMV, dequantise-then-GEMM
 //   cuda_attention.cpp    attention (flash, split decode, the unfused reference), its mask cache, q/k norm + RoPE
 //   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify
+//   cuda_interop.cpp      memory and semaphores shared with a renderer, the pool map kernel (CudaInterop)
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@ public:
   DType activation_type() const override { return DType::F32; }
   BackendLimits limits() const override;
   std::optional<DeviceIdentity> device_identity() const override;
+  DeviceInterop* interop() override;  // cuda_interop.cpp's CudaInterop, made on first use
   void set_timing_sink(KernelTimingSink* sink) override;
   void collect_timings(bool wait) override { timer_.collect(wait); }
   void synchronize() override;
@@ -125,6 +127,7 @@ private:
 
   CudaContext ctx_;
   CudaEventTimer timer_;
+  std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   UploadedList mask_bounds_, mask_layout_;
 };
