@@ -395,6 +395,7 @@ TEST_F(InteropTest, AThousandFramePingPongKeepsEveryFrame) {
                                                       (n % 2) * aligned_region(bytes * 4));
     ASSERT_TRUE(std::equal(expected.begin(), expected.end(), p)) << "frame " << n << " differs from its drawing";
   }
+  commands->wait_all();  // the semaphores and buffers die with this scope
   std::sort(frame_ms.begin(), frame_ms.end());
   std::printf("[ping-pong] %u frames %dx%d on %s: frame (CUDA draw + Vulkan colour + host wait) median %.3f ms, "
               "p99 %.3f ms\n",
@@ -453,6 +454,7 @@ TEST_F(InteropTest, TheEnginesPoolIsDrawnByCudaWhileItAnswers) {
     const GenerateResult result = engine->generate(request, view ? &feed : nullptr);
     done = true;
     viewer.join();
+    commands->wait_all();
     std::sort(feed.publish_ms.begin(), feed.publish_ms.end());
     const double tokens_per_s = double(result.timing.decode_steps) / result.timing.decode_ms * 1e3;
     if (view) {

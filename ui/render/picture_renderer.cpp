@@ -168,6 +168,10 @@ CommandSlots::CommandSlots(VulkanDevice& device, uint32_t slots) : device_(devic
   for (auto& f : fences_) vk_check(vk.vkCreateFence(device.device, &fence, nullptr, &f), "creating a fence");
 }
 
+void CommandSlots::wait_all() {
+  for (uint32_t slot = 0; slot < fences_.size(); ++slot) wait_for(slot);
+}
+
 void CommandSlots::wait_for(uint32_t slot) {
   vk_check(device_.api.vkWaitForFences(device_.device, 1, &fences_.at(slot), VK_TRUE, UINT64_MAX),
            "waiting for a command buffer");

@@ -54,6 +54,7 @@ public:
   CommandSlots& operator=(const CommandSlots&) = delete;
 
   VkCommandBuffer begin(uint32_t slot);  // waits for the slot's last submission, then resets it
+  void wait_all();                       // every slot's last submission (before what they use is destroyed)
   void end(uint32_t slot);
   struct TimelinePoint {
     VkSemaphore semaphore;

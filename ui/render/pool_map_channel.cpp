@@ -72,6 +72,9 @@ void PoolMapChannel::set_geometry(const PoolMapGeometry& g) {
 std::optional<PoolMapChannel::Frame> PoolMapChannel::take_newest() {
   std::lock_guard lock(mutex_);
   if (reading_ || published_ == shown_) return std::nullopt;
+  // A frame CUDA has not finished drawing is left for a later look: the view's queue then never waits on the GPU
+  // for the engine's stream (a Vulkan submission blocked on CUDA holds the GPU between two contexts).
+  if (slots_[published_ % 2].by_cuda && written_->value() < published_) return std::nullopt;
   reading_ = published_;
   const Slot& slot = slots_[reading_ % 2];
   Frame f;

@@ -38,9 +38,10 @@ public:
     BufferRange codes;
     PoolMapGeometry geometry;
     int capacity_column = -1;
-    bool wait_for_cuda = false;  // the view's submission must wait for written() >= number
+    bool wait_for_cuda = false;  // drawn by CUDA (written() has reached number: the submission may still name it)
   };
-  // The newest frame not shown yet, now marked as being read (nullopt: none, or the last one is still being read).
+  // The newest frame not shown yet, now marked as being read (nullopt: none, the last one is still being read, or
+  // CUDA has not finished drawing the newest yet).
   std::optional<Frame> take_newest();
   // The view's submission that reads `frame` signals read() = frame.number; call this once it has (or after
   // checking read().value()): the slot may be written again.
