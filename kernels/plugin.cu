@@ -1,6 +1,7 @@
 // Entry points of libqvl-cuda that the core finds with dlsym.
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -57,6 +58,10 @@ nlohmann::json probe() {
     d["cc"] = p.major * 10 + p.minor;
     d["memory_bytes"] = p.totalGlobalMem;
     d["multiprocessors"] = p.multiProcessorCount;
+    // The UUID a Vulkan device is matched by (interop), as 32 hex digits.
+    char uuid[33];
+    for (int b = 0; b < 16; ++b) std::snprintf(uuid + 2 * b, 3, "%02x", static_cast<unsigned char>(p.uuid.bytes[b]));
+    d["uuid"] = uuid;
     cudaSetDevice(i);
     probe_kernel<<<1, 1>>>(nullptr);
     cudaError_t e = cudaGetLastError();

@@ -57,6 +57,7 @@ EngineController::EngineController(QObject* parent) : QObject(parent), worker_(n
     if (!flush_timer_.isActive()) flush_timer_.start();
   });
   connect(worker_, &EngineWorker::perfUpdated, this, &EngineController::perfUpdated);
+  connect(worker_, &EngineWorker::poolFrameFailed, this, &EngineController::poolFrameFailed);
   connect(worker_, &EngineWorker::answerFinished, this, [this](const Answer& answer) {
     flush_text();
     pending_id_ = 0;
@@ -150,6 +151,15 @@ void EngineController::setFusions(bool on) {
 void EngineController::setProfiling(bool on) {
   // Takes effect from the next answer; queued behind a running one, so never while it runs.
   QMetaObject::invokeMethod(worker_, [w = worker_, on] { w->setProfiling(on); }, Qt::QueuedConnection);
+}
+
+void EngineController::setPoolFrameSink(PoolFrameSink sink) {
+  QMetaObject::invokeMethod(worker_, [w = worker_, sink = std::move(sink)] { w->set_pool_frame_sink(sink); },
+                            Qt::QueuedConnection);
+}
+
+void EngineController::publishPoolFrame() {
+  QMetaObject::invokeMethod(worker_, [w = worker_] { w->publishPoolFrame(); }, Qt::QueuedConnection);
 }
 
 }  // namespace qvl::ui

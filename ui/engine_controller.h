@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "ui/engine_types.h"
+#include "ui/engine_worker.h"
 
 namespace qvl::ui {
 
@@ -27,6 +28,9 @@ public:
   void configureGpu(const QString& cuda_profile, qint64 memory_limit_mib);
   void setFusions(bool on);
   void setProfiling(bool on);
+  // The pool view's frames, drawn on the engine's thread (engine_worker.h's PoolFrameSink).
+  void setPoolFrameSink(PoolFrameSink sink);
+  void publishPoolFrame();
 
   bool busy() const { return busy_; }
   bool loading() const { return loading_; }
@@ -48,6 +52,7 @@ signals:
   void answerFailed(quint64 id, const QString& error);
   void fusionCompared(const qvl::FusionComparison& comparison);
   void fusionCompareFailed(const QString& error);
+  void poolFrameFailed(const QString& error);
 
 private:
   bool start_work();  // false when busy or without a model

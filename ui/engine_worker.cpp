@@ -43,6 +43,7 @@ public:
     if (now - emitted_ms_ >= kSnapshotIntervalMs) {
       emitted_ms_ = now;
       emit worker_.perfUpdated(live());
+      worker_.publishPoolFrame();
       steps_.clear();
     }
   }
@@ -78,7 +79,7 @@ private:
 }  // namespace
 
 EngineWorker::EngineWorker(const std::atomic<bool>* cancel, QObject* parent) : QObject(parent), cancel_(cancel) {}
-EngineWorker::~EngineWorker() = default;
+EngineWorker::~EngineWorker() { forget_pool_device(); }  // imports into the backend go before it
 
 ModelInfo EngineWorker::info() const {
   ModelInfo i;
@@ -123,11 +124,13 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
   options.fusions = settings.fusions ? Fusions{} : Fusions::none();
   options.load_progress = [this](double f) { emit loadProgress(f); };
   try {
+    forget_pool_device();
     engine_.reset();  // the old model's memory goes first (a GPU may not hold two)
     engine_ = Engine::load(std::move(*checked), options);
     folder_ = folder;
     if (profiler_) engine_->set_profiler(profiler_);
     emit modelLoaded(info());
+    publishPoolFrame();
   } catch (const std::exception& e) {
     engine_.reset();
     emit modelFailed(folder, QString::fromStdString(e.what()), false);
@@ -164,30 +167,55 @@ void EngineWorker::generate(const ChatRequest& request) {
     emit perfUpdated(last);
     emit answerFinished({request.id, QString::fromStdString(result.text), QString::fromStdString(result.stop_reason),
                          QString::fromStdString(engine_->device()), result.timing});
+    publishPoolFrame();
   } catch (const std::exception& e) {
     emit answerFailed(request.id, QString::fromStdString(e.what()));
     if (!engine_->device_error().empty()) emit deviceChanged(info());  // the toggle learns the GPU is gone
   }
 }
 
+void EngineWorker::publishPoolFrame() {
+  if (!engine_ || !pool_frames_.publish) return;
+  try {
+    pool_frames_.publish(*engine_);
+  } catch (const std::exception& e) {
+    pool_frames_ = {};
+    emit poolFrameFailed(QString::fromStdString(e.what()));
+  }
+}
+
+void EngineWorker::forget_pool_device() {
+  if (!pool_frames_.forget_device) return;
+  try {
+    pool_frames_.forget_device();
+  } catch (const std::exception& e) {
+    pool_frames_ = {};
+    emit poolFrameFailed(QString::fromStdString(e.what()));
+  }
+}
+
 void EngineWorker::setDevice(const QString& device) {
   if (!engine_) return;
   try {
+    forget_pool_device();
     engine_->set_device(device.toStdString());
   } catch (const std::exception& e) {
     emit settingFailed(QString::fromStdString(e.what()));
   }
   emit deviceChanged(info());
+  publishPoolFrame();
 }
 
 void EngineWorker::configureGpu(const QString& cuda_profile, qint64 memory_limit_mib) {
   if (!engine_) return;
   try {
+    forget_pool_device();
     engine_->configure_gpu(cuda_profile.toStdString(), std::size_t(std::max<qint64>(0, memory_limit_mib)) << 20);
   } catch (const std::exception& e) {
     emit settingFailed(QString::fromStdString(e.what()));
   }
   emit deviceChanged(info());
+  publishPoolFrame();
 }
 
 void EngineWorker::setFusions(bool on) {

@@ -5,12 +5,21 @@
 #include <QElapsedTimer>
 #include <QObject>
 #include <atomic>
+#include <functional>
 #include <memory>
 
 #include "runtime/engine.h"
 #include "ui/engine_types.h"
 
 namespace qvl::ui {
+
+// What a view that draws the engine's memory pool gives the worker (ui/vulkan_views.cpp makes one): `publish` runs
+// on the engine's thread after steps (at most every 33 ms), after answers and moves; `forget_device` before the
+// model moves (imports into the old backend go with it). Either may throw; the worker then stops calling them.
+struct PoolFrameSink {
+  std::function<void(Engine&)> publish;
+  std::function<void()> forget_device;
+};
 
 class EngineWorker : public QObject {
   Q_OBJECT
@@ -26,6 +35,7 @@ public slots:
   void setFusions(bool on);
   void setProfiling(bool on);
   void compareFusions(const qvl::ui::ChatRequest& request);
+  void publishPoolFrame();  // a frame for the pool view now (it was resized or just made)
 
 signals:
   void loadProgress(double fraction);
@@ -40,8 +50,14 @@ signals:
   void answerFailed(quint64 id, const QString& error);
   void fusionCompared(const qvl::FusionComparison& comparison);
   void fusionCompareFailed(const QString& error);
+  void poolFrameFailed(const QString& error);  // the pool view's frames cannot be drawn (it falls back)
+
+public:
+  // Set once from the GUI thread before the worker's thread starts work (or through a queued call).
+  void set_pool_frame_sink(PoolFrameSink sink) { pool_frames_ = std::move(sink); }
 
 private:
+  void forget_pool_device();
   ModelInfo info() const;
   GenerateRequest with_images(const ChatRequest& request) const;
   PerfSnapshot snapshot(quint64 id) const;
@@ -50,6 +66,7 @@ private:
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<Profiler> profiler_;
   QString folder_;
+  PoolFrameSink pool_frames_;
 };
 
 }  // namespace qvl::ui

@@ -32,6 +32,10 @@
 #include "ui/kernel_view.h"
 #include "ui/pool_view.h"
 #include "ui/throughput_view.h"
+#include "ui/vulkan_views.h"
+#if QVL_STUDIO_VULKAN
+#include "ui/vulkan_pool_window.h"
+#endif
 
 namespace qvl::ui {
 
@@ -129,6 +133,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   build_actions();
   build_docks();
   connect_engine();
+  build_vulkan_views();
 
   connect(composer_, &Composer::sendRequested, this, &MainWindow::sendPrompt);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
@@ -186,7 +191,14 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   update_controls();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  if (!vulkan_) return;
+  // The Vulkan views go before their device, in this order: the engine's thread (it may be drawing into the pool
+  // channel; its worker drops the channel's imports into the backend), the window (its swapchain), the device.
+  delete engine_;
+  engine_ = nullptr;
+  delete pool_vulkan_map_;
+}
 
 void MainWindow::build_actions() {
   open_model_ = new QAction("&Open model folder…", this);
@@ -254,6 +266,26 @@ void MainWindow::build_actions() {
   bar->addWidget(sm61_);
   bar->addWidget(new QLabel(" Weights "));
   bar->addWidget(weights_);
+}
+
+void MainWindow::build_vulkan_views() {
+  connect(engine_, &EngineController::poolFrameFailed, pool_, &PoolView::use_painter);
+#if QVL_STUDIO_VULKAN
+  QString reason;
+  if (qEnvironmentVariable("QVL_STUDIO_VULKAN") == "0") reason = "Vulkan is turned off ($QVL_STUDIO_VULKAN=0)";
+  else vulkan_ = VulkanViews::create(&reason);
+  if (!vulkan_) return pool_->use_painter(reason);
+  auto* window = new VulkanPoolWindow(*vulkan_);
+  QWidget* container = QWidget::createWindowContainer(window);
+  pool_vulkan_map_ = container;
+  container->setObjectName("pool_vulkan_map");
+  pool_->set_vulkan_map(container, vulkan_->source());
+  connect(window, &VulkanPoolWindow::failed, pool_, &PoolView::use_painter);
+  connect(window, &VulkanPoolWindow::frameWanted, engine_, &EngineController::publishPoolFrame);
+  engine_->setPoolFrameSink(vulkan_->pool_frame_sink());
+#else
+  pool_->use_painter("qvl-studio was built without Vulkan");
+#endif
 }
 
 void MainWindow::build_docks() {

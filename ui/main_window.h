@@ -3,6 +3,8 @@
 // throughput, kernels, the memory pool and the fused-versus-unfused comparison; the device, fusion and profile
 // toggles in the tool bar. Everything that runs the model goes through the EngineController (its own thread).
 #include <QMainWindow>
+#include <QPointer>
+#include <memory>
 
 #include "ui/chat_store.h"
 #include "ui/engine_types.h"
@@ -17,6 +19,8 @@ class QProgressBar;
 class QToolButton;
 
 namespace qvl::ui {
+
+class VulkanViews;
 
 class ChatModel;
 class ChatView;
@@ -57,6 +61,7 @@ protected:
 private:
   void build_actions();
   void build_docks();
+  void build_vulkan_views();  // the pool map drawn by Vulkan where it can be; QPainter (with the reason) elsewhere
   void connect_engine();
   void show_notice(const QString& text, bool error);
   void hide_error_notice();
@@ -84,6 +89,8 @@ private:
   ThroughputView* throughput_;
   KernelView* kernels_;
   PoolView* pool_;
+  std::unique_ptr<VulkanViews> vulkan_;
+  QPointer<QWidget> pool_vulkan_map_;  // the Vulkan pool map's window container (gone once QPainter took over)
   FusionView* fusion_;
   QListWidget* chat_list_;
   QLabel* notice_;

@@ -72,8 +72,11 @@ void BlockMap::paintEvent(QPaintEvent*) {
 }
 
 PoolView::PoolView(QWidget* parent)
-    : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), capacity_(new QSlider(Qt::Horizontal)),
-      capacity_label_(new QLabel("free memory")), capacity_title_(new QLabel("Capacity")) {
+    : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), source_(new QLabel),
+      capacity_(new QSlider(Qt::Horizontal)), capacity_label_(new QLabel("free memory")), capacity_title_(new QLabel("Capacity")) {
+  source_->setObjectName("pool_source");
+  source_->setWordWrap(true);
+  source_->setForegroundRole(QPalette::PlaceholderText);
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
   plan_->setObjectName("pool_plan");
@@ -92,6 +95,7 @@ PoolView::PoolView(QWidget* parent)
   layout->addWidget(plan_);
   layout->addWidget(bar_);
   layout->addWidget(map_, 1);
+  layout->addWidget(source_);
   layout->addLayout(row);
   auto label = [this](int v) { capacity_label_->setText(v == 0 ? "free memory" : QString("%1 MiB").arg(v * kStepMib)); };
   connect(capacity_, &QSlider::valueChanged, this, label);
@@ -105,6 +109,24 @@ void PoolView::set_plan(const QString& plan) {
 }
 
 void PoolView::set_gpu_unavailable(const QString& reason) { gpu_unavailable_ = reason; }
+
+void PoolView::set_vulkan_map(QWidget* map, const QString& source) {
+  vulkan_map_ = map;
+  vulkan_map_->setMinimumHeight(map_->sizeHint().height());
+  static_cast<QVBoxLayout*>(layout())->insertWidget(layout()->indexOf(map_), vulkan_map_, 1);
+  map_->hide();
+  source_->setText(source);
+}
+
+void PoolView::use_painter(const QString& reason) {
+  if (vulkan_map_) {
+    vulkan_map_->hide();
+    vulkan_map_->deleteLater();
+    vulkan_map_ = nullptr;
+  }
+  map_->show();
+  source_->setText("Drawn by QPainter from a host copy: " + reason);
+}
 
 void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   bar_->set_report(r);

@@ -48,6 +48,10 @@ public:
   void set_plan(const QString& plan);
   // Why no GPU can be chosen (empty: one can), said instead of "switch to the GPU" while the model is on the CPU.
   void set_gpu_unavailable(const QString& reason);
+  // The block map drawn by Vulkan (`map`, a window container) instead of QPainter, with where its pixels come from.
+  void set_vulkan_map(QWidget* map, const QString& source);
+  // QPainter draws the block map, and why Vulkan does not.
+  void use_painter(const QString& reason);
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit
@@ -57,6 +61,8 @@ private:
   QLabel* plan_;
   OwnerBar* bar_;
   BlockMap* map_;
+  QWidget* vulkan_map_ = nullptr;
+  QLabel* source_;
   QSlider* capacity_;
   QLabel* capacity_label_;
   QLabel* capacity_title_;

@@ -98,4 +98,18 @@ const CudaPluginStatus& cuda_plugin() {
   return status;
 }
 
+std::optional<std::array<uint8_t, 16>> cuda_device_uuid(int device) {
+  const CudaPluginStatus& status = cuda_plugin();
+  if (!status.usable) return std::nullopt;
+  for (const auto& d : status.probe.value("devices", nlohmann::json::array())) {
+    if (d.value("index", -1) != device || !d.contains("uuid") || !d["uuid"].is_string()) continue;
+    const std::string hex = d["uuid"].get<std::string>();
+    if (hex.size() != 32) return std::nullopt;
+    std::array<uint8_t, 16> uuid{};
+    for (size_t i = 0; i < 16; ++i) uuid[i] = static_cast<uint8_t>(std::strtoul(hex.substr(2 * i, 2).c_str(), nullptr, 16));
+    return uuid;
+  }
+  return std::nullopt;
+}
+
 }  // namespace qvl

@@ -33,6 +33,16 @@
 #include <QUrl>
 
 #include "backend/cuda_plugin.h"
+#include "backend/pool_picture.h"
+#if QVL_STUDIO_VULKAN
+#include <QScreen>
+#include <QVBoxLayout>
+
+#include "render/pictures.h"
+#include "render/vulkan_device.h"
+#include "ui/vulkan_pool_window.h"
+#include "ui/vulkan_views.h"
+#endif
 #include "ui/chat_model.h"
 #include "ui/chat_store.h"
 #include "ui/chat_view.h"
@@ -44,6 +54,11 @@
 #include "ui/pool_view.h"
 
 using namespace qvl::ui;
+using qvl::MemoryReport;
+using qvl::PoolMapGeometry;
+#if QVL_STUDIO_VULKAN
+namespace render = qvl::render;
+#endif
 
 namespace {
 
@@ -128,6 +143,64 @@ private slots:
   void cleanup() {
     window_.reset();  // stops and joins the engine thread
     store_.reset();
+  }
+
+  // Vulkan on a real window system (ctest runs this one under xvfb-run with lavapipe): frames published into the
+  // pool channel, as the engine's thread does, are coloured by the shader and presented; the pixels kept and the
+  // pixels the X server shows both equal the CPU colouring (which also checks the swapchain's channel order).
+  void thePoolMapIsDrawnByVulkanOnScreen() {
+#if QVL_STUDIO_VULKAN
+    if (QGuiApplication::platformName() != "xcb") QSKIP("needs a window system: ctest runs it under xvfb-run");
+    QString reason;
+    const auto views = VulkanViews::create(&reason);
+    QVERIFY2(views, qPrintable(reason));
+    auto* pool_window = new VulkanPoolWindow(*views);
+    QWidget host;
+    auto* layout = new QVBoxLayout(&host);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(QWidget::createWindowContainer(pool_window));
+    host.resize(420, 140);
+    host.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&host));
+    MemoryReport r;
+    r.available = true;
+    r.by_owner = {{"weights", 600 << 20}, {"kv cache", 200 << 20}, {"activations", 50 << 20}};
+    r.allocated = 850 << 20;
+    r.reserved = 1000 << 20;
+    r.capacity = 1200 << 20;
+    r.segment_map = {{600 << 20, {{0, 600 << 20, true, "weights"}}},
+                     {400 << 20, {{0, 200 << 20, true, "kv cache"}, {200 << 20, 50 << 20, true, "activations"},
+                                  {250 << 20, 150 << 20, false, ""}}}};
+    const QSize pixels = pool_window->size() * pool_window->devicePixelRatio();
+    QElapsedTimer clock;
+    clock.start();
+    while (clock.elapsed() < 10000 && (pool_window->frames_shown() < 3 || pool_window->shown_geometry().width != pixels.width() ||
+                                       pool_window->shown_geometry().height != pixels.height())) {
+      views->pool_channel()->publish(r, nullptr);
+      QTest::qWait(30);
+    }
+    const PoolMapGeometry g = pool_window->shown_geometry();
+    QCOMPARE(QSize(g.width, g.height), pixels);
+    const auto expected = render::colour_pool_map(qvl::draw_pool_map(qvl::pool_map_table(r), g), g,
+                                                  qvl::pool_map_capacity_column(r, g), pool_window->order());
+    QVERIFY(pool_window->shown_pixels() == expected);
+    QTest::qWait(200);  // the present is asynchronous
+    const QImage shot = pool_window->screen()->grabWindow(pool_window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
+    QCOMPARE(shot.size(), pixels);
+    int wrong = 0;
+    for (int y = 0; y < g.height; ++y)
+      for (int x = 0; x < g.width; ++x) {
+        const uint32_t p = expected[size_t(y) * g.width + x];
+        const int c0 = int(p & 0xff), c1 = int((p >> 8) & 0xff), c2 = int((p >> 16) & 0xff);
+        const QRgb want = pool_window->order() == render::ChannelOrder::Rgba ? qRgb(c0, c1, c2) : qRgb(c2, c1, c0);
+        if ((shot.pixel(x, y) & 0xffffff) != (want & 0xffffff)) ++wrong;
+      }
+    QCOMPARE(wrong, 0);
+    const auto messages = views->device().validation_messages();
+    QVERIFY2(messages.empty(), messages.empty() ? "" : messages.front().c_str());
+#else
+    QSKIP("qvl-studio was built without Vulkan");
+#endif
   }
 
   void theWeightsChoiceReloadsTheModelQuantised() {

@@ -194,8 +194,8 @@ VkCommandBuffer CommandSlots::begin(uint32_t slot) {
 
 void CommandSlots::end(uint32_t slot) { vk_check(device_.api.vkEndCommandBuffer(buffers_.at(slot)), "ending a command buffer"); }
 
-void CommandSlots::submit(uint32_t slot, std::initializer_list<TimelinePoint> waits,
-                          std::initializer_list<TimelinePoint> signals) {
+void CommandSlots::submit(uint32_t slot, const std::vector<TimelinePoint>& waits,
+                          const std::vector<TimelinePoint>& signal_points) {
   wait_for(slot);
   vk_check(device_.api.vkResetFences(device_.device, 1, &fences_.at(slot)), "resetting a fence");
   std::vector<VkSemaphore> wait_semaphores, signal_semaphores;
@@ -206,7 +206,7 @@ void CommandSlots::submit(uint32_t slot, std::initializer_list<TimelinePoint> wa
     wait_values.push_back(w.value);
     stages.push_back(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT);
   }
-  for (const auto& s : signals) {
+  for (const auto& s : signal_points) {
     signal_semaphores.push_back(s.semaphore);
     signal_values.push_back(s.value);
   }

@@ -3,6 +3,7 @@
 // with push descriptors so one command buffer can draw from any buffer region (a CUDA-written slot, a staging
 // upload) without descriptor pools. Recording only: the caller owns command buffers, semaphores and buffers.
 #include <memory>
+#include <vector>
 
 #include "render/pictures.h"
 #include "render/vulkan_memory.h"
@@ -60,9 +61,9 @@ public:
     VkSemaphore semaphore;
     uint64_t value;
   };
-  // Runs the slot's commands once every `waits` point is reached (before the compute work); sets `signals` after.
+  // Runs the slot's commands once every `waits` point is reached (before the compute work); sets `signal_points` after.
   // A slot submitted again first waits for its previous submission (a recorded slot may be submitted many times).
-  void submit(uint32_t slot, std::initializer_list<TimelinePoint> waits, std::initializer_list<TimelinePoint> signals);
+  void submit(uint32_t slot, const std::vector<TimelinePoint>& waits, const std::vector<TimelinePoint>& signal_points);
 
 private:
   VulkanDevice& device_;

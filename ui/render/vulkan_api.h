@@ -27,7 +27,11 @@ namespace qvl::render {
   X(vkCreateDevice)                              \
   X(vkGetDeviceProcAddr)                         \
   X(vkCreateDebugUtilsMessengerEXT)              \
-  X(vkDestroyDebugUtilsMessengerEXT)
+  X(vkDestroyDebugUtilsMessengerEXT)             \
+  X(vkGetPhysicalDeviceSurfaceSupportKHR)        \
+  X(vkGetPhysicalDeviceSurfaceCapabilitiesKHR)   \
+  X(vkGetPhysicalDeviceSurfaceFormatsKHR)        \
+  X(vkGetPhysicalDeviceSurfacePresentModesKHR)
 
 #define QVL_VK_DEVICE_FUNCTIONS(X) \
   X(vkDestroyDevice)               \
@@ -75,7 +79,14 @@ namespace qvl::render {
   X(vkCmdCopyBuffer)               \
   X(vkCmdFillBuffer)               \
   X(vkGetMemoryFdKHR)              \
-  X(vkGetSemaphoreFdKHR)
+  X(vkGetSemaphoreFdKHR)           \
+  X(vkCreateSwapchainKHR)          \
+  X(vkDestroySwapchainKHR)         \
+  X(vkGetSwapchainImagesKHR)       \
+  X(vkAcquireNextImageKHR)         \
+  X(vkQueuePresentKHR)             \
+  X(vkCmdCopyBufferToImage)        \
+  X(vkCmdClearColorImage)
 
 // Function pointers, filled in three steps: the loader's global ones, then per instance, then per device (an entry
 // point an extension did not provide stays null; the device code checks extensions before it uses one).

@@ -99,6 +99,21 @@ struct VulkanDevice::Messages {
   }
 };
 
+std::vector<std::string> surface_extensions() {
+  const VulkanApi* api = vulkan_api(nullptr);
+  if (!api) return {};
+  uint32_t count = 0;
+  api->vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> available(count);
+  api->vkEnumerateInstanceExtensionProperties(nullptr, &count, available.data());
+  std::vector<std::string> wanted;
+  for (const char* name : {"VK_KHR_surface", "VK_KHR_xcb_surface", "VK_KHR_xlib_surface", "VK_KHR_wayland_surface"})
+    for (const auto& e : available)
+      if (std::strcmp(e.extensionName, name) == 0) wanted.emplace_back(name);
+  if (wanted.empty() || wanted.front() != "VK_KHR_surface") return {};
+  return wanted;
+}
+
 std::string platform_interop_reason() {
   std::ifstream release("/proc/sys/kernel/osrelease");
   std::string text;
@@ -117,7 +132,7 @@ VulkanDevice::VulkanDevice(const DeviceRequest& request) {
   create_instance(request);
   try {
     choose_physical_device(request);
-    create_device();
+    create_device(request);
   } catch (...) {
     if (messenger_) api.vkDestroyDebugUtilsMessengerEXT(instance, messenger_, nullptr);
     api.vkDestroyInstance(instance, nullptr);
@@ -236,13 +251,23 @@ void VulkanDevice::choose_physical_device(const DeviceRequest& request) {
   api.vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
 }
 
-void VulkanDevice::create_device() {
+void VulkanDevice::create_device(const DeviceRequest& request) {
   const float priority = 1.0f;
   VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
   queue_info.queueFamilyIndex = queue_family;
   queue_info.queueCount = 1;
   queue_info.pQueuePriorities = &priority;
   std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+  if (request.presents) {
+    uint32_t count = 0;
+    api.vkEnumerateDeviceExtensionProperties(physical, nullptr, &count, nullptr);
+    std::vector<VkExtensionProperties> available(count);
+    api.vkEnumerateDeviceExtensionProperties(physical, nullptr, &count, available.data());
+    swapchain = std::any_of(available.begin(), available.end(), [](const VkExtensionProperties& e) {
+      return std::strcmp(e.extensionName, VK_KHR_SWAPCHAIN_EXTENSION_NAME) == 0;
+    });
+    if (swapchain) extensions.push_back(VK_KHR_SWAPCHAIN_EXTENSION_NAME);
+  }
   if (shares_memory_with_cuda()) {
     extensions.push_back(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
     extensions.push_back(VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);

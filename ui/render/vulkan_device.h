@@ -18,6 +18,7 @@ struct DeviceRequest {
   std::string no_cuda_reason = "no CUDA device";     // said when cuda_uuid is empty
   bool validation = false;                           // VK_LAYER_KHRONOS_validation (refused when not installed)
   std::vector<std::string> instance_extensions;      // e.g. a window system's surface extensions
+  bool presents = false;                             // enable VK_KHR_swapchain where the device has it
 };
 
 class VulkanDevice {
@@ -36,6 +37,7 @@ public:
   uint32_t queue_family = 0;
   std::string name;       // "NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)"
   bool software = false;  // a CPU implementation (lavapipe, SwiftShader)
+  bool swapchain = false;  // VK_KHR_swapchain enabled (asked for and present)
 
   // Empty when memory and semaphores can be shared with the CUDA device; else why not (said in the view).
   const std::string& interop_reason() const { return interop_reason_; }
@@ -51,13 +53,17 @@ private:
   struct Messages;
   void create_instance(const DeviceRequest& request);
   void choose_physical_device(const DeviceRequest& request);
-  void create_device();
+  void create_device(const DeviceRequest& request);
 
   std::string interop_reason_;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::unique_ptr<Messages> messages_;
   VkPhysicalDeviceMemoryProperties memory_{};
 };
+
+// The window-system surface extensions the loader offers (VK_KHR_surface and the X11/Wayland ones), for a
+// DeviceRequest whose windows present; empty without a loader.
+std::vector<std::string> surface_extensions();
 
 // Why a machine's kernel cannot share Vulkan's file descriptors with CUDA (WSL2), or empty.
 std::string platform_interop_reason();
