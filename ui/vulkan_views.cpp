@@ -1,5 +1,6 @@
 #include "ui/vulkan_views.h"
 
+#include <QGuiApplication>
 #include <QVulkanInstance>
 
 #include "backend/cuda_plugin.h"
@@ -15,6 +16,11 @@ VulkanViews::~VulkanViews() {
 }
 
 std::unique_ptr<VulkanViews> VulkanViews::create(QString* reason) {
+  const QString platform = QGuiApplication::platformName();
+  if (platform == "offscreen" || platform == "minimal") {
+    *reason = "the Qt platform \"" + platform + "\" has no windows for Vulkan to draw in";
+    return nullptr;
+  }
   try {
     render::DeviceRequest request;
     request.cuda_uuid = cuda_device_uuid(0);

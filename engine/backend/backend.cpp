@@ -53,6 +53,17 @@ void check_head_norm_rope_append(const HeadNormRopeAppend& op) {
          shape_to_string(cache_k.shape()), " at row ", op.row);
 }
 
+void check_attention_tap(const AttentionTap& t) {
+  if (!t.q || !t.cache_k || !t.heat || t.q->rank() != 3 || t.cache_k->rank() != 3 || t.q->dim(0) != 1)
+    fail("attention_tap: q must be [1, heads, head_dim] and the cache [rows, heads, head_dim]");
+  const int64_t hq = t.q->dim(1), d = t.q->dim(2), hkv = t.cache_k->dim(1);
+  if (hkv <= 0 || hq % hkv || t.cache_k->dim(2) != d || t.head < -1 || t.head >= hq || t.first < 0 || t.count <= 0 ||
+      t.first + t.count > t.cache_k->dim(0) || t.heat->numel() != t.count ||
+      (!t.past_on_device && (t.kv_len <= 0 || t.kv_len > t.cache_k->dim(0))))
+    fail("attention_tap: q ", shape_to_string(t.q->shape()), ", cache ", shape_to_string(t.cache_k->shape()), ", rows ",
+         t.first, "+", t.count, ", head ", t.head, ", heat of ", t.heat->numel());
+}
+
 void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op) {
   check_head_norm_rope_append(op);
   be.rms_norm(*op.q, *op.q_norm, op.eps, *op.q);

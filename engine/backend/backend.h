@@ -120,6 +120,21 @@ struct HeadNormRopeAppend {
   int64_t row = 0;
   const Tensor* row_on_device = nullptr;
 };
+// The attention of the newest query row to `count` cached rows from `first` (an image's tokens), for a view: the
+// probabilities over all kv_len keys (softmax with `scale`), of one head or the mean of the heads, scaled so that
+// the largest of those rows is 255 and rounded: heat [count] f32 holding whole numbers 0..255.
+struct AttentionTap {
+  const Tensor* q = nullptr;        // [1, Hq, D] after the head norm and RoPE
+  const Tensor* cache_k = nullptr;  // [capacity, Hkv, D]
+  int64_t kv_len = 0;               // keys in the cache, or ...
+  const Tensor* past_on_device = nullptr;  // ... the query's position on the device (kv_len = position + 1)
+  int64_t first = 0, count = 0;
+  int64_t head = -1;  // -1: the mean of the heads
+  float scale = 1;
+  Tensor* heat = nullptr;  // [count] f32 on the backend; rows past kv_len get 0
+};
+void check_attention_tap(const AttentionTap& tap);
+
 class Backend;
 class DeviceInterop;
 // Throws qvl::Error unless the shapes fit (both paths check the same way).
@@ -211,6 +226,8 @@ public:
   // Per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v appended to the caches at
   // `row` (or at the position in `row_on_device`). Default: qk_norm_rope_append_unfused.
   virtual void qk_norm_rope_append(const HeadNormRopeAppend& op) { qk_norm_rope_append_unfused(*this, op); }
+  // The attention picture of AttentionTap (a view's tap inside a decode step; recorded with it).
+  virtual void attention_tap(const AttentionTap& tap) = 0;
 
   // ---- Basic ops (the unfused references are made of these) ----
   // y[M, N] = x[M, K] · w[N, K]ᵀ (+ bias[N])

@@ -329,6 +329,35 @@ struct Runner {
       }
   }
 
+  // The attention tap (a view's picture of one decode step) against the CPU's double sums: whole levels 0..255, which
+  // may differ by one where f32's exp puts a value across a rounding boundary; rows past the keys are 0 both ways.
+  void attention_tap() {
+    const int64_t hq = 16, hkv = 8, d = 128;
+    for (int64_t kv_len : {int64_t(1), int64_t(300), int64_t(4096)})
+      for (int64_t head : {int64_t(-1), int64_t(5)})
+        for (bool on_device : {false, true}) {
+          const int64_t cap = kv_len + 3, first = std::min<int64_t>(kv_len - 1, 7), count = std::min<int64_t>(256, cap - first);
+          const Tensor q = random({1, hq, d}), k = random({cap, hkv, d}), qg = gpu.from_host(q), kg = gpu.from_host(k);
+          Tensor heat_cpu = cpu.alloc({count}), heat_gpu = gpu.alloc({count});
+          Tensor cpu_row = cpu.alloc_indices(1), gpu_row = gpu.alloc_indices(1);
+          cpu.write_indices(cpu_row, std::vector<int64_t>{kv_len - 1});
+          gpu.write_indices(gpu_row, std::vector<int64_t>{kv_len - 1});
+          cpu.attention_tap({&q, &k, on_device ? 0 : kv_len, on_device ? &cpu_row : nullptr, first, count, head, 0.088f, &heat_cpu});
+          gpu.attention_tap({&qg, &kg, on_device ? 0 : kv_len, on_device ? &gpu_row : nullptr, first, count, head, 0.088f, &heat_gpu});
+          const std::string what = "attention_tap keys=" + std::to_string(kv_len) + " rows " + std::to_string(first) + "+" +
+                                   std::to_string(count) + (head < 0 ? " mean of heads" : " head 5") +
+                                   (on_device ? " (position on device)" : "");
+          check(what, heat_gpu, heat_cpu, 1e-4);
+          const Tensor got = gpu.to_host(heat_gpu);
+          float worst = 0;
+          for (int64_t i = 0; i < count; ++i)
+            worst = std::max(worst, std::abs(got.data<float>()[i] - heat_cpu.data<float>()[i]));
+          ++cases;
+          if (worst > 1.0f) ++failures;
+          std::printf("  %-64s max level difference %.0f  %s\n", (what + " (levels)").c_str(), worst, worst <= 1.0f ? "OK" : "FAIL");
+        }
+  }
+
   // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
   // rows (the backend runs the unfused ops).
   void swiglu_projection() {
@@ -577,6 +606,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.norms_and_elementwise();
   r.rows_ops();
   r.qk_norm_rope_append();
+  r.attention_tap();
   r.swiglu_projection();
   r.qkv_projection();
   r.bias_epilogues();

@@ -17,6 +17,7 @@
 #include "render/picture_renderer.h"
 #include "render/pool_map_channel.h"
 #include "runtime/engine.h"
+#include "vulkan_drivers.h"
 
 #include <map>
 #include <mutex>
@@ -24,6 +25,9 @@
 
 namespace qvl::render {
 namespace {
+
+// Under the sanitizers the drivers stay loaded (vulkan_drivers.h says why); before the first test makes a device.
+const bool kDriversKept = (test::keep_vulkan_drivers_loaded(), true);
 
 // A pool of 1-4 segments cut into blocks of random owners (seeded: frame n of the ping-pong is pool n).
 MemoryReport random_pool(uint32_t seed) {

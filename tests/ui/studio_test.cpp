@@ -40,6 +40,7 @@
 
 #include "render/pictures.h"
 #include "render/vulkan_device.h"
+#include "render/vulkan_drivers.h"
 #include "ui/vulkan_pool_window.h"
 #include "ui/vulkan_views.h"
 #endif
@@ -151,6 +152,7 @@ private slots:
   void thePoolMapIsDrawnByVulkanOnScreen() {
 #if QVL_STUDIO_VULKAN
     if (QGuiApplication::platformName() != "xcb") QSKIP("needs a window system: ctest runs it under xvfb-run");
+    qvl::test::keep_vulkan_drivers_loaded();
     QString reason;
     const auto views = VulkanViews::create(&reason);
     QVERIFY2(views, qPrintable(reason));

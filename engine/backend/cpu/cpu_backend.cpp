@@ -301,6 +301,35 @@ public:
       }
   }
 
+  // The reference of AttentionTap: double sums, each head's softmax over every key, then the mean of the heads.
+  void attention_tap(const AttentionTap& t) override {
+    check_attention_tap(t);
+    const int64_t hq = t.q->dim(1), d = t.q->dim(2), hkv = t.cache_k->dim(1), group = hq / hkv;
+    const int64_t kv_len = t.past_on_device ? t.past_on_device->data<int64_t>()[0] + 1 : t.kv_len;
+    if (kv_len <= 0 || kv_len > t.cache_k->dim(0)) fail("attention_tap: ", kv_len, " keys in a cache of ", t.cache_k->dim(0));
+    const float* q = t.q->data<float>();
+    const float* k = t.cache_k->data<float>();
+    std::vector<double> mean(static_cast<std::size_t>(t.count), 0.0), logits(static_cast<std::size_t>(kv_len));
+    const int64_t h0 = t.head < 0 ? 0 : t.head, h1 = t.head < 0 ? hq : t.head + 1;
+    for (int64_t h = h0; h < h1; ++h) {
+      double top = -1e300;
+      for (int64_t j = 0; j < kv_len; ++j) {
+        double dot = 0;
+        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * double(k[(j * hkv + h / group) * d + e]);
+        logits[std::size_t(j)] = dot * t.scale;
+        top = std::max(top, logits[std::size_t(j)]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < kv_len; ++j) sum += std::exp(logits[std::size_t(j)] - top);
+      for (int64_t i = 0; i < t.count; ++i)
+        if (t.first + i < kv_len) mean[std::size_t(i)] += std::exp(logits[std::size_t(t.first + i)] - top) / sum;
+    }
+    const double largest = *std::max_element(mean.begin(), mean.end());
+    float* heat = t.heat->data<float>();
+    for (int64_t i = 0; i < t.count; ++i)
+      heat[i] = largest > 0 ? float(std::nearbyint(255.0 * mean[std::size_t(i)] / largest)) : 0.0f;
+  }
+
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask_in,
                  float scale, Tensor& out) override {
     const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), hkv = k.dim(1);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "attention.cuh"
+#include "attention_tap.cuh"
 #include "attention_unfused.cuh"
 #include "backend/op_costs.h"
 #include "common.cuh"
@@ -164,6 +165,32 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
                                         .hkv = hkv,
                                         .d = d};
   cuda::qk_norm_rope_append(args, ctx_.overlapped_launches, ctx_.stream);
+}
+
+void CudaBackend::attention_tap(const AttentionTap& t) {
+  check_attention_tap(t);
+  const int64_t hq = t.q->dim(1), d = t.q->dim(2), used = t.head < 0 ? hq : 1;
+  const GpuTimer timer = timed([&] {
+    const double keys = double(t.past_on_device ? t.cache_k->dim(0) : t.kv_len);
+    return op_cost::make("attention tap", double(used) * (keys + double(t.count)) * double(d) * 4.0,
+                         2.0 * double(used) * (keys + double(t.count)) * double(d));
+  });
+  const Tensor probs = ctx_.device_tensor(DType::F32, {used * t.count}, pool::Owner::Workspace);
+  cuda::AttentionTapArgs args;
+  args.q = f32(*t.q);
+  args.cache_k = f32(*t.cache_k);
+  args.kv_len = t.kv_len;
+  args.past = t.past_on_device ? t.past_on_device->data<int64_t>() : nullptr;
+  args.first = t.first;
+  args.count = t.count;
+  args.heads = int(hq);
+  args.kv_heads = int(t.cache_k->dim(1));
+  args.head_dim = int(d);
+  args.head = int(t.head);
+  args.scale = t.scale;
+  args.probs = const_cast<float*>(probs.data<float>());
+  args.heat = f32(*t.heat);
+  cuda::attention_tap(args, ctx_.stream);
 }
 
 }  // namespace qvl

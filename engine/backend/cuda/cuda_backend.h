@@ -70,6 +70,7 @@ public:
   void attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                  float scale, Tensor& out) override;
   void qk_norm_rope_append(const HeadNormRopeAppend& op) override;
+  void attention_tap(const AttentionTap& tap) override;
 
   // cuda_rows.cpp
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override;

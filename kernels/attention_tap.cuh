@@ -1,0 +1,26 @@
+#pragma once
+// A view's tap on the attention of a decode step: the newest query's probabilities over an image's cached rows
+// (backend.h's AttentionTap says what; the CPU backend's attention_tap is the reference). Recorded inside the decode
+// step, so the key count may come from the device.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qvl::cuda {
+
+struct AttentionTapArgs {
+  const float* q = nullptr;        // [heads, head_dim]
+  const float* cache_k = nullptr;  // [capacity, kv_heads, head_dim]
+  int64_t kv_len = 0;
+  const int64_t* past = nullptr;   // set: kv_len = *past + 1
+  int64_t first = 0, count = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int head = -1;                   // -1: the mean of the heads
+  float scale = 1;
+  float* probs = nullptr;          // scratch: [heads used, count]
+  float* heat = nullptr;           // [count]: whole numbers 0..255
+};
+
+void attention_tap(const AttentionTapArgs& args, cudaStream_t stream);
+
+}  // namespace qvl::cuda
