@@ -28,6 +28,7 @@ struct RecordedDecodeStep {
   Tensor ids, past, cos, sin;
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
+  AttentionTapSpec tap;  // the tap recorded into `work`
 };
 
 namespace {
@@ -165,7 +166,8 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   const int64_t s = in.rows ? in.rows->dim(0) : int64_t(in.ids.size()), past = cache.length_;
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
-  const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
+  std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
+  if (recorded && recorded->work && !recorded->tap.same_as(tap_)) recorded.reset();  // recorded with another tap
   if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
     return forward_recorded(part, in, cos_host, sin_host, cache);
 
@@ -201,6 +203,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
+      step.tap = tap_;
     } catch (...) {
       be.end_recording();  // leave the backend able to run ops again
       throw;
@@ -248,6 +251,9 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
     be.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[std::size_t(l)],
                              &cache.v_[std::size_t(l)], at.past, at.past_on_device});
     be.attention(b.q, cache.k_[std::size_t(l)], cache.v_[std::size_t(l)], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
+    if (s == 1 && l == tap_.layer && tap_.count > 0)
+      be.attention_tap({&b.q, &cache.k_[std::size_t(l)], kv_len, at.past_on_device, tap_.first, tap_.count, tap_.head,
+                        1.0f / std::sqrt(float(d)), &tap_.heat});
     const Tensor attn = b.attn.reshaped({s, hq * d});
     be.project(Projection::add_to(b.x, attn, L.o, b.proj).then(rms(L.post_attention_norm), b.a));
     be.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));

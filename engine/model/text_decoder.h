@@ -73,6 +73,19 @@ struct AttentionWindow {
   static constexpr int64_t kMinQueries = 16;
 };
 
+// A view's tap on one layer's attention during decode steps (Backend::attention_tap): the newest token's
+// probabilities over cached rows [first, first + count) (an image's tokens), written into `heat` (f32 [count] on the
+// backend of the layer's part). Recorded into the decode step; a step recorded with another tap is recorded again.
+struct AttentionTapSpec {
+  int64_t layer = -1;  // -1: none
+  int64_t head = -1;   // -1: the mean of the heads
+  int64_t first = 0, count = 0;
+  Tensor heat;
+  bool same_as(const AttentionTapSpec& o) const {
+    return layer == o.layer && head == o.head && first == o.first && count == o.count && heat.raw() == o.heat.raw();
+  }
+};
+
 class TextDecoder {
 public:
   // record_decode_steps: one-token steps are recorded once per cache and replayed (CUDA graphs) where the backend
@@ -90,6 +103,9 @@ public:
   // Checked before every layer a pass runs directly and before forward returns (core/cancel.h): a set flag throws
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
+  // The tap for the one-token steps from now on (layer -1: none).
+  void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
+  const AttentionTapSpec& attention_tap() const { return tap_; }
 
 private:
   struct Position;
@@ -111,6 +127,7 @@ private:
   bool record_decode_steps_;
   AttentionWindow window_;
   const std::atomic<bool>* stop_ = nullptr;
+  AttentionTapSpec tap_;
 };
 
 }  // namespace qvl

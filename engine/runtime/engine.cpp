@@ -11,6 +11,7 @@
 #include "io/model_folder.h"
 #include "model/text_decoder.h"
 #include "model/vision_encoder.h"
+#include "runtime/attention_tapper.h"
 #include "text/prompt.h"
 #include "vision/preprocess.h"
 
@@ -406,6 +407,10 @@ private:
     std::vector<int32_t> history = result.prompt_ids;
     const auto& eos = model_.generation.eos_token_ids;
     result.stop_reason = "max_new_tokens";
+    AttentionTapper tapper(decoder,
+                           latest_image_tokens(result.prompt_ids, int32_t(model_.config.image_token_id),
+                                               result.image_grids, model_.config.vision.spatial_merge_size),
+                           model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
     for (int64_t step = 0; step < max_new_tokens; ++step) {
       std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
       if (step == 0) {
@@ -441,12 +446,14 @@ private:
       const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
       auto [c, s] = text_rope_tables(model_.config.text, p, 0, 1);
       const int32_t id = next;
+      tapper.follow({view_layer_.load(), view_head_.load()});
       try {
         logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
       } catch (const Cancelled&) {  // stopped inside the step: the answer ends with the tokens shown
         result.stop_reason = "cancelled";
         break;
       }
+      if (sink) tapper.deliver(*sink, step);
       ++result.timing.decode_steps;
     }
     const std::string tail = detok.finish();
@@ -473,6 +480,10 @@ public:
     return backend_ ? backend_->device_identity() : std::nullopt;
   }
   DeviceInterop* device_interop() override { return backend_ ? backend_->interop() : nullptr; }
+  void set_attention_view(AttentionView view) override {
+    view_layer_ = view.layer;
+    view_head_ = view.head;
+  }
   MemoryReport memory_report(bool with_segment_map) const override {
     return backend_ ? backend_->memory_report(with_segment_map) : MemoryReport{};
   }
@@ -533,6 +544,7 @@ private:
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_;   // the CPU beside a GPU, for the parts the memory plan leaves off it
   std::optional<MemoryPlan> plan_;  // with a GPU only
+  std::atomic<int64_t> view_layer_{-1}, view_head_{-1};  // the AttentionView (set from any thread)
   ModelWeights weights_;
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;

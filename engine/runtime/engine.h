@@ -85,6 +85,23 @@ struct GenerateResult {
   GenerateTiming timing;
 };
 
+// Which attention a view watches during decode (Engine::set_attention_view): one layer's, from the newest token to
+// the latest image's tokens, of one head or the mean of the heads.
+struct AttentionView {
+  int64_t layer = -1;  // -1: off (no tap runs)
+  int64_t head = -1;   // -1: the mean of the heads
+};
+
+// After each decode step while a view is set and the prompt holds an image: that step's heat over the latest
+// image's merged patches, row by row (grid_h x grid_w), on the backend of the layer (valid until the next step).
+struct AttentionFrame {
+  const Tensor* heat = nullptr;  // [grid_h * grid_w] f32, whole numbers 0..255 (the largest is 255)
+  Backend* backend = nullptr;
+  int64_t grid_h = 0, grid_w = 0;
+  int64_t image = 0;  // which image of the request
+  int64_t layer = 0, head = -1, step = 0;
+};
+
 class TokenSink {
 public:
   virtual ~TokenSink() = default;
@@ -92,6 +109,8 @@ public:
   virtual void on_token(int32_t id, const std::string& text) = 0;
   // After the prompt has run (before the first token): preprocess, vision and prefill times, prompt length.
   virtual void on_prompt_done(const GenerateTiming& /*timing*/) {}
+  // After each decode step's forward pass while an AttentionView is set (on the engine's thread).
+  virtual void on_attention(const AttentionFrame& /*frame*/) {}
 };
 
 class Engine {
@@ -119,6 +138,9 @@ public:
   // Valid until the model moves (set_device, configure_gpu, load); nullptr / nullopt on the CPU.
   virtual std::optional<DeviceIdentity> device_identity() const = 0;
   virtual DeviceInterop* device_interop() = 0;
+  // The attention a view watches; safe from any thread, read before every decode step (a change re-records the
+  // step once). Layers and heads out of range turn the tap off / take the mean.
+  virtual void set_attention_view(AttentionView view) = 0;
 
   // Moves the model to another device ("auto", "cpu" or "cuda"), between requests. Throws qvl::Error when the device
   // cannot take it; the model then stays where it was. After a GPU fault (generate's error says so) "cpu" still works.
