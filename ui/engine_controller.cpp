@@ -57,7 +57,8 @@ EngineController::EngineController(QObject* parent) : QObject(parent), worker_(n
     if (!flush_timer_.isActive()) flush_timer_.start();
   });
   connect(worker_, &EngineWorker::perfUpdated, this, &EngineController::perfUpdated);
-  connect(worker_, &EngineWorker::poolFrameFailed, this, &EngineController::poolFrameFailed);
+  connect(worker_, &EngineWorker::viewFeedFailed, this, &EngineController::viewFeedFailed);
+  connect(worker_, &EngineWorker::attentionHeat, this, &EngineController::attentionHeat);
   connect(worker_, &EngineWorker::answerFinished, this, [this](const Answer& answer) {
     flush_text();
     pending_id_ = 0;
@@ -153,10 +154,11 @@ void EngineController::setProfiling(bool on) {
   QMetaObject::invokeMethod(worker_, [w = worker_, on] { w->setProfiling(on); }, Qt::QueuedConnection);
 }
 
-void EngineController::setPoolFrameSink(PoolFrameSink sink) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, sink = std::move(sink)] { w->set_pool_frame_sink(sink); },
-                            Qt::QueuedConnection);
+void EngineController::setViewFeed(ViewFeed feed) {
+  QMetaObject::invokeMethod(worker_, [w = worker_, feed = std::move(feed)] { w->set_view_feed(feed); }, Qt::QueuedConnection);
 }
+
+void EngineController::setAttentionView(qint64 layer, qint64 head) { worker_->set_attention_view({layer, head}); }
 
 void EngineController::publishPoolFrame() {
   QMetaObject::invokeMethod(worker_, [w = worker_] { w->publishPoolFrame(); }, Qt::QueuedConnection);

@@ -28,9 +28,11 @@ public:
   void configureGpu(const QString& cuda_profile, qint64 memory_limit_mib);
   void setFusions(bool on);
   void setProfiling(bool on);
-  // The pool view's frames, drawn on the engine's thread (engine_worker.h's PoolFrameSink).
-  void setPoolFrameSink(PoolFrameSink sink);
+  // The views' frames, drawn on the engine's thread (engine_worker.h's ViewFeed).
+  void setViewFeed(ViewFeed feed);
   void publishPoolFrame();
+  // The attention view's layer (-1: off) and head (-1: the mean); takes effect at the next token.
+  void setAttentionView(qint64 layer, qint64 head);
 
   bool busy() const { return busy_; }
   bool loading() const { return loading_; }
@@ -52,7 +54,8 @@ signals:
   void answerFailed(quint64 id, const QString& error);
   void fusionCompared(const qvl::FusionComparison& comparison);
   void fusionCompareFailed(const QString& error);
-  void poolFrameFailed(const QString& error);
+  void viewFeedFailed(const QString& error);
+  void attentionHeat(const QVector<float>& heat, int grid_w, int grid_h, qint64 layer, qint64 head);
 
 private:
   bool start_work();  // false when busy or without a model

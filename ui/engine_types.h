@@ -38,6 +38,7 @@ struct ModelInfo {
   QString weights;                  // as held: "bf16", "q8", "q4" (auto resolved)
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
+  int layers = 0, heads = 0;        // of the text decoder: what the attention view offers
 };
 
 // How to load a model (the GUI's toggles).

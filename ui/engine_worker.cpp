@@ -33,6 +33,7 @@ public:
     clock_.start();
   }
   void on_token(int32_t id, const std::string& text) override {
+    worker_.apply_attention_view();  // a view chosen mid-answer applies from the next step
     if (!text.empty()) emit worker_.tokenReady(id_, QString::fromStdString(text));
     if (id < 0) return;  // the detokeniser's tail, not a step
     const double now = double(clock_.nsecsElapsed()) / 1e6;
@@ -47,6 +48,7 @@ public:
       steps_.clear();
     }
   }
+  void on_attention(const AttentionFrame& frame) override { worker_.publishAttention(frame); }
   void on_prompt_done(const GenerateTiming& t) override {
     prompt_tokens_ = t.prompt_tokens;
     cached_tokens_ = t.cached_tokens;  // the chat's kept tokens: not prefilled again, not in the rate
@@ -94,6 +96,8 @@ ModelInfo EngineWorker::info() const {
     i.backends.push_back({QString::fromStdString(b.id), QString::fromStdString(b.label), b.available,
                           QString::fromStdString(b.reason), b.has_device_memory, b.has_profiles});
   i.device_error = QString::fromStdString(engine_->device_error());
+  i.layers = int(m.config.text.num_hidden_layers);
+  i.heads = int(m.config.text.num_attention_heads);
   for (const auto& f : engine_->fusions().enabled()) i.fusions << QString::fromStdString(f);
   i.memory = engine_->memory_report(true);
   i.weights = QString::fromStdString(engine_->weights());
@@ -160,6 +164,7 @@ void EngineWorker::generate(const ChatRequest& request) {
   try {
     const GenerateRequest r = with_images(request);
     if (profiler_) profiler_->clear();  // the table ranks this answer's kernels
+    apply_attention_view();
     SignalSink sink(*this, request.id, [this, id = request.id] { return snapshot(id); });
     const GenerateResult result = engine_->generate(r, &sink, cancel_);
     PerfSnapshot last = sink.live();
@@ -175,22 +180,39 @@ void EngineWorker::generate(const ChatRequest& request) {
 }
 
 void EngineWorker::publishPoolFrame() {
-  if (!engine_ || !pool_frames_.publish) return;
+  if (!engine_ || !feed_.publish_pool) return;
   try {
-    pool_frames_.publish(*engine_);
+    feed_.publish_pool(*engine_);
   } catch (const std::exception& e) {
-    pool_frames_ = {};
-    emit poolFrameFailed(QString::fromStdString(e.what()));
+    feed_ = {};
+    emit viewFeedFailed(QString::fromStdString(e.what()));
   }
 }
 
-void EngineWorker::forget_pool_device() {
-  if (!pool_frames_.forget_device) return;
+void EngineWorker::publishAttention(const AttentionFrame& frame) {
+  if (!engine_) return;
   try {
-    pool_frames_.forget_device();
+    if (feed_.publish_attention) return feed_.publish_attention(*engine_, frame);
+    const Tensor host = frame.backend->to_host(*frame.heat);  // a few KB, after the step's own read-back
+    emit attentionHeat(QVector<float>(host.data<float>(), host.data<float>() + host.numel()), int(frame.grid_w),
+                       int(frame.grid_h), frame.layer, frame.head);
   } catch (const std::exception& e) {
-    pool_frames_ = {};
-    emit poolFrameFailed(QString::fromStdString(e.what()));
+    feed_ = {};
+    emit viewFeedFailed(QString::fromStdString(e.what()));
+  }
+}
+
+void EngineWorker::apply_attention_view() {
+  if (engine_) engine_->set_attention_view({view_layer_.load(), view_head_.load()});
+}
+
+void EngineWorker::forget_pool_device() {
+  if (!feed_.forget_device) return;
+  try {
+    feed_.forget_device();
+  } catch (const std::exception& e) {
+    feed_ = {};
+    emit viewFeedFailed(QString::fromStdString(e.what()));
   }
 }
 

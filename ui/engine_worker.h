@@ -4,6 +4,7 @@
 // flag, which the engine checks after every token.
 #include <QElapsedTimer>
 #include <QObject>
+#include <QVector>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -13,11 +14,13 @@
 
 namespace qvl::ui {
 
-// What a view that draws the engine's memory pool gives the worker (ui/vulkan_views.cpp makes one): `publish` runs
-// on the engine's thread after steps (at most every 33 ms), after answers and moves; `forget_device` before the
-// model moves (imports into the old backend go with it). Either may throw; the worker then stops calling them.
-struct PoolFrameSink {
-  std::function<void(Engine&)> publish;
+// What views that draw the engine's own data give the worker (ui/vulkan_views.cpp makes one), all called on the
+// engine's thread: `publish_pool` after steps (at most every 33 ms), answers and moves; `publish_attention` after
+// each decode step while an attention view is set; `forget_device` before the model moves (imports into the old
+// backend go with it). Any may throw; the worker then stops calling them and says why (viewFeedFailed).
+struct ViewFeed {
+  std::function<void(Engine&)> publish_pool;
+  std::function<void(Engine&, const AttentionFrame&)> publish_attention;
   std::function<void()> forget_device;
 };
 
@@ -36,6 +39,7 @@ public slots:
   void setProfiling(bool on);
   void compareFusions(const qvl::ui::ChatRequest& request);
   void publishPoolFrame();  // a frame for the pool view now (it was resized or just made)
+  void publishAttention(const AttentionFrame& frame);  // from the answer's sink
 
 signals:
   void loadProgress(double fraction);
@@ -50,11 +54,18 @@ signals:
   void answerFailed(quint64 id, const QString& error);
   void fusionCompared(const qvl::FusionComparison& comparison);
   void fusionCompareFailed(const QString& error);
-  void poolFrameFailed(const QString& error);  // the pool view's frames cannot be drawn (it falls back)
+  void viewFeedFailed(const QString& error);  // the views' frames cannot be drawn (they fall back)
+  // A step's attention heat read back to the host, for a view QPainter draws (no ViewFeed takes it).
+  void attentionHeat(const QVector<float>& heat, int grid_w, int grid_h, qint64 layer, qint64 head);
 
 public:
-  // Set once from the GUI thread before the worker's thread starts work (or through a queued call).
-  void set_pool_frame_sink(PoolFrameSink sink) { pool_frames_ = std::move(sink); }
+  void set_view_feed(ViewFeed feed) { feed_ = std::move(feed); }
+  // The attention a view watches (any thread): applied to the engine before the next answer and after every token.
+  void set_attention_view(AttentionView view) {
+    view_layer_ = view.layer;
+    view_head_ = view.head;
+  }
+  void apply_attention_view();
 
 private:
   void forget_pool_device();
@@ -66,7 +77,8 @@ private:
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<Profiler> profiler_;
   QString folder_;
-  PoolFrameSink pool_frames_;
+  ViewFeed feed_;
+  std::atomic<int64_t> view_layer_{-1}, view_head_{-1};
 };
 
 }  // namespace qvl::ui

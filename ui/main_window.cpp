@@ -27,6 +27,7 @@
 #include "ui/chat_view.h"
 #include "ui/composer.h"
 #include "ui/engine_controller.h"
+#include "ui/attention_panel.h"
 #include "ui/fusion_view.h"
 #include "ui/generation_settings.h"
 #include "ui/kernel_view.h"
@@ -34,6 +35,7 @@
 #include "ui/throughput_view.h"
 #include "ui/vulkan_views.h"
 #if QVL_STUDIO_VULKAN
+#include "ui/vulkan_heatmap_window.h"
 #include "ui/vulkan_pool_window.h"
 #endif
 
@@ -74,7 +76,7 @@ QString answer_stats(const Answer& a) {
 MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     : QMainWindow(parent), engine_(new EngineController(this)), store_(store_dir), chat_(new ChatModel(this)),
       view_(new ChatView), composer_(new Composer), settings_(new GenerationSettings), throughput_(new ThroughputView),
-      kernels_(new KernelView), pool_(new PoolView), fusion_(new FusionView), chat_list_(new QListWidget),
+      kernels_(new KernelView), pool_(new PoolView), attention_(new AttentionPanel), fusion_(new FusionView), chat_list_(new QListWidget),
       notice_(new QLabel), notice_close_(new QToolButton), model_label_(new QLabel("No model")),
       progress_(new QProgressBar), device_(new QComboBox), fusions_(new QCheckBox("Fused kernels")),
       sm61_(new QCheckBox("SM61 profile")), weights_(new QComboBox) {
@@ -198,6 +200,7 @@ MainWindow::~MainWindow() {
   delete engine_;
   engine_ = nullptr;
   delete pool_vulkan_map_;
+  delete attention_vulkan_view_;
 }
 
 void MainWindow::build_actions() {
@@ -269,22 +272,48 @@ void MainWindow::build_actions() {
 }
 
 void MainWindow::build_vulkan_views() {
-  connect(engine_, &EngineController::poolFrameFailed, pool_, &PoolView::use_painter);
+  connect(engine_, &EngineController::viewFeedFailed, this, [this](const QString& reason) {
+    pool_->use_painter(reason);
+    attention_->use_painter(reason);
+  });
+  connect(engine_, &EngineController::attentionHeat, attention_, &AttentionPanel::show_heat);
+  connect(attention_, &AttentionPanel::viewChosen, engine_, &EngineController::setAttentionView);
 #if QVL_STUDIO_VULKAN
   QString reason;
   if (qEnvironmentVariable("QVL_STUDIO_VULKAN") == "0") reason = "Vulkan is turned off ($QVL_STUDIO_VULKAN=0)";
   else vulkan_ = VulkanViews::create(&reason);
-  if (!vulkan_) return pool_->use_painter(reason);
-  auto* window = new VulkanPoolWindow(*vulkan_);
-  QWidget* container = QWidget::createWindowContainer(window);
-  pool_vulkan_map_ = container;
-  container->setObjectName("pool_vulkan_map");
-  pool_->set_vulkan_map(container, vulkan_->source());
-  connect(window, &VulkanPoolWindow::failed, pool_, &PoolView::use_painter);
-  connect(window, &VulkanPoolWindow::frameWanted, engine_, &EngineController::publishPoolFrame);
-  engine_->setPoolFrameSink(vulkan_->pool_frame_sink());
+  if (!vulkan_) {
+    pool_->use_painter(reason);
+    attention_->use_painter(reason);
+    return;
+  }
+  auto* pool_window = new VulkanPoolWindow(*vulkan_);
+  pool_vulkan_map_ = QWidget::createWindowContainer(pool_window);
+  pool_vulkan_map_->setObjectName("pool_vulkan_map");
+  pool_->set_vulkan_map(pool_vulkan_map_, vulkan_->source());
+  connect(pool_window, &VulkanViewWindow::failed, pool_, &PoolView::use_painter);
+  connect(pool_window, &VulkanViewWindow::frameWanted, engine_, &EngineController::publishPoolFrame);
+
+  auto* heat_window = new VulkanHeatmapWindow(*vulkan_);
+  attention_vulkan_view_ = QWidget::createWindowContainer(heat_window);
+  attention_vulkan_view_->setObjectName("attention_vulkan_view");
+  attention_->set_vulkan_view(attention_vulkan_view_, vulkan_->source());
+  // Failing, the QPainter path needs the heat on the host: the feed stops taking it.
+  connect(heat_window, &VulkanViewWindow::failed, this, [this](const QString& why) {
+    attention_->use_painter(why);
+    ViewFeed feed = vulkan_->view_feed();
+    feed.publish_attention = nullptr;
+    engine_->setViewFeed(feed);
+  });
+  connect(attention_, &AttentionPanel::pictureChosen, heat_window, &VulkanHeatmapWindow::set_picture);
+  connect(heat_window, &VulkanViewWindow::frameShown, this, [this, heat_window] {
+    const render::HeatFrameMeta m = heat_window->shown_meta();
+    attention_->show_frame(int(m.grid_w), int(m.grid_h), m.layer, m.head);
+  });
+  engine_->setViewFeed(vulkan_->view_feed());
 #else
   pool_->use_painter("qvl-studio was built without Vulkan");
+  attention_->use_painter("qvl-studio was built without Vulkan");
 #endif
 }
 
@@ -304,7 +333,9 @@ void MainWindow::build_docks() {
   auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
   auto* p = dock("Memory pool", "pool_dock", pool_, Qt::RightDockWidgetArea);
   auto* f = dock("Fused vs unfused", "fusion_dock", fusion_, Qt::RightDockWidgetArea);
+  auto* a = dock("Attention", "attention_dock", attention_, Qt::RightDockWidgetArea);
   tabifyDockWidget(p, f);
+  tabifyDockWidget(p, a);
   p->raise();
   resizeDocks({t, k, p}, {150, 420, 260}, Qt::Vertical);
   resizeDocks({k}, {460}, Qt::Horizontal);
@@ -370,6 +401,10 @@ void MainWindow::connect_engine() {
 }
 
 void MainWindow::apply_model(const ModelInfo& info) {
+  if (info.layers != attention_model_layers_) {
+    attention_model_layers_ = info.layers;
+    attention_->set_model(info.layers, info.heads);
+  }
   model_label_->setText(QString("%1 — %2 · %3 · %4 weights").arg(info.folder, info.summary, info.backend, info.weights));
   composer_->set_preprocessor(settings_->image_budget(info.preprocessor));
   QSignalBlocker block(device_);
@@ -537,6 +572,7 @@ ChatRequest MainWindow::request_for(const QList<ChatTurn>& turns, const ChatTurn
 
 void MainWindow::start_answer(const QList<ChatTurn>& context) {
   ChatRequest request = request_for(context, nullptr);
+  if (!request.image_paths.isEmpty()) attention_->set_picture(request.image_paths.back());
   request.request.conversation_id = chat_->engine_key().toStdString();
   chat_->append({"assistant", {}, {}, {}, false});
   chat_->set_streaming(true);

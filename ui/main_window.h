@@ -21,6 +21,7 @@ class QToolButton;
 namespace qvl::ui {
 
 class VulkanViews;
+class AttentionPanel;
 
 class ChatModel;
 class ChatView;
@@ -89,8 +90,11 @@ private:
   ThroughputView* throughput_;
   KernelView* kernels_;
   PoolView* pool_;
+  AttentionPanel* attention_;
   std::unique_ptr<VulkanViews> vulkan_;
-  QPointer<QWidget> pool_vulkan_map_;  // the Vulkan pool map's window container (gone once QPainter took over)
+  QPointer<QWidget> pool_vulkan_map_;  // the Vulkan views' window containers (gone once QPainter took over)
+  QPointer<QWidget> attention_vulkan_view_;
+  int attention_model_layers_ = -1;  // the attention view's choices are reset when a model with another shape comes
   FusionView* fusion_;
   QListWidget* chat_list_;
   QLabel* notice_;

@@ -4,6 +4,7 @@
 #include <QVulkanInstance>
 
 #include "backend/cuda_plugin.h"
+#include "render/heat_channel.h"
 #include "render/pool_map_channel.h"
 #include "render/vulkan_device.h"
 
@@ -11,6 +12,7 @@ namespace qvl::ui {
 
 VulkanViews::~VulkanViews() {
   pool_channel_.reset();
+  heat_channel_.reset();
   instance_.reset();  // Qt's wrapper of our instance (it does not destroy an adopted VkInstance)
   device_.reset();
 }
@@ -36,8 +38,9 @@ std::unique_ptr<VulkanViews> VulkanViews::create(QString* reason) {
       *reason = "Qt cannot use the Vulkan instance (error " + QString::number(views->instance_->errorCode()) + ")";
       return nullptr;
     }
-    views->pool_channel_ =
-        std::make_shared<render::PoolMapChannel>(*views->device_, views->device_->shares_memory_with_cuda());
+    const bool shared = views->device_->shares_memory_with_cuda();
+    views->pool_channel_ = std::make_shared<render::PoolMapChannel>(*views->device_, shared);
+    views->heat_channel_ = std::make_shared<render::HeatChannel>(*views->device_, shared);
     return views;
   } catch (const std::exception& e) {
     *reason = QString::fromStdString(e.what());
@@ -51,24 +54,30 @@ QString VulkanViews::source() const {
   return "Drawn by Vulkan on " + name + " from a host upload: " + QString::fromStdString(device_->interop_reason());
 }
 
-PoolFrameSink VulkanViews::pool_frame_sink() const {
-  PoolFrameSink sink;
-  const auto channel = pool_channel_;
+ViewFeed VulkanViews::view_feed() const {
+  // The facet of the engine's backend, when the channels' memory lives on its GPU (else frames that need it drop).
   const auto cuda_uuid = cuda_device_uuid(0);
-  sink.publish = [channel, cuda_uuid](Engine& engine) {
-    const MemoryReport report = engine.memory_report(true);
-    if (!report.available) return;  // the CPU has no pool (the view says so)
-    DeviceInterop* facet = nullptr;
-    if (channel->shared_with_cuda()) {
-      const auto device = engine.device_identity();
-      if (!device || !cuda_uuid || device->uuid != *cuda_uuid) return;  // not the GPU the memory lives on
-      facet = engine.device_interop();
-      if (!facet) return;
-    }
-    channel->publish(report, facet);
+  const bool shared = device_->shares_memory_with_cuda();
+  auto facet_of = [cuda_uuid, shared](Engine& engine) -> DeviceInterop* {
+    if (!shared) return nullptr;
+    const auto device = engine.device_identity();
+    return device && cuda_uuid && device->uuid == *cuda_uuid ? engine.device_interop() : nullptr;
   };
-  sink.forget_device = [channel] { channel->forget_imports(); };
-  return sink;
+  ViewFeed feed;
+  feed.publish_pool = [channel = pool_channel_, facet_of](Engine& engine) {
+    const MemoryReport report = engine.memory_report(true);
+    if (report.available) channel->publish(report, facet_of(engine));  // the CPU has no pool (the view says so)
+  };
+  feed.publish_attention = [channel = heat_channel_, facet_of](Engine& engine, const AttentionFrame& frame) {
+    // The heat lives on the tapped layer's backend: a layer a memory plan left on the CPU has no GPU copy to make.
+    DeviceInterop* facet = facet_of(engine);
+    channel->publish(frame, facet && frame.backend->interop() == facet ? facet : nullptr);
+  };
+  feed.forget_device = [pool = pool_channel_, heat = heat_channel_] {
+    pool->forget_imports();
+    heat->forget_imports();
+  };
+  return feed;
 }
 
 }  // namespace qvl::ui

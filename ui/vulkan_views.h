@@ -16,6 +16,7 @@ class QVulkanInstance;
 namespace qvl::render {
 class VulkanDevice;
 class PoolMapChannel;
+class HeatChannel;
 }  // namespace qvl::render
 
 namespace qvl::ui {
@@ -30,17 +31,20 @@ public:
   render::VulkanDevice& device() { return *device_; }
   QVulkanInstance* instance() { return instance_.get(); }
   const std::shared_ptr<render::PoolMapChannel>& pool_channel() const { return pool_channel_; }
+  const std::shared_ptr<render::HeatChannel>& heat_channel() const { return heat_channel_; }
   // Where the pictures come from, said under the view.
   QString source() const;
-  // What the engine's worker calls to feed the pool view: the pool of the GPU the model runs on, drawn by its CUDA
-  // kernel into the channel's memory when they share it, else on the host.
-  PoolFrameSink pool_frame_sink() const;
+  // What the engine's worker calls to feed the views: the pool of the GPU the model runs on (drawn by its CUDA kernel
+  // into the channel's memory when they share it, else on the host) and each step's attention heat (copied on the
+  // GPU, or read back).
+  ViewFeed view_feed() const;
 
 private:
   VulkanViews() = default;
   std::unique_ptr<render::VulkanDevice> device_;
   std::unique_ptr<QVulkanInstance> instance_;
   std::shared_ptr<render::PoolMapChannel> pool_channel_;
+  std::shared_ptr<render::HeatChannel> heat_channel_;
 };
 
 }  // namespace qvl::ui

@@ -30,6 +30,8 @@ public:
   // what draw_pool_map gives on the host, computed by a kernel from the block table.
   virtual void draw_pool_map(const MemoryReport& report, const PoolMapGeometry& geometry, InteropHandle memory,
                              uint64_t offset) = 0;
+  // Copies a tensor of this backend (an AttentionFrame's heat) into imported memory at `offset`, on the stream.
+  virtual void copy_to(const Tensor& src, InteropHandle memory, uint64_t offset) = 0;
 };
 
 }  // namespace qvl

@@ -35,12 +35,14 @@
 #include "backend/cuda_plugin.h"
 #include "backend/pool_picture.h"
 #if QVL_STUDIO_VULKAN
+#include <QDockWidget>
 #include <QScreen>
 #include <QVBoxLayout>
 
 #include "render/pictures.h"
 #include "render/vulkan_device.h"
 #include "render/vulkan_drivers.h"
+#include "ui/vulkan_heatmap_window.h"
 #include "ui/vulkan_pool_window.h"
 #include "ui/vulkan_views.h"
 #endif
@@ -200,6 +202,70 @@ private slots:
     QCOMPARE(wrong, 0);
     const auto messages = views->device().validation_messages();
     QVERIFY2(messages.empty(), messages.empty() ? "" : messages.front().c_str());
+#else
+    QSKIP("qvl-studio was built without Vulkan");
+#endif
+  }
+
+  // The attention view during an answer (ctest runs this under xvfb-run with lavapipe; the model on the CPU, so the
+  // heat reaches Vulkan through a host upload): frames arrive while the answer streams (the newest at each look, so
+  // fewer than the steps), say what they are, and the pixels shown (kept and on screen) are the CPU's blend of the
+  // picture and the heat of the frame shown.
+  void theAttentionViewFollowsTheAnswerOnScreen() {
+#if QVL_STUDIO_VULKAN
+    if (QGuiApplication::platformName() != "xcb") QSKIP("needs a window system: ctest runs it under xvfb-run");
+    VulkanHeatmapWindow* heat_window = nullptr;  // a QWindow: its parent is the container's window, not a widget
+    for (QWindow* w : QGuiApplication::allWindows())
+      if (auto* found = qobject_cast<VulkanHeatmapWindow*>(w)) heat_window = found;
+    QVERIFY2(heat_window, qPrintable("no Vulkan attention view: " + child<QLabel>("attention_source")->text()));
+    window().findChild<QDockWidget*>("attention_dock")->raise();
+    QVERIFY(QTest::qWaitForWindowExposed(window().findChild<QWidget*>("attention_vulkan_view")));
+    QCOMPARE(child<QComboBox>("attention_layer")->currentData().toLongLong(), 0LL);
+    set_max_new_tokens(300);  // the random-weight model talks until the limit: frames for half a second or more
+    QSignalSpy shown(heat_window, &VulkanViewWindow::frameShown);
+    send("What shapes do you see?", {resources() + "/samples/scene-2.png"});
+    const int during = int(shown.count());
+    QTRY_VERIFY_WITH_TIMEOUT(heat_window->frames_shown() > 0, 5000);
+    QVERIFY2(heat_window->frames_shown() >= 3, qPrintable(QString::number(heat_window->frames_shown()) + " frames"));
+    QVERIFY(during > 0);  // some arrived before the answer ended
+    for (uint64_t seen = 0; seen != heat_window->frames_shown();) {  // until the last frame is on screen
+      seen = heat_window->frames_shown();
+      QTest::qWait(150);
+    }
+    QVERIFY(child<QLabel>("attention_status")->text().startsWith("Layer 0, mean of heads:"));
+    const auto meta = heat_window->shown_meta();
+    const auto heat = heat_window->shown_heat();
+    QCOMPARE(heat.size(), size_t(meta.grid_w) * meta.grid_h);
+    const render::HeatmapShape shape{heat_window->picture_width(), heat_window->picture_height(), meta.grid_w, meta.grid_h, 176};
+    const auto expected = render::colour_heatmap(heat_window->picture_pixels(), heat, shape, heat_window->order());
+    QVERIFY(heat_window->shown_pixels() == expected);
+    const QImage shot = heat_window->screen()->grabWindow(heat_window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
+    int wrong = 0;
+    for (uint32_t y = 0; y < shape.height; ++y)
+      for (uint32_t x = 0; x < shape.width; ++x) {
+        const uint32_t p = expected[size_t(y) * shape.width + x];
+        const int c0 = int(p & 0xff), c1 = int((p >> 8) & 0xff), c2 = int((p >> 16) & 0xff);
+        const QRgb want = heat_window->order() == render::ChannelOrder::Rgba ? qRgb(c0, c1, c2) : qRgb(c2, c1, c0);
+        if ((shot.pixel(int(x), int(y)) & 0xffffff) != (want & 0xffffff)) ++wrong;
+      }
+    if (wrong) {
+      shot.save(QDir::temp().filePath("attention_shot.png"));  // for the failure's reader
+      QImage want(int(shape.width), int(shape.height), QImage::Format_RGB32);
+      for (uint32_t y = 0; y < shape.height; ++y)
+        for (uint32_t x = 0; x < shape.width; ++x) {
+          const uint32_t p = expected[size_t(y) * shape.width + x];
+          want.setPixel(int(x), int(y), heat_window->order() == render::ChannelOrder::Rgba ? qRgb(p & 0xff, (p >> 8) & 0xff, (p >> 16) & 0xff) : qRgb((p >> 16) & 0xff, (p >> 8) & 0xff, p & 0xff));
+        }
+      want.save(QDir::temp().filePath("attention_want.png"));
+      qWarning() << "shot" << shot.size() << "picture" << shape.width << shape.height << "window" << heat_window->size();
+    }
+    QCOMPARE(wrong, 0);
+    // Off: no more frames.
+    child<QComboBox>("attention_layer")->setCurrentIndex(0);
+    const uint64_t before = heat_window->frames_shown();
+    send("What shapes do you see?", {resources() + "/samples/scene-2.png"});
+    QTest::qWait(100);
+    QCOMPARE(heat_window->frames_shown(), before);
 #else
     QSKIP("qvl-studio was built without Vulkan");
 #endif

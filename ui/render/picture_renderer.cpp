@@ -139,7 +139,7 @@ void PictureRenderer::record_heatmap(VkCommandBuffer cmd, const BufferRange& pic
                                      const BufferRange& pixels, const HeatmapShape& s, ChannelOrder order) {
   const uint64_t count = uint64_t(s.width) * s.height;
   if (s.width == 0 || s.height == 0 || s.grid_width == 0 || s.grid_height == 0 || s.opacity > 255 ||
-      picture.bytes < count * 4 || pixels.bytes < count * 4 || heat.bytes < uint64_t(s.grid_width) * s.grid_height)
+      picture.bytes < count * 4 || pixels.bytes < count * 4 || heat.bytes < uint64_t(s.grid_width) * s.grid_height * 4)
     fail("Vulkan: a ", s.width, "x", s.height, " heatmap over a ", s.grid_width, "x", s.grid_height,
          " grid does not fit its buffers");
   const auto palette = heat_palette();

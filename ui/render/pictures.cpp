@@ -1,5 +1,6 @@
 #include "render/pictures.h"
 
+#include <algorithm>
 #include <array>
 
 #include "core/error.h"
@@ -66,7 +67,7 @@ std::vector<uint32_t> colour_pool_map(std::span<const uint8_t> codes, const Pool
   return pixels;
 }
 
-std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture, std::span<const uint8_t> heat,
+std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture, std::span<const float> heat,
                                      const HeatmapShape& s, ChannelOrder order) {
   if (picture.size() != size_t(s.width) * s.height || heat.size() != size_t(s.grid_width) * s.grid_height ||
       s.grid_width == 0 || s.grid_height == 0 || s.opacity > 255)
@@ -76,7 +77,8 @@ std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture, std::spa
   std::vector<uint32_t> pixels(picture.size());
   for (uint32_t y = 0; y < s.height; ++y)
     for (uint32_t x = 0; x < s.width; ++x) {
-      const uint32_t h = heat[size_t(y * s.grid_height / s.height) * s.grid_width + x * s.grid_width / s.width];
+      const float level = heat[size_t(y * s.grid_height / s.height) * s.grid_width + x * s.grid_width / s.width];
+      const uint32_t h = uint32_t(std::clamp(level, 0.0f, 255.0f));  // as the shader's uint(clamp(...))
       const uint32_t alpha = h * s.opacity / 255, p = picture[size_t(y) * s.width + x], c = palette[h];
       uint32_t out[3];
       for (int k = 0; k < 3; ++k) out[k] = (channel(p, k) * (255 - alpha) + channel(c, k) * alpha + 127) / 255;

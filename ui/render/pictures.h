@@ -25,14 +25,14 @@ std::span<const uint32_t> heat_palette();
 std::vector<uint32_t> colour_pool_map(std::span<const uint8_t> codes, const PoolMapGeometry& geometry,
                                       int capacity_column, ChannelOrder order);
 
-// The heatmap: a grid of heat bytes (0 cold .. 255 hot, row by row) stretched over the picture (nearest cell),
-// each pixel blended towards heat_palette()[heat] by heat * opacity / 255.
+// The heatmap: a grid of heat levels (whole numbers 0 cold .. 255 hot, row by row, as AttentionFrame gives them)
+// stretched over the picture (nearest cell), each pixel blended towards heat_palette()[heat] by heat * opacity / 255.
 struct HeatmapShape {
   uint32_t width = 0, height = 0;      // the picture's pixels
   uint32_t grid_width = 0, grid_height = 0;
   uint32_t opacity = 192;              // 0..255
 };
-std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture_rgba, std::span<const uint8_t> heat,
+std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture_rgba, std::span<const float> heat,
                                      const HeatmapShape& shape, ChannelOrder order);
 
 }  // namespace qvl::render

@@ -54,11 +54,6 @@ Swapchain::Swapchain(VulkanDevice& device, VkSurfaceKHR surface) : device_(devic
     break;
   }
   if (!found) fail("the window offers no 8-bit BGRA or RGBA swapchain format");
-  vk.vkGetPhysicalDeviceSurfacePresentModesKHR(device.physical, surface, &count, nullptr);
-  std::vector<VkPresentModeKHR> modes(count);
-  vk.vkGetPhysicalDeviceSurfacePresentModesKHR(device.physical, surface, &count, modes.data());
-  // Mailbox never blocks the GUI thread waiting for a vertical blank; FIFO (always there) may.
-  if (std::find(modes.begin(), modes.end(), VK_PRESENT_MODE_MAILBOX_KHR) != modes.end()) mode_ = VK_PRESENT_MODE_MAILBOX_KHR;
   for (auto& s : acquired_) s = binary_semaphore(device);
 }
 
@@ -104,7 +99,9 @@ void Swapchain::create(VkExtent2D window) {
   info.compositeAlpha = (caps.supportedCompositeAlpha & VK_COMPOSITE_ALPHA_OPAQUE_BIT_KHR)
                             ? VK_COMPOSITE_ALPHA_OPAQUE_BIT_KHR
                             : static_cast<VkCompositeAlphaFlagBitsKHR>(caps.supportedCompositeAlpha & -caps.supportedCompositeAlpha);
-  info.presentMode = mode_;
+  // FIFO, which every driver has: frames come at most every 16 ms (the poll), so a present rarely waits for a
+  // vertical blank.
+  info.presentMode = VK_PRESENT_MODE_FIFO_KHR;
   info.clipped = VK_TRUE;
   info.oldSwapchain = old;
   VkSwapchainKHR made = VK_NULL_HANDLE;
@@ -120,7 +117,8 @@ void Swapchain::create(VkExtent2D window) {
 }
 
 bool Swapchain::present(VkExtent2D window, const std::function<void(VkCommandBuffer)>& colour, const BufferRange& pixels,
-                        uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> signal_points) {
+                        uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> waits,
+                        std::initializer_list<CommandSlots::TimelinePoint> signal_points) {
   const auto& vk = device_.api;
   if (window.width == 0 || window.height == 0) return false;
   if (!swapchain_ || window.width != extent_.width || window.height != extent_.height) create(window);
@@ -158,7 +156,9 @@ bool Swapchain::present(VkExtent2D window, const std::function<void(VkCommandBuf
   commands_.end(slot);
   std::vector<CommandSlots::TimelinePoint> all_signals{{rendered_[image], 0}};
   all_signals.insert(all_signals.end(), signal_points.begin(), signal_points.end());
-  commands_.submit(slot, {{acquired_[slot], 0}}, all_signals);
+  std::vector<CommandSlots::TimelinePoint> all_waits{{acquired_[slot], 0}};
+  all_waits.insert(all_waits.end(), waits.begin(), waits.end());
+  commands_.submit(slot, all_waits, all_signals);
   VkPresentInfoKHR info{VK_STRUCTURE_TYPE_PRESENT_INFO_KHR};
   info.waitSemaphoreCount = 1;
   info.pWaitSemaphores = &rendered_[image];

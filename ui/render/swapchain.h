@@ -1,7 +1,7 @@
 #pragma once
 // Presenting the views' pixels in a window: a swapchain on a surface the window system made (Qt's
 // QVulkanInstance::surfaceForWindow in the app), images filled by a buffer-to-image copy after the compute pass
-// that colours them, so the shaders never depend on the swapchain's format (only its channel order).
+// that colours them, so the shaders never depend on the swapchain's format (only its channel order). FIFO.
 #include <functional>
 #include <vector>
 
@@ -21,12 +21,14 @@ public:
   ChannelOrder order() const { return order_; }
   VkExtent2D extent() const { return extent_; }
 
-  // Records `colour` (the compute pass that writes `pixels`, nothing to re-show old pixels), copies the pixels
+  // Records `colour` (the compute pass that writes `pixels`, nothing to re-show old pixels) to run once `waits` are
+  // reached, copies the pixels
   // (width x height, clipped to the window, the rest cleared) into the next image and presents it, signalling
   // `signal_points` when the GPU is done. `window` is the window's size in pixels now (the swapchain follows it). False
   // when nothing was presented (a minimised window, or the swapchain was out of date and has been made again).
   bool present(VkExtent2D window, const std::function<void(VkCommandBuffer)>& colour, const BufferRange& pixels,
-               uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> signal_points = {});
+               uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> waits = {},
+               std::initializer_list<CommandSlots::TimelinePoint> signal_points = {});
   uint64_t presented() const { return presented_; }
 
 private:
@@ -37,7 +39,6 @@ private:
   VkSurfaceKHR surface_;
   VkSurfaceFormatKHR format_{};
   ChannelOrder order_ = ChannelOrder::Bgra;
-  VkPresentModeKHR mode_ = VK_PRESENT_MODE_FIFO_KHR;
   VkSwapchainKHR swapchain_ = VK_NULL_HANDLE;
   VkExtent2D extent_{};
   std::vector<VkImage> images_;

@@ -30,8 +30,7 @@ namespace qvl::render {
   X(vkDestroyDebugUtilsMessengerEXT)             \
   X(vkGetPhysicalDeviceSurfaceSupportKHR)        \
   X(vkGetPhysicalDeviceSurfaceCapabilitiesKHR)   \
-  X(vkGetPhysicalDeviceSurfaceFormatsKHR)        \
-  X(vkGetPhysicalDeviceSurfacePresentModesKHR)
+  X(vkGetPhysicalDeviceSurfaceFormatsKHR)
 
 #define QVL_VK_DEVICE_FUNCTIONS(X) \
   X(vkDestroyDevice)               \

@@ -104,6 +104,15 @@ void CudaInterop::signal(InteropHandle handle, uint64_t value) {
   CUDA_CHECK(cudaSignalExternalSemaphoresAsync(&s, &params, 1, ctx_.stream));
 }
 
+void CudaInterop::copy_to(const Tensor& src, InteropHandle handle, uint64_t offset) {
+  const Memory& target = memory(handle);
+  if (src.device() != Device::CUDA) fail("CUDA interop: only device tensors can be copied into imported memory");
+  if (offset > target.bytes || src.nbytes() > target.bytes - offset)
+    fail("CUDA interop: ", src.nbytes(), " bytes at byte ", offset, " do not fit the imported ", target.bytes, " bytes");
+  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(target.mapped) + offset, src.raw(), src.nbytes(),
+                             cudaMemcpyDeviceToDevice, ctx_.stream));
+}
+
 void CudaInterop::draw_pool_map(const MemoryReport& report, const PoolMapGeometry& geometry, InteropHandle handle,
                                 uint64_t offset) {
   check_pool_map_geometry(geometry);

@@ -23,6 +23,7 @@ public:
   void signal(InteropHandle semaphore, uint64_t value) override;
   void draw_pool_map(const MemoryReport& report, const PoolMapGeometry& geometry, InteropHandle memory,
                      uint64_t offset) override;
+  void copy_to(const Tensor& src, InteropHandle memory, uint64_t offset) override;
 
 private:
   struct Memory {

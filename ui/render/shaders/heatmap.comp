@@ -3,7 +3,7 @@
 // colour_heatmap is the reference, byte for byte.
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(std430, set = 0, binding = 0) readonly buffer Picture { uint picture[]; };  // R, G, B, A bytes
-layout(std430, set = 0, binding = 1) readonly buffer Heat { uint heat[]; };        // 4 cells a word
+layout(std430, set = 0, binding = 1) readonly buffer Heat { float heat[]; };       // whole numbers 0..255
 layout(std430, set = 0, binding = 2) readonly buffer Palette { uint palette[]; };  // 256 colours
 layout(std430, set = 0, binding = 3) writeonly buffer Pixels { uint pixels[]; };
 layout(push_constant) uniform Push {
@@ -21,7 +21,7 @@ void main() {
   const uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
   if (x >= pc.width || y >= pc.height) return;
   const uint cell = (y * pc.grid_height / pc.height) * pc.grid_width + x * pc.grid_width / pc.width;
-  const uint h = (heat[cell >> 2] >> (8u * (cell & 3u))) & 0xffu;
+  const uint h = uint(clamp(heat[cell], 0.0, 255.0));
   const uint alpha = h * pc.opacity / 255u;
   const uint p = picture[y * pc.width + x], c = palette[h];
   uint o[3];
