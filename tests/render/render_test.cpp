@@ -486,7 +486,12 @@ private:
 TEST_F(InteropTest, TheEnginesPoolIsDrawnByCudaWhileItAnswers) {
   EngineOptions options;
   options.device = "cuda";
-  const auto engine = Engine::load(std::filesystem::path(QVL_TEST_RESOURCE_DIR) / "models" / "demo-shapes", options);
+  // $QVL_RENDER_FEED_MODEL names another model folder (the 2B shapes, for the cost at a realistic step time).
+  const char* other_model = std::getenv("QVL_RENDER_FEED_MODEL");
+  const auto engine = Engine::load(other_model && *other_model
+                                       ? std::filesystem::path(other_model)
+                                       : std::filesystem::path(QVL_TEST_RESOURCE_DIR) / "models" / "demo-shapes",
+                                   options);
   ASSERT_EQ(engine->device_identity()->uuid, cuda->device_identity()->uuid);
   PoolMapChannel channel(*device, true);
   const PoolMapGeometry g{640, 200, 12};
@@ -495,7 +500,7 @@ TEST_F(InteropTest, TheEnginesPoolIsDrawnByCudaWhileItAnswers) {
   // A picture, so that the attention view has patches to tap (the scene, 12 x 12 merged patches).
   request.messages = {{"user", {ContentItem::image(), ContentItem::make_text("Describe a long journey across many lands.")}}};
   request.images = {ImageInput::file(std::filesystem::path(QVL_TEST_RESOURCE_DIR) / "samples" / "scene-2.png")};
-  request.max_new_tokens = 400;
+  request.max_new_tokens = other_model && *other_model ? 200 : 400;
   request.ignore_eos = true;
   HeatChannel heat(*device, true);
 
@@ -524,7 +529,7 @@ TEST_F(InteropTest, TheEnginesPoolIsDrawnByCudaWhileItAnswers) {
     const double tokens_per_s = double(result.timing.decode_steps) / result.timing.decode_ms * 1e3;
     if (view) {
       EXPECT_GT(checked, 0u);
-      EXPECT_GT(feed.heat_frames, 100u);
+      EXPECT_GT(feed.heat_frames, 50u);
       std::printf("[engine feed] every %.0f ms: %zu published, %llu dropped, %llu drawn and checked; publish median "
                   "%.3f ms, max %.3f ms; decode %.1f tokens/s\n",
                   every_ms, feed.publish_ms.size(), (unsigned long long)channel.frames_dropped(),
