@@ -22,7 +22,8 @@ __device__ float key_dot(const AttentionTapArgs& a, int h, int64_t j, int lane) 
 __global__ void tap_heads(AttentionTapArgs a) {
   const int h = a.head < 0 ? int(blockIdx.x) : a.head;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t kv_len = a.past ? *a.past + 1 : a.kv_len;
+  // A position read from the device is bounded by the cache (the CPU reference refuses one past it).
+  const int64_t kv_len = a.past ? min(max(*a.past + 1, int64_t(1)), a.capacity) : a.kv_len;
   float top = -INFINITY, sum = 0;
   for (int64_t j = warp; j < kv_len; j += kWarps) {
     const float s = key_dot(a, h, j, lane);

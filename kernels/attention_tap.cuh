@@ -12,7 +12,8 @@ struct AttentionTapArgs {
   const float* q = nullptr;        // [heads, head_dim]
   const float* cache_k = nullptr;  // [capacity, kv_heads, head_dim]
   int64_t kv_len = 0;
-  const int64_t* past = nullptr;   // set: kv_len = *past + 1
+  const int64_t* past = nullptr;   // set: kv_len = min(*past + 1, capacity)
+  int64_t capacity = 0;            // rows the cache holds
   int64_t first = 0, count = 0;
   int heads = 0, kv_heads = 0, head_dim = 0;
   int head = -1;                   // -1: the mean of the heads

@@ -98,7 +98,17 @@ void AttentionPanel::emit_choice() {
   const qint64 layer = layer_->currentData().toLongLong(), head = head_->currentData().toLongLong();
   head_->setEnabled(layer >= 0);
   status_->setText(layer < 0 ? "Off." : "Waiting for an answer about a picture.");
-  emit viewChosen(layer, head);
+  emit viewChosen(isVisible() ? layer : -1, head);
+}
+
+void AttentionPanel::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  emit_choice();
+}
+
+void AttentionPanel::hideEvent(QHideEvent* event) {
+  QWidget::hideEvent(event);
+  emit viewChosen(-1, -1);
 }
 
 void AttentionPanel::set_picture(const QString& path) {

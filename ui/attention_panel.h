@@ -42,8 +42,13 @@ public:
   void show_frame(int grid_w, int grid_h, qint64 layer, qint64 head);  // what the shown frame is (both paths)
 
 signals:
-  void viewChosen(qint64 layer, qint64 head);   // layer -1: off
+  // layer -1: off. Also off while the panel is hidden (a dock tabbed behind another): the tap costs nothing then.
+  void viewChosen(qint64 layer, qint64 head);
   void pictureChosen(const QString& path);      // for the Vulkan window
+
+protected:
+  void showEvent(QShowEvent* event) override;
+  void hideEvent(QHideEvent* event) override;
 
 private:
   void emit_choice();

@@ -1,5 +1,7 @@
 #include "ui/engine_worker.h"
 
+#include <chrono>
+
 #include <QElapsedTimer>
 #include <optional>
 #include <vector>
@@ -44,7 +46,7 @@ public:
     if (now - emitted_ms_ >= kSnapshotIntervalMs) {
       emitted_ms_ = now;
       emit worker_.perfUpdated(live());
-      worker_.publishPoolFrame();
+      worker_.publish_pool_frame(false);
       steps_.clear();
     }
   }
@@ -134,7 +136,7 @@ void EngineWorker::load(const QString& folder, const EngineSettings& settings) {
     folder_ = folder;
     if (profiler_) engine_->set_profiler(profiler_);
     emit modelLoaded(info());
-    publishPoolFrame();
+    publish_pool_frame(false);
   } catch (const std::exception& e) {
     engine_.reset();
     emit modelFailed(folder, QString::fromStdString(e.what()), false);
@@ -172,20 +174,21 @@ void EngineWorker::generate(const ChatRequest& request) {
     emit perfUpdated(last);
     emit answerFinished({request.id, QString::fromStdString(result.text), QString::fromStdString(result.stop_reason),
                          QString::fromStdString(engine_->device()), result.timing});
-    publishPoolFrame();
+    publish_pool_frame(false);
   } catch (const std::exception& e) {
     emit answerFailed(request.id, QString::fromStdString(e.what()));
     if (!engine_->device_error().empty()) emit deviceChanged(info());  // the toggle learns the GPU is gone
   }
 }
 
-void EngineWorker::publishPoolFrame() {
+void EngineWorker::publishPoolFrame() { publish_pool_frame(true); }
+
+void EngineWorker::publish_pool_frame(bool force) {
   if (!engine_ || !feed_.publish_pool) return;
   try {
-    feed_.publish_pool(*engine_);
+    feed_.publish_pool(*engine_, force);
   } catch (const std::exception& e) {
-    feed_ = {};
-    emit viewFeedFailed(QString::fromStdString(e.what()));
+    drop_feed(e.what());
   }
 }
 
@@ -193,17 +196,20 @@ void EngineWorker::publishAttention(const AttentionFrame& frame) {
   if (!engine_) return;
   try {
     if (feed_.publish_attention) return feed_.publish_attention(*engine_, frame);
-    const Tensor host = frame.backend->to_host(*frame.heat);  // a few KB, after the step's own read-back
+    // The QPainter view: read back (a few KB after the step's own read-back), at most as often as it can be drawn.
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_heat_ < std::chrono::milliseconds(kHeatIntervalMs)) return;
+    last_heat_ = now;
+    const Tensor host = frame.backend->to_host(*frame.heat);
     emit attentionHeat(QVector<float>(host.data<float>(), host.data<float>() + host.numel()), int(frame.grid_w),
                        int(frame.grid_h), frame.layer, frame.head);
   } catch (const std::exception& e) {
-    feed_ = {};
-    emit viewFeedFailed(QString::fromStdString(e.what()));
+    drop_feed(e.what());
   }
 }
 
 void EngineWorker::apply_attention_view() {
-  if (engine_) engine_->set_attention_view({view_layer_.load(), view_head_.load()});
+  if (engine_) engine_->set_attention_view(unpack_view(view_.load()));
 }
 
 void EngineWorker::forget_pool_device() {
@@ -216,6 +222,12 @@ void EngineWorker::forget_pool_device() {
   }
 }
 
+void EngineWorker::drop_feed(const std::string& why) {
+  forget_pool_device();  // the channels must not keep imports into a backend that may go before them
+  feed_ = {};
+  emit viewFeedFailed(QString::fromStdString(why));
+}
+
 void EngineWorker::setDevice(const QString& device) {
   if (!engine_) return;
   try {
@@ -225,7 +237,7 @@ void EngineWorker::setDevice(const QString& device) {
     emit settingFailed(QString::fromStdString(e.what()));
   }
   emit deviceChanged(info());
-  publishPoolFrame();
+  publish_pool_frame(false);
 }
 
 void EngineWorker::configureGpu(const QString& cuda_profile, qint64 memory_limit_mib) {
@@ -237,7 +249,7 @@ void EngineWorker::configureGpu(const QString& cuda_profile, qint64 memory_limit
     emit settingFailed(QString::fromStdString(e.what()));
   }
   emit deviceChanged(info());
-  publishPoolFrame();
+  publish_pool_frame(false);
 }
 
 void EngineWorker::setFusions(bool on) {

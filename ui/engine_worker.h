@@ -6,6 +6,7 @@
 #include <QObject>
 #include <QVector>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -15,11 +16,12 @@
 namespace qvl::ui {
 
 // What views that draw the engine's own data give the worker (ui/vulkan_views.cpp makes one), all called on the
-// engine's thread: `publish_pool` after steps (at most every 33 ms), answers and moves; `publish_attention` after
-// each decode step while an attention view is set; `forget_device` before the model moves (imports into the old
-// backend go with it). Any may throw; the worker then stops calling them and says why (viewFeedFailed).
+// engine's thread: `publish_pool` after steps (at most every 33 ms), answers and moves (`force`: the view asked for
+// a frame, e.g. at a new size; else only a changed pool makes one); `publish_attention` after each decode step while
+// an attention view is set; `forget_device` before the model moves (imports into the old backend go with it). Any
+// may throw; the worker then stops calling them and says why (viewFeedFailed).
 struct ViewFeed {
-  std::function<void(Engine&)> publish_pool;
+  std::function<void(Engine&, bool force)> publish_pool;
   std::function<void(Engine&, const AttentionFrame&)> publish_attention;
   std::function<void()> forget_device;
 };
@@ -38,7 +40,7 @@ public slots:
   void setFusions(bool on);
   void setProfiling(bool on);
   void compareFusions(const qvl::ui::ChatRequest& request);
-  void publishPoolFrame();  // a frame for the pool view now (it was resized or just made)
+  void publishPoolFrame();  // a frame for the pool view now (it was resized or just made), changed or not
   void publishAttention(const AttentionFrame& frame);  // from the answer's sink
 
 signals:
@@ -61,14 +63,13 @@ signals:
 public:
   void set_view_feed(ViewFeed feed) { feed_ = std::move(feed); }
   // The attention a view watches (any thread): applied to the engine before the next answer and after every token.
-  void set_attention_view(AttentionView view) {
-    view_layer_ = view.layer;
-    view_head_ = view.head;
-  }
+  void set_attention_view(AttentionView view) { view_ = pack_view(view); }
   void apply_attention_view();
+  void publish_pool_frame(bool force);  // from the answer's sink: only a changed pool makes a frame unless forced
 
 private:
   void forget_pool_device();
+  void drop_feed(const std::string& why);  // a feed that threw: its imports forgotten, the views told why
   ModelInfo info() const;
   GenerateRequest with_images(const ChatRequest& request) const;
   PerfSnapshot snapshot(quint64 id) const;
@@ -78,7 +79,9 @@ private:
   std::shared_ptr<Profiler> profiler_;
   QString folder_;
   ViewFeed feed_;
-  std::atomic<int64_t> view_layer_{-1}, view_head_{-1};
+  std::atomic<uint64_t> view_{pack_view({})};  // layer and head in one word: a step never sees half a change
+  std::chrono::steady_clock::time_point last_heat_{};
+  static constexpr int kHeatIntervalMs = 15;  // the QPainter view's read-backs, at most one per 15 ms
 };
 
 }  // namespace qvl::ui

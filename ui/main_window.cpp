@@ -401,8 +401,9 @@ void MainWindow::connect_engine() {
 }
 
 void MainWindow::apply_model(const ModelInfo& info) {
-  if (info.layers != attention_model_layers_) {
+  if (info.layers != attention_model_layers_ || info.heads != attention_model_heads_) {
     attention_model_layers_ = info.layers;
+    attention_model_heads_ = info.heads;
     attention_->set_model(info.layers, info.heads);
   }
   model_label_->setText(QString("%1 — %2 · %3 · %4 weights").arg(info.folder, info.summary, info.backend, info.weights));

@@ -94,7 +94,7 @@ private:
   std::unique_ptr<VulkanViews> vulkan_;
   QPointer<QWidget> pool_vulkan_map_;  // the Vulkan views' window containers (gone once QPainter took over)
   QPointer<QWidget> attention_vulkan_view_;
-  int attention_model_layers_ = -1;  // the attention view's choices are reset when a model with another shape comes
+  int attention_model_layers_ = -1, attention_model_heads_ = -1;  // a model of another shape resets the choices
   FusionView* fusion_;
   QListWidget* chat_list_;
   QLabel* notice_;

@@ -54,6 +54,7 @@ VulkanHeatmapWindow::VulkanHeatmapWindow(VulkanViews& views)
 
 VulkanHeatmapWindow::~VulkanHeatmapWindow() {
   scaling_.waitForFinished();
+  retire();  // before picture_buffer_ goes: the last submission may still read it
   channel_->release_finished();
 }
 

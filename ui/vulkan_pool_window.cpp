@@ -12,7 +12,10 @@ VulkanPoolWindow::VulkanPoolWindow(VulkanViews& views)
     : VulkanViewWindow(views, uint64_t(render::PoolMapChannel::kMaxWidth) * render::PoolMapChannel::kMaxHeight * 4),
       channel_(views.pool_channel()) {}
 
-VulkanPoolWindow::~VulkanPoolWindow() { channel_->release_finished(); }
+VulkanPoolWindow::~VulkanPoolWindow() {
+  retire();                      // the frame being shown is read to the end ...
+  channel_->release_finished();  // ... so its slot is free again
+}
 
 void VulkanPoolWindow::resized(uint32_t width, uint32_t height) {
   if (height < uint32_t(kBarHeight + 2)) return;

@@ -1,6 +1,7 @@
 #include "ui/vulkan_view_window.h"
 
 #include <QExposeEvent>
+#include <QPlatformSurfaceEvent>
 #include <QGuiApplication>
 #include <QVulkanInstance>
 
@@ -29,9 +30,18 @@ VulkanViewWindow::VulkanViewWindow(VulkanViews& views, uint64_t pixel_bytes) : v
   poll_timer_.start(kPollMs);
 }
 
-VulkanViewWindow::~VulkanViewWindow() {
+VulkanViewWindow::~VulkanViewWindow() { retire(); }
+
+void VulkanViewWindow::retire() {
   poll_timer_.stop();
   swapchain_.reset();  // waits for its submissions
+}
+
+bool VulkanViewWindow::event(QEvent* e) {
+  if (e->type() == QEvent::PlatformSurface &&
+      static_cast<QPlatformSurfaceEvent*>(e)->surfaceEventType() == QPlatformSurfaceEvent::SurfaceAboutToBeDestroyed)
+    swapchain_.reset();  // Qt destroys the VkSurfaceKHR next (a dock floated or re-docked); the next expose makes both
+  return QWindow::event(e);
 }
 
 render::ChannelOrder VulkanViewWindow::order() const {

@@ -41,6 +41,7 @@ signals:
 protected:
   void exposeEvent(QExposeEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
+  bool event(QEvent* event) override;  // the native surface going away takes the swapchain with it
   // Called from the poll: take the channel's newest frame, if any, and show() it.
   virtual void poll() = 0;
   virtual void resized(uint32_t width, uint32_t height) = 0;
@@ -53,6 +54,9 @@ protected:
   VkExtent2D pixel_size() const;
   void fail(const QString& reason);
   bool ready() const { return !failed_ && swapchain_ && isExposed(); }
+  // Stops the poll and waits for every submission (the swapchain's): a subclass's destructor calls it first, before
+  // the buffers its submissions read go.
+  void retire();
 
   VulkanViews& views_;
   std::unique_ptr<render::PictureRenderer> renderer_;

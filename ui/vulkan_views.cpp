@@ -64,9 +64,12 @@ ViewFeed VulkanViews::view_feed() const {
     return device && cuda_uuid && device->uuid == *cuda_uuid ? engine.device_interop() : nullptr;
   };
   ViewFeed feed;
-  feed.publish_pool = [channel = pool_channel_, facet_of](Engine& engine) {
-    const MemoryReport report = engine.memory_report(true);
-    if (report.available) channel->publish(report, facet_of(engine));  // the CPU has no pool (the view says so)
+  feed.publish_pool = [channel = pool_channel_, facet_of, watch = std::make_shared<render::PoolChangeWatch>()](
+                          Engine& engine, bool force) {
+    const MemoryReport quick = engine.memory_report(false);
+    if (!quick.available) return;  // the CPU has no pool (the view says so)
+    if (!watch->changed(quick) && !force) return;
+    channel->publish(engine.memory_report(true), facet_of(engine));
   };
   feed.publish_attention = [channel = heat_channel_, facet_of](Engine& engine, const AttentionFrame& frame) {
     // The heat lives on the tapped layer's backend: a layer a memory plan left on the CPU has no GPU copy to make.

@@ -16,9 +16,10 @@ using InteropHandle = int64_t;
 class DeviceInterop {
 public:
   virtual ~DeviceInterop() = default;
-  // Imports `bytes` of exported memory (the size the exporter allocated) or a timeline semaphore. On success the
-  // backend owns `fd` (the driver closes it); on failure it throws qvl::Error and the caller still owns it.
-  virtual InteropHandle import_memory(int fd, uint64_t bytes) = 0;
+  // Imports `bytes` of exported memory (the size the exporter allocated; `dedicated`: it is a dedicated allocation,
+  // which the importer must be told) or a timeline semaphore. On success the backend owns `fd` (the driver closes
+  // it); on failure it throws qvl::Error and the caller still owns it.
+  virtual InteropHandle import_memory(int fd, uint64_t bytes, bool dedicated) = 0;
   virtual InteropHandle import_timeline_semaphore(int fd) = 0;
   // Forgets an import after the work queued so far that uses it.
   virtual void release(InteropHandle handle) = 0;
@@ -30,7 +31,8 @@ public:
   // what draw_pool_map gives on the host, computed by a kernel from the block table.
   virtual void draw_pool_map(const MemoryReport& report, const PoolMapGeometry& geometry, InteropHandle memory,
                              uint64_t offset) = 0;
-  // Copies a tensor of this backend (an AttentionFrame's heat) into imported memory at `offset`, on the stream.
+  // Copies a tensor of this backend or of the host (an AttentionFrame's heat) into imported memory at `offset`, on
+  // the stream.
   virtual void copy_to(const Tensor& src, InteropHandle memory, uint64_t offset) = 0;
 };
 

@@ -21,9 +21,10 @@ void check_pool_map_geometry(const PoolMapGeometry& g) {
          std::to_string(g.bar_height) + "-row bar is outside 1..4096 wide and bar+2..4096 high");
 }
 
-PoolMapTable pool_map_table(const MemoryReport& report) {
-  PoolMapTable t;
-  // The bar: owners in a fixed order (so colours stay put from step to step), then the cached free bytes.
+namespace {
+
+// The bar: owners in a fixed order (so colours stay put from step to step), then the cached free bytes.
+void fill_bar(const MemoryReport& report, PoolMapTable& t) {
   int64_t by_code[kPoolCodeCount] = {};
   for (const auto& [owner, bytes] : report.by_owner) by_code[pool_code_of_owner(owner)] += std::max<int64_t>(bytes, 0);
   int64_t end = 0;
@@ -40,6 +41,13 @@ PoolMapTable pool_map_table(const MemoryReport& report) {
     t.bar_codes.push_back(kPoolFree);
   }
   t.bar_scale = std::max<int64_t>({1, end, report.capacity});
+}
+
+}  // namespace
+
+PoolMapTable pool_map_table(const MemoryReport& report) {
+  PoolMapTable t;
+  fill_bar(report, t);
 
   for (const auto& segment : report.segment_map) {
     if (segment.size <= 0 || segment.blocks.empty()) continue;
@@ -57,7 +65,9 @@ PoolMapTable pool_map_table(const MemoryReport& report) {
 
 int pool_map_capacity_column(const MemoryReport& report, const PoolMapGeometry& geometry) {
   if (report.capacity <= 0) return -1;
-  const int64_t scale = pool_map_table(report).bar_scale;
+  PoolMapTable bar;  // the bar alone: the segment map is not walked
+  fill_bar(report, bar);
+  const int64_t scale = bar.bar_scale;
   return static_cast<int>(std::min<int64_t>(geometry.width - 1, report.capacity * geometry.width / scale));
 }
 

@@ -446,7 +446,7 @@ private:
       const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
       auto [c, s] = text_rope_tables(model_.config.text, p, 0, 1);
       const int32_t id = next;
-      tapper.follow({view_layer_.load(), view_head_.load()});
+      tapper.follow(unpack_view(view_.load()));
       try {
         logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
       } catch (const Cancelled&) {  // stopped inside the step: the answer ends with the tokens shown
@@ -480,10 +480,7 @@ public:
     return backend_ ? backend_->device_identity() : std::nullopt;
   }
   DeviceInterop* device_interop() override { return backend_ ? backend_->interop() : nullptr; }
-  void set_attention_view(AttentionView view) override {
-    view_layer_ = view.layer;
-    view_head_ = view.head;
-  }
+  void set_attention_view(AttentionView view) override { view_ = pack_view(view); }
   MemoryReport memory_report(bool with_segment_map) const override {
     return backend_ ? backend_->memory_report(with_segment_map) : MemoryReport{};
   }
@@ -544,7 +541,7 @@ private:
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Backend> host_;   // the CPU beside a GPU, for the parts the memory plan leaves off it
   std::optional<MemoryPlan> plan_;  // with a GPU only
-  std::atomic<int64_t> view_layer_{-1}, view_head_{-1};  // the AttentionView (set from any thread)
+  std::atomic<uint64_t> view_{pack_view({})};  // the AttentionView (set from any thread), one word
   ModelWeights weights_;
   PreprocessorConfig preprocessor_;
   std::string fallback_reason_;

@@ -1,7 +1,9 @@
 #pragma once
 // The engine facade: load a model folder onto a device, then generate answers for conversations with images.
 // Everything a caller (the CLI, the GUI's worker thread) needs goes through here.
+#include <algorithm>
 #include <atomic>
+#include <climits>
 #include <functional>
 #include <filesystem>
 #include <memory>
@@ -91,6 +93,14 @@ struct AttentionView {
   int64_t layer = -1;  // -1: off (no tap runs)
   int64_t head = -1;   // -1: the mean of the heads
 };
+// One word for an atomic (layer and head change together), each clamped to -1..2^31-1.
+inline uint64_t pack_view(AttentionView v) {
+  const auto half = [](int64_t x) { return uint64_t(uint32_t(int32_t(std::clamp<int64_t>(x, -1, INT32_MAX)))); };
+  return half(v.layer) << 32 | half(v.head);
+}
+inline AttentionView unpack_view(uint64_t packed) {
+  return {int64_t(int32_t(uint32_t(packed >> 32))), int64_t(int32_t(uint32_t(packed & 0xffffffffu)))};
+}
 
 // After each decode step while a view is set and the prompt holds an image: that step's heat over the latest
 // image's merged patches, row by row (grid_h x grid_w), on the backend of the layer (valid until the next step).

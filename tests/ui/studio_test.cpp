@@ -41,7 +41,6 @@
 
 #include "render/pictures.h"
 #include "render/vulkan_device.h"
-#include "render/vulkan_drivers.h"
 #include "ui/vulkan_heatmap_window.h"
 #include "ui/vulkan_pool_window.h"
 #include "ui/vulkan_views.h"
@@ -154,7 +153,6 @@ private slots:
   void thePoolMapIsDrawnByVulkanOnScreen() {
 #if QVL_STUDIO_VULKAN
     if (QGuiApplication::platformName() != "xcb") QSKIP("needs a window system: ctest runs it under xvfb-run");
-    qvl::test::keep_vulkan_drivers_loaded();
     QString reason;
     const auto views = VulkanViews::create(&reason);
     QVERIFY2(views, qPrintable(reason));

@@ -5,6 +5,8 @@
 // memory cannot be shared, on the host into mapped memory. A slot the view is still reading is never written: that
 // frame is dropped instead (counted), so a slow or hidden view costs the engine nothing but the filling itself.
 // `Meta` is what a frame says about itself (its size, ...), kept per slot.
+#include <unistd.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -19,11 +21,12 @@ namespace qvl::render {
 
 template <typename Meta> class FrameChannel {
 public:
-  // share_with_cuda: slots in exportable memory the CUDA backend imports (the device must allow it).
+  // share_with_cuda: slots in exportable memory the CUDA backend imports (the device must allow it), beside the
+  // mapped ones every channel has (frames filled on the host: a model on the CPU, a layer a plan left there).
   FrameChannel(VulkanDevice& device, uint64_t slot_bytes, bool share_with_cuda)
       : shared_(share_with_cuda), slot_bytes_(aligned_region(slot_bytes)) {
-    buffer_ = std::make_unique<VulkanBuffer>(device, 2 * slot_bytes_,
-                                             shared_ ? VulkanBuffer::Kind::Shared : VulkanBuffer::Kind::HostVisible);
+    host_ = std::make_unique<VulkanBuffer>(device, 2 * slot_bytes_, VulkanBuffer::Kind::HostVisible);
+    if (shared_) gpu_ = std::make_unique<VulkanBuffer>(device, 2 * slot_bytes_, VulkanBuffer::Kind::Shared);
     written_ = std::make_unique<TimelineSemaphore>(device, shared_);
     read_ = std::make_unique<TimelineSemaphore>(device, false);
   }
@@ -33,43 +36,39 @@ public:
   uint64_t slot_bytes() const { return slot_bytes_; }
 
   // ---- The engine's thread ----
-  // Where a frame goes: imported memory at `offset` (by_cuda) or mapped host memory.
+  // Where a frame goes: imported memory at `offset` (facet set) or mapped host memory (host set).
   struct Target {
-    DeviceInterop* facet = nullptr;  // set when the frame is filled on the GPU
+    DeviceInterop* facet = nullptr;
     InteropHandle memory = 0;
     uint64_t offset = 0;
-    uint8_t* host = nullptr;  // set when it is filled on the host
+    uint8_t* host = nullptr;
   };
-  // Fills the next slot with `fill` (on `facet` when the channel is shared and one is given, else on the host; a
-  // shared channel without a facet drops the frame) and returns false when the frame was dropped.
+  // Fills the next slot with `fill`: on the GPU through `facet` when the channel is shared and one is given, else on
+  // the host. False when the frame was dropped (the view is reading that slot).
   bool publish(DeviceInterop* facet, const std::function<Meta(const Target&)>& fill) {
     uint64_t number = 0;
     {
       std::lock_guard lock(mutex_);
       number = published_ + 1;
-      if ((reading_ && reading_ % 2 == number % 2) || (shared_ && !facet)) {
+      if (reading_ && reading_ % 2 == number % 2) {
         ++dropped_count_;
         return false;
       }
     }
+    const bool on_gpu = shared_ && facet;
     Target target;
     target.offset = (number % 2) * slot_bytes_;
-    if (shared_) {
-      if (facet != facet_) {
-        forget_imports();
-        memory_ = facet->import_memory(buffer_->export_fd(), buffer_->allocation_bytes());
-        written_by_cuda_ = facet->import_timeline_semaphore(written_->export_fd());
-        facet_ = facet;
-      }
+    if (on_gpu) {
+      if (facet != facet_) import_into(*facet);
       target.facet = facet;
       target.memory = memory_;
     } else {
-      target.host = static_cast<uint8_t*>(buffer_->mapped()) + target.offset;
+      target.host = static_cast<uint8_t*>(host_->mapped()) + target.offset;
     }
     const Meta meta = fill(target);
-    if (shared_) facet->signal(written_by_cuda_, number);  // the view takes the frame once the GPU reached this
+    if (on_gpu) facet->signal(written_by_cuda_, number);  // the view takes the frame once the GPU reached this
     std::lock_guard lock(mutex_);
-    slots_[number % 2] = meta;
+    slots_[number % 2] = {meta, on_gpu};
     published_ = number;
     ++published_count_;
     return true;
@@ -97,9 +96,11 @@ public:
   std::optional<Frame> take_newest() {
     std::lock_guard lock(mutex_);
     if (reading_ || published_ == shown_) return std::nullopt;
-    if (shared_ && written_->value() < published_) return std::nullopt;
+    const Slot& slot = slots_[published_ % 2];
+    if (slot.on_gpu && written_->value() < published_) return std::nullopt;
     reading_ = published_;
-    return Frame{reading_, {buffer_->buffer(), (reading_ % 2) * slot_bytes_, slot_bytes_}, slots_[reading_ % 2], shared_};
+    const VulkanBuffer& buffer = slot.on_gpu ? *gpu_ : *host_;
+    return Frame{reading_, {buffer.buffer(), (reading_ % 2) * slot_bytes_, slot_bytes_}, slot.meta, slot.on_gpu};
   }
   // The submission that read frame `number` signals read() = number; once it has (or nothing was submitted), the
   // slot may be written again.
@@ -118,9 +119,9 @@ public:
     }
     if (reading && read_->value() >= reading) release(reading);
   }
-  // A frame's bytes as the host sees them (nullptr for a channel on the GPU); valid until it is released.
+  // A frame's bytes as the host sees them (nullptr for a frame filled on the GPU); valid until it is released.
   const uint8_t* host_bytes(const Frame& frame) const {
-    return shared_ ? nullptr : static_cast<const uint8_t*>(buffer_->mapped()) + frame.data.offset;
+    return frame.filled_on_gpu ? nullptr : static_cast<const uint8_t*>(host_->mapped()) + frame.data.offset;
   }
   const TimelineSemaphore& written() const { return *written_; }
   const TimelineSemaphore& read() const { return *read_; }
@@ -128,14 +129,39 @@ public:
   uint64_t frames_dropped() const { return dropped_count_; }
 
 private:
+  struct Slot {
+    Meta meta{};
+    bool on_gpu = false;
+  };
+  // Exports the GPU slots and the semaphore and imports both; a failed import closes what it was not handed.
+  void import_into(DeviceInterop& facet) {
+    forget_imports();
+    const int memory_fd = gpu_->export_fd();
+    try {
+      memory_ = facet.import_memory(memory_fd, gpu_->allocation_bytes(), gpu_->dedicated());
+    } catch (...) {
+      close(memory_fd);
+      throw;
+    }
+    const int semaphore_fd = written_->export_fd();
+    try {
+      written_by_cuda_ = facet.import_timeline_semaphore(semaphore_fd);
+    } catch (...) {
+      close(semaphore_fd);
+      facet.release(memory_);
+      throw;
+    }
+    facet_ = &facet;
+  }
+
   bool shared_ = false;
   uint64_t slot_bytes_ = 0;
-  std::unique_ptr<VulkanBuffer> buffer_;
+  std::unique_ptr<VulkanBuffer> host_, gpu_;
   std::unique_ptr<TimelineSemaphore> written_, read_;
 
   std::mutex mutex_;  // guards what both threads touch below
   uint64_t published_ = 0, shown_ = 0, reading_ = 0;  // frame numbers (0: none)
-  Meta slots_[2]{};
+  Slot slots_[2]{};
   std::atomic<uint64_t> published_count_{0}, dropped_count_{0};
 
   // The engine thread's imports (only it touches these).

@@ -7,6 +7,12 @@ namespace qvl::render {
 bool HeatChannel::publish(const AttentionFrame& frame, DeviceInterop* facet) {
   const int64_t cells = frame.grid_h * frame.grid_w;
   if (cells <= 0 || cells > kMaxCells || frame.heat->numel() != cells) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double, std::milli>(now - last_).count() < kMinIntervalMs) {
+    ++skipped_;
+    return false;
+  }
+  last_ = now;
   return FrameChannel::publish(facet, [&](const Target& target) {
     if (target.facet) {
       target.facet->copy_to(*frame.heat, target.memory, target.offset);

@@ -78,7 +78,7 @@ std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture, std::spa
   for (uint32_t y = 0; y < s.height; ++y)
     for (uint32_t x = 0; x < s.width; ++x) {
       const float level = heat[size_t(y * s.grid_height / s.height) * s.grid_width + x * s.grid_width / s.width];
-      const uint32_t h = uint32_t(std::clamp(level, 0.0f, 255.0f));  // as the shader's uint(clamp(...))
+      const uint32_t h = level >= 0.0f ? uint32_t(std::min(level, 255.0f)) : 0u;  // as the shader: NaN is cold
       const uint32_t alpha = h * s.opacity / 255, p = picture[size_t(y) * s.width + x], c = palette[h];
       uint32_t out[3];
       for (int k = 0; k < 3; ++k) out[k] = (channel(p, k) * (255 - alpha) + channel(c, k) * alpha + 127) / 255;

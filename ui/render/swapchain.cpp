@@ -71,6 +71,7 @@ void Swapchain::destroy() {
   if (swapchain_) device_.api.vkDestroySwapchainKHR(device_.device, swapchain_, nullptr);
   swapchain_ = VK_NULL_HANDLE;
   extent_ = {};
+  made_for_ = {};
 }
 
 void Swapchain::create(VkExtent2D window) {
@@ -109,6 +110,7 @@ void Swapchain::create(VkExtent2D window) {
   destroy();  // the old one (retired by the new one's creation)
   swapchain_ = made;
   extent_ = extent;
+  made_for_ = window;
   uint32_t count = 0;
   vk.vkGetSwapchainImagesKHR(device_.device, swapchain_, &count, nullptr);
   images_.resize(count);
@@ -121,7 +123,9 @@ bool Swapchain::present(VkExtent2D window, const std::function<void(VkCommandBuf
                         std::initializer_list<CommandSlots::TimelinePoint> signal_points) {
   const auto& vk = device_.api;
   if (window.width == 0 || window.height == 0) return false;
-  if (!swapchain_ || window.width != extent_.width || window.height != extent_.height) create(window);
+  // Compared with the size it was made for, not its extent (clamped to the surface's limits, it may never equal a
+  // window size, which would make it again at every present).
+  if (!swapchain_ || window.width != made_for_.width || window.height != made_for_.height) create(window);
   const uint32_t slot = next_slot_;
   commands_.wait_all();  // the acquire semaphore of this slot is free again
   uint32_t image = 0;
@@ -134,8 +138,10 @@ bool Swapchain::present(VkExtent2D window, const std::function<void(VkCommandBuf
   VkCommandBuffer cmd = commands_.begin(slot);
   colour(cmd);
   const VkImage target = images_[image];
+  // From the stage the acquire semaphore is waited at (transfer), so the transition comes after the presentation
+  // engine has let the image go.
   image_barrier(vk, cmd, target, VK_IMAGE_LAYOUT_UNDEFINED, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, 0,
-                VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT);
+                VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT);
   const VkClearColorValue background{{0.094f, 0.102f, 0.125f, 1.0f}};
   const VkImageSubresourceRange whole{VK_IMAGE_ASPECT_COLOR_BIT, 0, 1, 0, 1};
   vk.vkCmdClearColorImage(cmd, target, VK_IMAGE_LAYOUT_TRANSFER_DST_OPTIMAL, &background, 1, &whole);

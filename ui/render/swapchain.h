@@ -41,6 +41,7 @@ private:
   ChannelOrder order_ = ChannelOrder::Bgra;
   VkSwapchainKHR swapchain_ = VK_NULL_HANDLE;
   VkExtent2D extent_{};
+  VkExtent2D made_for_{};  // the window size create() was asked for
   std::vector<VkImage> images_;
   std::vector<VkSemaphore> rendered_;  // one per image: the present waits for its copy
   CommandSlots commands_{device_, 2};

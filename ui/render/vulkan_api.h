@@ -40,7 +40,7 @@ namespace qvl::render {
   X(vkQueueWaitIdle)               \
   X(vkCreateBuffer)                \
   X(vkDestroyBuffer)               \
-  X(vkGetBufferMemoryRequirements) \
+  X(vkGetBufferMemoryRequirements2) \
   X(vkAllocateMemory)              \
   X(vkFreeMemory)                  \
   X(vkBindBufferMemory)            \

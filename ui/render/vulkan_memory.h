@@ -24,6 +24,8 @@ public:
   void* mapped() const { return mapped_; }  // HostVisible only
   // A new descriptor for the memory (Shared only); the caller owns it until an importer takes it.
   int export_fd() const;
+  // The driver asked for a dedicated allocation (an importer must be told).
+  bool dedicated() const { return dedicated_; }
 
 private:
   VulkanDevice& device_;
@@ -32,6 +34,7 @@ private:
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint64_t bytes_ = 0, allocation_bytes_ = 0;
   void* mapped_ = nullptr;
+  bool dedicated_ = false;
 };
 
 class TimelineSemaphore {

@@ -181,6 +181,7 @@ void CudaBackend::attention_tap(const AttentionTap& t) {
   args.cache_k = f32(*t.cache_k);
   args.kv_len = t.kv_len;
   args.past = t.past_on_device ? t.past_on_device->data<int64_t>() : nullptr;
+  args.capacity = t.cache_k->dim(0);
   args.first = t.first;
   args.count = t.count;
   args.heads = int(hq);

@@ -36,12 +36,13 @@ CudaInterop::~CudaInterop() {
   for (auto& [handle, s] : semaphores_) cudaDestroyExternalSemaphore(s);
 }
 
-InteropHandle CudaInterop::import_memory(int fd, uint64_t bytes) {
+InteropHandle CudaInterop::import_memory(int fd, uint64_t bytes, bool dedicated) {
   if (bytes == 0) fail("CUDA interop: cannot import an empty allocation");
   cudaExternalMemoryHandleDesc desc{};
   desc.type = cudaExternalMemoryHandleTypeOpaqueFd;
   desc.handle.fd = fd;
   desc.size = bytes;
+  desc.flags = dedicated ? cudaExternalMemoryDedicated : 0;
   Memory m;
   m.bytes = bytes;
   check_import(cudaImportExternalMemory(&m.external, &desc), "importing memory (cudaImportExternalMemory)");
@@ -106,11 +107,13 @@ void CudaInterop::signal(InteropHandle handle, uint64_t value) {
 
 void CudaInterop::copy_to(const Tensor& src, InteropHandle handle, uint64_t offset) {
   const Memory& target = memory(handle);
-  if (src.device() != Device::CUDA) fail("CUDA interop: only device tensors can be copied into imported memory");
   if (offset > target.bytes || src.nbytes() > target.bytes - offset)
     fail("CUDA interop: ", src.nbytes(), " bytes at byte ", offset, " do not fit the imported ", target.bytes, " bytes");
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<uint8_t*>(target.mapped) + offset, src.raw(), src.nbytes(),
-                             cudaMemcpyDeviceToDevice, ctx_.stream));
+  auto* dst = static_cast<uint8_t*>(target.mapped) + offset;
+  if (src.device() == Device::CUDA)
+    CUDA_CHECK(cudaMemcpyAsync(dst, src.raw(), src.nbytes(), cudaMemcpyDeviceToDevice, ctx_.stream));
+  else
+    ctx_.stage(dst, src.raw(), src.nbytes());  // a host tensor (a layer on the CPU) through the staging ring
 }
 
 void CudaInterop::draw_pool_map(const MemoryReport& report, const PoolMapGeometry& geometry, InteropHandle handle,

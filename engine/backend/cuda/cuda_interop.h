@@ -16,7 +16,7 @@ public:
   explicit CudaInterop(CudaContext& ctx) : ctx_(ctx) {}
   ~CudaInterop() override;
 
-  InteropHandle import_memory(int fd, uint64_t bytes) override;
+  InteropHandle import_memory(int fd, uint64_t bytes, bool dedicated) override;
   InteropHandle import_timeline_semaphore(int fd) override;
   void release(InteropHandle handle) override;
   void wait(InteropHandle semaphore, uint64_t value) override;

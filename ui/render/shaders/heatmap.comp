@@ -21,7 +21,8 @@ void main() {
   const uint x = gl_GlobalInvocationID.x, y = gl_GlobalInvocationID.y;
   if (x >= pc.width || y >= pc.height) return;
   const uint cell = (y * pc.grid_height / pc.height) * pc.grid_width + x * pc.grid_width / pc.width;
-  const uint h = uint(clamp(heat[cell], 0.0, 255.0));
+  const float level = heat[cell];
+  const uint h = level >= 0.0 ? uint(min(level, 255.0)) : 0u;  // NaN and negatives are cold (NaN fails >=)
   const uint alpha = h * pc.opacity / 255u;
   const uint p = picture[y * pc.width + x], c = palette[h];
   uint o[3];
