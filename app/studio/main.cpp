@@ -2,6 +2,7 @@
 // while the answer streams), which is how tools/screenshot-studio makes the README's picture.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDockWidget>
 #include <QScreen>
 #include <QSettings>
 #include <QTimer>
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
   const QCommandLineOption image("image", "Attach this image to --prompt (repeatable).", "PATH");
   const QCommandLineOption shot("screenshot", "Save the window as PNG while the answer streams, then quit.", "FILE");
   const QCommandLineOption shot_tokens("screenshot-at-tokens", "Tokens into the answer to take it (default 40).", "N", "40");
-  cli.addOptions({model, prompt, image, shot, shot_tokens});
+  const QCommandLineOption raise_dock("raise-dock", "Bring a dock to the front of its tabs (e.g. attention, pool).", "NAME");
+  cli.addOptions({model, prompt, image, shot, shot_tokens, raise_dock});
   cli.process(app);
 
   qvl::ui::MainWindow window;
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
                                           : last;
   window.show();
   window.openModel(folder);
+  if (cli.isSet(raise_dock))
+    if (auto* dock = window.findChild<QDockWidget*>(cli.value(raise_dock) + "_dock")) dock->raise();
 
   if (cli.isSet(prompt)) {
     auto& engine = window.engine();
@@ -57,10 +61,16 @@ int main(int argc, char** argv) {
     });
     if (cli.isSet(shot)) {
       const int at = cli.value(shot_tokens).toInt();
+      // What the screen shows (the Vulkan views are native windows a widget grab leaves blank), a moment after the
+      // moment asked for, so that their newest frame has been presented.
       auto save = [&window, file = cli.value(shot)] {
-        const bool ok = window.grab().save(file);
-        if (!ok) qCritical("qvl-studio: cannot write %s", qPrintable(file));
-        QApplication::exit(ok ? 0 : 1);
+        QTimer::singleShot(300, &window, [&window, file] {
+          QPixmap picture = window.screen()->grabWindow(window.winId());
+          if (picture.isNull()) picture = window.grab();
+          const bool ok = picture.save(file);
+          if (!ok) qCritical("qvl-studio: cannot write %s", qPrintable(file));
+          QApplication::exit(ok ? 0 : 1);
+        });
       };
       QObject::connect(&engine, &qvl::ui::EngineController::perfUpdated, &window, [save, at](const qvl::ui::PerfSnapshot& s) {
         if (s.tokens >= at) QTimer::singleShot(0, save);
