@@ -143,8 +143,21 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   connect(settings_, &GenerationSettings::changed, this, [this] {
     if (engine_->hasModel()) composer_->set_preprocessor(settings_->image_budget(engine_->model().preprocessor));
   });
+  // One click opens a chat (it only selected one, bug 10); Enter too. Delete (the key or the context menu) removes it.
+  connect(chat_list_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
+    openChat(item->data(Qt::UserRole).toString());
+  });
   connect(chat_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
     openChat(item->data(Qt::UserRole).toString());
+  });
+  chat_list_->setContextMenuPolicy(Qt::ActionsContextMenu);
+  auto* delete_chat = new QAction("Delete chat", chat_list_);
+  delete_chat->setObjectName("delete_chat");
+  delete_chat->setShortcut(QKeySequence::Delete);
+  delete_chat->setShortcutContext(Qt::WidgetShortcut);
+  chat_list_->addAction(delete_chat);
+  connect(delete_chat, &QAction::triggered, this, [this] {
+    if (QListWidgetItem* item = chat_list_->currentItem()) deleteChat(item->data(Qt::UserRole).toString());
   });
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
@@ -327,6 +340,9 @@ void MainWindow::build_docks() {
     return d;
   };
   chat_list_->setObjectName("chat_list");
+  chat_list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);  // long titles end in "…", no scroll bar
+  chat_list_->setTextElideMode(Qt::ElideRight);
+  chat_list_->setUniformItemSizes(true);
   dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
   dock("Generation", "generation_dock", settings_, Qt::LeftDockWidgetArea);
   auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
@@ -518,6 +534,18 @@ void MainWindow::newChat() {
   update_controls();
 }
 
+bool MainWindow::deleteChat(const QString& id) {
+  if (engine_->busy()) return false;
+  if (!store_.remove(id)) {
+    show_notice("Could not delete the chat (its file is already gone or cannot be removed).", true);
+    refresh_chat_list();
+    return false;
+  }
+  if (chat_->conversation().id == id) newChat();
+  refresh_chat_list();
+  return true;
+}
+
 bool MainWindow::openChat(const QString& id) {
   if (engine_->busy()) return false;
   QString error;
@@ -614,10 +642,16 @@ void MainWindow::save_chat() {
 
 void MainWindow::refresh_chat_list() {
   chat_list_->clear();
-  for (const ChatListing& l : store_.list()) {
-    auto* item = new QListWidgetItem(l.title, chat_list_);
+  const QList<ChatListing> chats = store_.list();  // newest first
+  // Repeated titles are told apart by a number, oldest 1 ("What shapes do you see?" four times was four alike rows).
+  QHash<QString, int> count, seen;
+  for (const ChatListing& l : chats) ++count[l.title];
+  for (const ChatListing& l : chats) {
+    const int n = count[l.title];
+    const QString title = n > 1 ? QString("%1 (%2)").arg(l.title).arg(n - seen[l.title]++) : l.title;
+    auto* item = new QListWidgetItem(title, chat_list_);
     item->setData(Qt::UserRole, l.id);
-    item->setToolTip(l.updated.toLocalTime().toString());
+    item->setToolTip(l.title + "\n" + l.updated.toLocalTime().toString());
   }
 }
 

@@ -43,6 +43,7 @@ public:
   void openModel(const QString& folder);
   void newChat();
   bool openChat(const QString& id);
+  bool deleteChat(const QString& id);  // its file (the engine's kept keys age out); the open one gives a new chat
   void sendPrompt(const QString& text, const QStringList& images);
   void regenerate();
   void stop();

@@ -590,6 +590,35 @@ private slots:
     QCOMPARE(window().chat().rowCount(), 4);
   }
 
+  // The chat list (bug 10): one click opens a chat, repeated titles are numbered (oldest 1), Delete removes the
+  // chat's file and, for the open one, leaves a new chat.
+  void theChatListOpensOnOneClickNumbersRepeatsAndDeletes() {
+    set_max_new_tokens(4);
+    send("Same question");
+    window().newChat();
+    send("Same question");
+    window().newChat();
+    send("Another question");
+    auto* list = child<QListWidget>("chat_list");
+    QCOMPARE(list->count(), 3);
+    QStringList titles;
+    for (int i = 0; i < list->count(); ++i) titles << list->item(i)->text();
+    QCOMPARE(titles, QStringList({"Another question", "Same question (2)", "Same question (1)"}));
+    // One click on the oldest opens it.
+    const QString oldest = list->item(2)->data(Qt::UserRole).toString();
+    QTest::mouseClick(list->viewport(), Qt::LeftButton, {}, list->visualItemRect(list->item(2)).center());
+    QCOMPARE(window().chat().conversation().id, oldest);
+    // Delete, with the key on the list: the file goes, the list follows, the open chat becomes a new one.
+    list->setCurrentItem(list->item(2));
+    list->setFocus();
+    QTest::keyClick(list, Qt::Key_Delete);
+    QVERIFY(!QFile::exists(store_->path() + "/" + oldest + ".json"));
+    QCOMPARE(list->count(), 2);
+    QCOMPARE(list->item(1)->text(), QString("Same question"));  // no longer repeated
+    QVERIFY(window().chat().conversation().id != oldest);
+    QCOMPARE(window().chat().rowCount(), 0);
+  }
+
   // A long-time user's store: 1,000 saved chats of ten turns each. The window opens with all of them listed in under a
   // second (measured: docs/robustness.md), and the list refreshed after an answer parses only what changed.
   void aThousandSavedChatsOpenInUnderASecond() {
