@@ -640,19 +640,25 @@ private slots:
     const qint64 open_ms = timer.elapsed();
     QCOMPARE(window.findChild<QListWidget*>("chat_list")->count(), 1000);
     ChatStore store(many.path());
+    timer.restart();
     store.list();  // cold: every file parsed
+    const qint64 cold_ms = timer.elapsed();
     timer.restart();
     const QList<ChatListing> again = store.list();
     const qint64 refresh_ms = timer.elapsed();
     QCOMPARE(again.size(), qsizetype(1000));
-    std::printf("1,000 chats: window open %lld ms, list refreshed %lld ms\n", (long long)open_ms, (long long)refresh_ms);
+    std::printf("1,000 chats: window open %lld ms, list read %lld ms cold, refreshed %lld ms\n", (long long)open_ms,
+                (long long)cold_ms, (long long)refresh_ms);
 #if QVL_SANITIZED_BUILD
     const qint64 limit_ms = 5000;  // the sanitizers slow parsing several times over
 #else
     const qint64 limit_ms = 1000;
 #endif
     QVERIFY2(open_ms < limit_ms, qPrintable(QString("the window took %1 ms to open 1,000 chats").arg(open_ms)));
-    QVERIFY2(refresh_ms * 5 < open_ms, "a refresh parsed the files again");
+    // Half the same store's cold read, in the same moment (against the window's open, a ratio of 5 failed under
+    // ASan at 28 against 105 ms; under ASan a refresh is ~27 ms against a ~90 ms cold read, in release 5 against
+    // 23). A refresh that parsed again would take as long as the cold read.
+    QVERIFY2(refresh_ms * 2 < cold_ms, "a refresh parsed the files again");
   }
 
   // A full disk (simulated by a file-size limit: writes fail with EFBIG) while a chat is saved: the save reports it,
