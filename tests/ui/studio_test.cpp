@@ -78,6 +78,22 @@ QString shapes_image() { return QString(QVL_SOURCE_DIR) + "/resources/samples/sc
 
 }  // namespace
 
+#if QVL_STUDIO_VULKAN
+// Pixels of `shot` (what the X server shows) unlike the CPU's rendering `expected` (width x height in `order`).
+int pixels_unlike(const QImage& shot, const std::vector<uint32_t>& expected, uint32_t width, uint32_t height,
+                  render::ChannelOrder order) {
+  int wrong = 0;
+  for (uint32_t y = 0; y < height; ++y)
+    for (uint32_t x = 0; x < width; ++x) {
+      const uint32_t p = expected[size_t(y) * width + x];
+      const int c0 = int(p & 0xff), c1 = int((p >> 8) & 0xff), c2 = int((p >> 16) & 0xff);
+      const QRgb want = order == render::ChannelOrder::Rgba ? qRgb(c0, c1, c2) : qRgb(c2, c1, c0);
+      if ((shot.pixel(int(x), int(y)) & 0xffffff) != (want & 0xffffff)) ++wrong;
+    }
+  return wrong;
+}
+#endif
+
 class StudioTest : public QObject {
   Q_OBJECT
 
@@ -189,14 +205,7 @@ private slots:
     QTest::qWait(200);  // the present is asynchronous
     const QImage shot = pool_window->screen()->grabWindow(pool_window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
     QCOMPARE(shot.size(), pixels);
-    int wrong = 0;
-    for (int y = 0; y < g.height; ++y)
-      for (int x = 0; x < g.width; ++x) {
-        const uint32_t p = expected[size_t(y) * g.width + x];
-        const int c0 = int(p & 0xff), c1 = int((p >> 8) & 0xff), c2 = int((p >> 16) & 0xff);
-        const QRgb want = pool_window->order() == render::ChannelOrder::Rgba ? qRgb(c0, c1, c2) : qRgb(c2, c1, c0);
-        if ((shot.pixel(x, y) & 0xffffff) != (want & 0xffffff)) ++wrong;
-      }
+    const int wrong = pixels_unlike(shot, expected, uint32_t(g.width), uint32_t(g.height), pool_window->order());
     QCOMPARE(wrong, 0);
     const auto messages = views->device().validation_messages();
     QVERIFY2(messages.empty(), messages.empty() ? "" : messages.front().c_str());
@@ -238,25 +247,7 @@ private slots:
     const auto expected = render::colour_heatmap(heat_window->picture_pixels(), heat, shape, heat_window->order());
     QVERIFY(heat_window->shown_pixels() == expected);
     const QImage shot = heat_window->screen()->grabWindow(heat_window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
-    int wrong = 0;
-    for (uint32_t y = 0; y < shape.height; ++y)
-      for (uint32_t x = 0; x < shape.width; ++x) {
-        const uint32_t p = expected[size_t(y) * shape.width + x];
-        const int c0 = int(p & 0xff), c1 = int((p >> 8) & 0xff), c2 = int((p >> 16) & 0xff);
-        const QRgb want = heat_window->order() == render::ChannelOrder::Rgba ? qRgb(c0, c1, c2) : qRgb(c2, c1, c0);
-        if ((shot.pixel(int(x), int(y)) & 0xffffff) != (want & 0xffffff)) ++wrong;
-      }
-    if (wrong) {
-      shot.save(QDir::temp().filePath("attention_shot.png"));  // for the failure's reader
-      QImage want(int(shape.width), int(shape.height), QImage::Format_RGB32);
-      for (uint32_t y = 0; y < shape.height; ++y)
-        for (uint32_t x = 0; x < shape.width; ++x) {
-          const uint32_t p = expected[size_t(y) * shape.width + x];
-          want.setPixel(int(x), int(y), heat_window->order() == render::ChannelOrder::Rgba ? qRgb(p & 0xff, (p >> 8) & 0xff, (p >> 16) & 0xff) : qRgb((p >> 16) & 0xff, (p >> 8) & 0xff, p & 0xff));
-        }
-      want.save(QDir::temp().filePath("attention_want.png"));
-      qWarning() << "shot" << shot.size() << "picture" << shape.width << shape.height << "window" << heat_window->size();
-    }
+    const int wrong = pixels_unlike(shot, expected, shape.width, shape.height, heat_window->order());
     QCOMPARE(wrong, 0);
     // Off: no more frames.
     child<QComboBox>("attention_layer")->setCurrentIndex(0);
