@@ -11,7 +11,6 @@ namespace qvl::ui {
 
 namespace {
 constexpr int kMaxSide = 2048;  // the picture is scaled to fit the window, at most this many pixels a side
-constexpr uint32_t kOpacity = 176;
 
 // Decoded and scaled off the GUI thread (QImageReader scales while decoding where the format can).
 QImage load_scaled(const QString& path, QSize fit) {
@@ -77,7 +76,7 @@ void VulkanHeatmapWindow::poll() {
   if (picture_.empty() || scaling_.isRunning()) return;  // nothing to draw over yet
   const auto frame = channel_->take_newest();
   if (!frame) return;
-  const render::HeatmapShape shape{picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, kOpacity};
+  const render::HeatmapShape shape{picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, render::kHeatOpacity};
   const uint64_t bytes = uint64_t(picture_width_) * picture_height_ * 4;
   auto colour = [&](VkCommandBuffer cmd) {
     renderer_->record_heatmap(cmd, {picture_buffer_->buffer(), 0, bytes}, frame->data, {pixels().buffer, 0, bytes},

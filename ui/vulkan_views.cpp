@@ -2,13 +2,43 @@
 
 #include <QGuiApplication>
 #include <QVulkanInstance>
+#if defined(QVL_HAVE_XCB) && QT_CONFIG(xcb)
+#include <xcb/xcb.h>
+#define VK_USE_PLATFORM_XCB_KHR
+#include <vulkan/vulkan_xcb.h>
+#endif
 
 #include "backend/cuda_plugin.h"
 #include "render/heat_channel.h"
 #include "render/pool_map_channel.h"
+#include "render/views_feed.h"
 #include "render/vulkan_device.h"
 
 namespace qvl::ui {
+
+namespace {
+
+// Whether a device can present to the X server Qt is connected to, asked without a window (a hybrid laptop's
+// display hangs off the iGPU). Elsewhere (Wayland) nullopt: the swapchain finds out, and the view says so.
+render::PresentationProbe display_presentation() {
+#if defined(QVL_HAVE_XCB) && QT_CONFIG(xcb)
+  const auto* x11 = qGuiApp->nativeInterface<QNativeInterface::QX11Application>();
+  if (!x11 || !x11->connection()) return {};
+  xcb_connection_t* connection = x11->connection();
+  const xcb_visualid_t visual = xcb_setup_roots_iterator(xcb_get_setup(connection)).data->root_visual;
+  return [connection, visual](const render::VulkanApi& api, VkInstance instance, VkPhysicalDevice device,
+                              uint32_t family) -> std::optional<bool> {
+    const auto query = reinterpret_cast<PFN_vkGetPhysicalDeviceXcbPresentationSupportKHR>(
+        api.vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceXcbPresentationSupportKHR"));
+    if (!query) return std::nullopt;  // the instance has no VK_KHR_xcb_surface
+    return query(device, family, connection, visual) == VK_TRUE;
+  };
+#else
+  return {};
+#endif
+}
+
+}  // namespace
 
 VulkanViews::~VulkanViews() {
   pool_channel_.reset();
@@ -30,6 +60,7 @@ std::unique_ptr<VulkanViews> VulkanViews::create(QString* reason) {
     request.validation = qEnvironmentVariable("QVL_VULKAN_VALIDATION") == "1";
     request.instance_extensions = render::surface_extensions();
     request.presents = true;
+    request.presentation = display_presentation();
     std::unique_ptr<VulkanViews> views(new VulkanViews);
     views->device_ = std::make_unique<render::VulkanDevice>(request);
     views->instance_ = std::make_unique<QVulkanInstance>();
@@ -55,32 +86,11 @@ QString VulkanViews::source() const {
 }
 
 ViewFeed VulkanViews::view_feed() const {
-  // The facet of the engine's backend, when the channels' memory lives on its GPU (else frames that need it drop).
-  const auto cuda_uuid = cuda_device_uuid(0);
-  const bool shared = device_->shares_memory_with_cuda();
-  auto facet_of = [cuda_uuid, shared](Engine& engine) -> DeviceInterop* {
-    if (!shared) return nullptr;
-    const auto device = engine.device_identity();
-    return device && cuda_uuid && device->uuid == *cuda_uuid ? engine.device_interop() : nullptr;
-  };
-  ViewFeed feed;
-  feed.publish_pool = [channel = pool_channel_, facet_of, watch = std::make_shared<render::PoolChangeWatch>()](
-                          Engine& engine, bool force) {
-    const MemoryReport quick = engine.memory_report(false);
-    if (!quick.available) return;  // the CPU has no pool (the view says so)
-    if (!watch->changed(quick) && !force) return;
-    channel->publish(engine.memory_report(true), facet_of(engine));
-  };
-  feed.publish_attention = [channel = heat_channel_, facet_of](Engine& engine, const AttentionFrame& frame) {
-    // The heat lives on the tapped layer's backend: a layer a memory plan left on the CPU has no GPU copy to make.
-    DeviceInterop* facet = facet_of(engine);
-    channel->publish(frame, facet && frame.backend->interop() == facet ? facet : nullptr);
-  };
-  feed.forget_device = [pool = pool_channel_, heat = heat_channel_] {
-    pool->forget_imports();
-    heat->forget_imports();
-  };
-  return feed;
+  const auto feed = std::make_shared<render::ViewsFeed>(
+      pool_channel_, heat_channel_, device_->shares_memory_with_cuda() ? cuda_device_uuid(0) : std::nullopt);
+  return {[feed](Engine& engine, bool force) { feed->publish_pool(engine, force); },
+          [feed](Engine& engine, const AttentionFrame& frame) { feed->publish_attention(engine, frame); },
+          [feed] { feed->forget_imports(); }};
 }
 
 }  // namespace qvl::ui

@@ -12,6 +12,7 @@
 #include "io/model_folder.h"
 #include "io/random_model.h"
 #include "qvl/args.h"
+#include "qvl/bench_views.h"
 #include "qvl/commands.h"
 #include "qvl/gpu_options.h"
 #include "runtime/engine.h"
@@ -108,6 +109,29 @@ void print_comparison(const FusionComparison& c) {
   }
 }
 
+void print_views(const nlohmann::json& v) {
+  std::printf("views            decode %.2f tokens/s with both open, %.2f closed (%.3fx), medians of %lld each; on %s, %s\n",
+              v["open_decode_tokens_per_s"].get<double>(), v["closed_decode_tokens_per_s"].get<double>(),
+              v["open_over_closed"].get<double>(), (long long)v["repeats"].get<int64_t>(),
+              v["vulkan_device"].get<std::string>().c_str(),
+              v["from_cuda_memory"].get<bool>() ? "from CUDA memory"
+                                                : ("from a host upload: " + v["host_upload_reason"].get<std::string>()).c_str());
+  for (const char* name : {"pool_map", "attention"}) {
+    const auto& s = v[name];
+    std::printf("  %-14s %lld frames published (%lld dropped, %lld skipped), %lld drawn (%lld from CUDA memory); "
+                "draw %.3f ms median, %.3f ms p99\n", name, (long long)s["frames_published"].get<int64_t>(),
+                (long long)s["frames_dropped"].get<int64_t>(), (long long)s["frames_skipped"].get<int64_t>(),
+                (long long)s["frames_drawn"].get<int64_t>(), (long long)s["frames_drawn_from_cuda_memory"].get<int64_t>(),
+                s["draw_ms_median"].get<double>(), s["draw_ms_p99"].get<double>());
+  }
+  if (v.contains("validation_messages"))
+    std::printf("  validation     %zu messages from the Vulkan validation layers%s%s\n", v["validation_messages"].size(),
+                v["validation_messages"].empty() ? "" : "; the first: ",
+                v["validation_messages"].empty() ? "" : v["validation_messages"][0].get<std::string>().c_str());
+  if (v.contains("snapshots"))
+    for (const auto& path : v["snapshots"]) std::printf("  snapshot       %s\n", path.get<std::string>().c_str());
+}
+
 // `tokens` tokens of text (at least one): " hello" is one token.
 std::string hello_text(int64_t tokens) {
   std::string text;
@@ -166,9 +190,15 @@ int run_bench(const std::vector<std::string>& argv) {
        "also run fused and unfused side by side: times, kernels, output difference (all fusions, and each alone)"},
       {"device", "NAME", "cpu (default) or cuda"},
       {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
+      {"prompt", "TEXT", "this question instead of --prompt-tokens' generated text"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
       {"images", "N", "with --image-size: N such images in the prompt, encoded in one batch (default 1)"},
+      {"image", "FILE", "add this picture to the prompt instead of --image-size's generated ones"},
+      {"views", "", "also decode with qvl-studio's two Vulkan views open (the pool map, the attention over the picture; "
+                    "drawn offscreen as the app draws them) against closed, and time their frames"},
+      {"views-layer", "N", "with --views: the layer whose attention the view taps (default 0)"},
+      {"views-snapshot", "DIR", "with --views: write the last frame of each view there (pool-map.ppm, attention.ppm)"},
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
       {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
                                 "(and the same turn computed whole, for comparison)"},
@@ -196,6 +226,9 @@ int run_bench(const std::vector<std::string>& argv) {
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
+  if (args.has("image") && image_size > 0) fail("qvl bench: --image and --image-size exclude each other");
+  if ((args.has("views-layer") || args.has("views-snapshot")) && !args.has("views"))
+    fail("qvl bench: --views-layer and --views-snapshot go with --views");
   // Bounded before the prompt's text or the images are made (10^6 once asked for a terabyte of pixels).
   if (const int64_t limit = ImageLimits{}.max_pixels; image_size > 0 && image_size > limit / image_size)
     fail("qvl bench: --image-size ", image_size, " is over the image limit of ", limit, " pixels");
@@ -220,7 +253,12 @@ int run_bench(const std::vector<std::string>& argv) {
     request.images.push_back(std::move(image));
     user.content.push_back(ContentItem::image());
   }
-  const std::string text = hello_text(prompt_tokens - 9);  // the template adds 9 tokens around it
+  if (args.has("image")) {
+    request.images.push_back(ImageInput::file(args.get("image")));
+    user.content.push_back(ContentItem::image());
+  }
+  if (args.has("prompt") && args.has("prompt-tokens")) fail("qvl bench: --prompt and --prompt-tokens exclude each other");
+  const std::string text = args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - 9);  // 9: the template's
   user.content.push_back(ContentItem::make_text(text));
   request.messages.push_back(std::move(user));
   request.max_new_tokens = decode_tokens;
@@ -243,6 +281,14 @@ int run_bench(const std::vector<std::string>& argv) {
   }
   const std::optional<nlohmann::json> follow_up =
       follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
+  std::optional<nlohmann::json> views;
+  if (args.has("views")) {
+    ViewsBenchOptions view_options;
+    view_options.repeat = repeat;
+    view_options.layer = args.get_int("views-layer", 0);
+    if (args.has("views-snapshot")) view_options.snapshot_dir = args.get("views-snapshot");
+    views = time_views(*engine, request, view_options);
+  }
   // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
   auto profiler = std::make_shared<Profiler>();
   engine->set_profiler(profiler);
@@ -301,6 +347,7 @@ int run_bench(const std::vector<std::string>& argv) {
   };
   if (comparison) out["fusion_comparison"] = comparison_json(*comparison);
   if (follow_up) out["follow_up"] = *follow_up;
+  if (views) out["views"] = *views;
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -335,6 +382,7 @@ int run_bench(const std::vector<std::string>& argv) {
                 f["time_to_first_token_ms"].get<double>(), f["prefill_ms"].get<double>(),
                 f["time_to_first_token_over_prefill"].get<double>(), f["whole_time_to_first_token_ms"].get<double>());
   }
+  if (views) print_views(*views);
   if (memory.available) {
     std::printf("device pool      peak %.1f MiB allocated, %.1f MiB reserved; now:", double(memory.allocated_peak) / (1 << 20),
                 double(memory.reserved_peak) / (1 << 20));

@@ -32,6 +32,8 @@ struct HeatmapShape {
   uint32_t grid_width = 0, grid_height = 0;
   uint32_t opacity = 192;              // 0..255
 };
+// How strongly the views lay the heat over the picture (the windows and the offscreen views alike).
+constexpr uint32_t kHeatOpacity = 176;
 std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture_rgba, std::span<const float> heat,
                                      const HeatmapShape& shape, ChannelOrder order);
 

@@ -25,27 +25,6 @@ std::string uuid_text(const uint8_t* uuid) {
   return text;
 }
 
-struct Candidate {
-  VkPhysicalDevice device = VK_NULL_HANDLE;
-  VkPhysicalDeviceProperties properties{};
-  std::array<uint8_t, 16> uuid{};
-  std::vector<std::string> extensions;
-  bool timeline = false;
-  int64_t queue_family = -1;
-  bool has(const char* extension) const {
-    return std::find(extensions.begin(), extensions.end(), extension) != extensions.end();
-  }
-  // Empty when the views can be drawn on it at all.
-  std::string unusable() const {
-    if (properties.apiVersion < VK_API_VERSION_1_2)
-      return "Vulkan " + version_text(properties.apiVersion) + " (1.2 is needed)";
-    if (queue_family < 0) return "no queue that computes";
-    if (!has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) return "no " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
-    if (!timeline) return "no timeline semaphores";
-    return {};
-  }
-};
-
 int type_rank(VkPhysicalDeviceType type) {
   switch (type) {
     case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
@@ -56,20 +35,21 @@ int type_rank(VkPhysicalDeviceType type) {
   }
 }
 
-Candidate describe(const VulkanApi& api, VkPhysicalDevice device) {
-  Candidate c;
-  c.device = device;
+DeviceFacts describe(const VulkanApi& api, VkPhysicalDevice device) {
+  DeviceFacts c;
   VkPhysicalDeviceIDProperties id{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
   VkPhysicalDeviceProperties2 properties{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &id};
   api.vkGetPhysicalDeviceProperties2(device, &properties);
-  c.properties = properties.properties;
+  c.name = properties.properties.deviceName;
+  c.type = properties.properties.deviceType;
+  c.api_version = properties.properties.apiVersion;
   std::memcpy(c.uuid.data(), id.deviceUUID, 16);
   uint32_t count = 0;
   api.vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
   std::vector<VkExtensionProperties> extensions(count);
   api.vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data());
   for (const auto& e : extensions) c.extensions.emplace_back(e.extensionName);
-  if (c.properties.apiVersion >= VK_API_VERSION_1_2) {
+  if (c.api_version >= VK_API_VERSION_1_2) {
     VkPhysicalDeviceVulkan12Features v12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &v12};
     api.vkGetPhysicalDeviceFeatures2(device, &features);
@@ -84,6 +64,81 @@ Candidate describe(const VulkanApi& api, VkPhysicalDevice device) {
 }
 
 }  // namespace
+
+bool DeviceFacts::has(const char* extension) const {
+  return std::find(extensions.begin(), extensions.end(), extension) != extensions.end();
+}
+
+std::string DeviceFacts::unusable() const {
+  if (api_version < VK_API_VERSION_1_2) return "Vulkan " + version_text(api_version) + " (1.2 is needed)";
+  if (queue_family < 0) return "no queue that computes";
+  if (!has(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) return "no " VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (!timeline) return "no timeline semaphores";
+  return {};
+}
+
+DeviceChoice choose_device(const std::vector<DeviceFacts>& devices, const DeviceRequest& request,
+                           const std::string& platform_reason) {
+  if (devices.empty()) fail("no Vulkan device (the loader found no driver)");
+  std::vector<size_t> usable;
+  std::string refused;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (const std::string why = devices[i].unusable(); !why.empty())
+      refused += (refused.empty() ? "" : "; ") + devices[i].name + ": " + why;
+    else
+      usable.push_back(i);
+  }
+  if (usable.empty()) fail("no Vulkan device can draw the views (", refused, ")");
+  auto best = [&](auto&& allowed) {  // discrete first, then integrated, virtual, CPU; those that can show the views first
+    std::optional<size_t> chosen;
+    auto rank = [&](size_t i) { return std::pair(devices[i].presents == false, type_rank(devices[i].type)); };
+    for (size_t i : usable)
+      if (allowed(i) && (!chosen || rank(i) < rank(*chosen))) chosen = i;
+    return chosen;
+  };
+
+  DeviceChoice choice;
+  const auto cuda = request.cuda_uuid ? best([&](size_t i) { return devices[i].uuid == *request.cuda_uuid; }) : std::nullopt;
+  if (cuda) {
+    // The CUDA device itself: what sharing needs, each named.
+    const DeviceFacts& d = devices[*cuda];
+    choice.index = *cuda;
+    if (!d.has(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME))
+      choice.interop_reason = "the Vulkan driver has no " VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+    else if (!d.has(VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME))
+      choice.interop_reason = "the Vulkan driver has no " VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
+    else if (!platform_reason.empty())
+      choice.interop_reason = platform_reason;
+    else if (d.group_size > 1)
+      choice.interop_reason = "the CUDA device is in a Vulkan device group of " + std::to_string(d.group_size) +
+                              " GPUs (one GPU is needed)";
+    if (d.presents == false) {
+      // A hybrid laptop: the display hangs off the iGPU and the CUDA device cannot present to it. The views go
+      // where the display is, fed from the host.
+      if (const auto shown = best([&](size_t i) { return devices[i].presents == true; })) {
+        choice.index = *shown;
+        choice.interop_reason = "the display is driven by " + devices[*shown].name + ", not by the CUDA device (" +
+                                d.name + ")";
+      }
+    }
+    return choice;
+  }
+  choice.index = *best([](size_t) { return true; });
+  if (!request.cuda_uuid) {
+    choice.interop_reason = request.no_cuda_reason;
+  } else if (const auto refused_cuda = std::find_if(devices.begin(), devices.end(),
+                                                    [&](const DeviceFacts& d) { return d.uuid == *request.cuda_uuid; });
+             refused_cuda != devices.end()) {
+    choice.interop_reason = "the Vulkan driver of the CUDA device (" + refused_cuda->name +
+                            ") cannot draw the views: " + refused_cuda->unusable();
+  } else {
+    std::string names;
+    for (size_t i : usable) names += (names.empty() ? "" : ", ") + devices[i].name;
+    choice.interop_reason = "no Vulkan device is the CUDA device (UUID " + uuid_text(request.cuda_uuid->data()) +
+                            "; Vulkan has " + names + ")";
+  }
+  return choice;
+}
 
 struct VulkanDevice::Messages {
   std::mutex mutex;
@@ -114,10 +169,12 @@ std::vector<std::string> surface_extensions() {
   return wanted;
 }
 
-std::string platform_interop_reason() {
-  std::ifstream release("/proc/sys/kernel/osrelease");
-  std::string text;
-  std::getline(release, text);
+std::string platform_interop_reason(std::optional<std::string> kernel_release) {
+  if (!kernel_release) {
+    std::ifstream release("/proc/sys/kernel/osrelease");
+    std::getline(release, kernel_release.emplace());
+  }
+  std::string text = *kernel_release;
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char ch) { return std::tolower(ch); });
   if (text.find("microsoft") != std::string::npos)
     return "WSL2: CUDA cannot import Vulkan's file descriptors there";
@@ -197,57 +254,27 @@ void VulkanDevice::choose_physical_device(const DeviceRequest& request) {
   api.vkEnumeratePhysicalDevices(instance, &count, nullptr);
   std::vector<VkPhysicalDevice> devices(count);
   api.vkEnumeratePhysicalDevices(instance, &count, devices.data());
-  if (devices.empty()) fail("no Vulkan device (the loader found no driver)");
-  std::vector<Candidate> usable;
-  std::string refused;
-  for (VkPhysicalDevice d : devices) {
-    Candidate c = describe(api, d);
-    if (const std::string why = c.unusable(); !why.empty())
-      refused += std::string(refused.empty() ? "" : "; ") + c.properties.deviceName + ": " + why;
-    else
-      usable.push_back(std::move(c));
-  }
-  if (usable.empty()) fail("no Vulkan device can draw the views (", refused, ")");
+  std::vector<DeviceFacts> facts;
+  for (VkPhysicalDevice d : devices) facts.push_back(describe(api, d));
+  api.vkEnumeratePhysicalDeviceGroups(instance, &count, nullptr);
+  std::vector<VkPhysicalDeviceGroupProperties> groups(count, {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES});
+  api.vkEnumeratePhysicalDeviceGroups(instance, &count, groups.data());
+  for (const auto& g : groups)
+    for (uint32_t i = 0; i < g.physicalDeviceCount; ++i)
+      for (size_t d = 0; d < devices.size(); ++d)
+        if (devices[d] == g.physicalDevices[i]) facts[d].group_size = g.physicalDeviceCount;
+  if (request.presentation)
+    for (size_t d = 0; d < devices.size(); ++d)
+      if (facts[d].queue_family >= 0)
+        facts[d].presents = request.presentation(api, instance, devices[d], uint32_t(facts[d].queue_family));
 
-  const Candidate* chosen = nullptr;
-  if (request.cuda_uuid)
-    for (const auto& c : usable)
-      if (c.uuid == *request.cuda_uuid) chosen = &c;
-  if (chosen) {
-    // The CUDA device itself: what sharing needs, each named.
-    if (!chosen->has(VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME))
-      interop_reason_ = "the Vulkan driver has no " VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
-    else if (!chosen->has(VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME))
-      interop_reason_ = "the Vulkan driver has no " VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
-    else
-      interop_reason_ = platform_interop_reason();
-    if (interop_reason_.empty()) {
-      api.vkEnumeratePhysicalDeviceGroups(instance, &count, nullptr);
-      std::vector<VkPhysicalDeviceGroupProperties> groups(count, {VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_GROUP_PROPERTIES});
-      api.vkEnumeratePhysicalDeviceGroups(instance, &count, groups.data());
-      for (const auto& g : groups)
-        for (uint32_t i = 0; i < g.physicalDeviceCount; ++i)
-          if (g.physicalDevices[i] == chosen->device && g.physicalDeviceCount > 1)
-            interop_reason_ = "the CUDA device is in a Vulkan device group of " +
-                              std::to_string(g.physicalDeviceCount) + " GPUs (one GPU is needed)";
-    }
-  } else {
-    chosen = &*std::min_element(usable.begin(), usable.end(), [](const Candidate& a, const Candidate& b) {
-      return type_rank(a.properties.deviceType) < type_rank(b.properties.deviceType);
-    });
-    if (!request.cuda_uuid) {
-      interop_reason_ = request.no_cuda_reason;
-    } else {
-      std::string names;
-      for (const auto& c : usable) names += std::string(names.empty() ? "" : ", ") + c.properties.deviceName;
-      interop_reason_ = "no Vulkan device is the CUDA device (UUID " + uuid_text(request.cuda_uuid->data()) +
-                        "; Vulkan has " + names + ")";
-    }
-  }
-  physical = chosen->device;
-  name = chosen->properties.deviceName;
-  software = chosen->properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-  queue_family = static_cast<uint32_t>(chosen->queue_family);
+  const DeviceChoice choice = choose_device(facts, request, platform_interop_reason());
+  const DeviceFacts& chosen = facts[choice.index];
+  interop_reason_ = choice.interop_reason;
+  physical = devices[choice.index];
+  name = chosen.name;
+  software = chosen.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  queue_family = static_cast<uint32_t>(chosen.queue_family);
   api.vkGetPhysicalDeviceMemoryProperties(physical, &memory_);
 }
 
