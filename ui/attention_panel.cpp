@@ -3,25 +3,18 @@
 #include <QComboBox>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
-#include <QImageReader>
 #include <QLabel>
 #include <QPainter>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+
+#include "ui/picture_loader.h"
 
 namespace qvl::ui {
 
 namespace {
 constexpr int kPreviewSide = 1024;  // the QPainter path's picture, decoded at most this large (off the GUI thread)
 
-QImage load_preview(const QString& path) {
-  QImageReader reader(path);
-  reader.setAutoTransform(true);
-  const QSize size = reader.size();
-  if (size.isValid() && (size.width() > kPreviewSide || size.height() > kPreviewSide))
-    reader.setScaledSize(size.scaled(kPreviewSide, kPreviewSide, Qt::KeepAspectRatio));
-  return reader.read();
-}
 }  // namespace
 
 void HeatPainter::set_picture(const QImage& picture) {
@@ -119,7 +112,7 @@ void AttentionPanel::set_picture(const QString& path) {
     painter_->set_picture(watcher->result());
     watcher->deleteLater();
   });
-  watcher->setFuture(QtConcurrent::run(load_preview, path));
+  watcher->setFuture(QtConcurrent::run(load_scaled_picture, path, QSize(kPreviewSide, kPreviewSide)));
 }
 
 void AttentionPanel::set_vulkan_view(QWidget* view, const QString& source) {

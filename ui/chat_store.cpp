@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
 #include <QStandardPaths>
@@ -83,6 +84,9 @@ QList<ChatListing> ChatStore::list() const {
       if (!o.value("title").toString().isEmpty()) l.title = o.value("title").toString();
       const QDateTime updated = QDateTime::fromString(o.value("updated").toString(), Qt::ISODateWithMs);
       if (updated.isValid()) l.updated = updated;
+      QStringList said;
+      for (const QJsonValue& turn : o.value("turns").toArray()) said << turn.toObject().value("text").toString();
+      l.text = said.join('\n');
     }
     seen.insert(f.fileName(), {f.size(), f.lastModified(), l});
     out.append(l);
@@ -115,8 +119,8 @@ QString keep_attachment(const QString& store_dir, const QString& path, QString* 
   return kept;
 }
 
-QString ChatStore::save_attachment(const QImage& image, QString* error) {
-  const QString folder = dir_ + "/attachments";
+QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error) {
+  const QString folder = store_dir + "/attachments";
   QDir().mkpath(folder);
   QByteArray png;
   {
@@ -127,7 +131,7 @@ QString ChatStore::save_attachment(const QImage& image, QString* error) {
   const QString path =
       folder + "/" + QCryptographicHash::hash(png, QCryptographicHash::Sha1).toHex().left(16) + ".png";
   if (png.isEmpty() || !write_whole(path, png, error)) {
-    if (error && error->isEmpty()) *error = "cannot write the pasted image to " + path;
+    if (error && error->isEmpty()) *error = "cannot write the picture to " + path;
     return {};
   }
   return path;

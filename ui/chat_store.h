@@ -15,12 +15,17 @@ namespace qvl::ui {
 struct ChatListing {
   QString id, title;
   QDateTime updated;
+  QString text;  // what was said, every turn's text (for the search)
 };
 
 // Copies an attached picture into `store_dir`/attachments/<hash of its bytes>/<its file name> and returns that path
 // (a copy already there is reused; a file already inside attachments/ is returned as it is); empty with the reason on
 // failure. Touches only files: safe on a worker thread (the composer's image check calls it there).
 QString keep_attachment(const QString& store_dir, const QString& path, QString* error);
+
+// Writes a picture as PNG into `store_dir`/attachments/<hash of the PNG>.png and returns that path; empty with the
+// reason on failure. Touches only files: safe on a worker thread (a picture scaled down for the model is saved there).
+QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error);
 
 class ChatStore {
 public:
@@ -37,7 +42,7 @@ public:
   // answer, and a store of 1,000 chats was parsed whole each time.
   QList<ChatListing> list() const;
   // Writes a pasted image as PNG under attachments/ (named by its content) and returns the path.
-  QString save_attachment(const QImage& image, QString* error);
+  QString save_attachment(const QImage& image, QString* error) { return save_picture_attachment(dir_, image, error); }
 
 private:
   QString path_of(const QString& id) const;

@@ -7,29 +7,22 @@
 #include <QFileInfo>
 #include <QMenu>
 #include <QPainter>
-#include <QPixmapCache>
 #include <QScrollBar>
 
 #include "ui/chat_model.h"
+#include "ui/picture_loader.h"
 
 namespace qvl::ui {
 
 namespace {
 constexpr int kMargin = 10, kPadding = 12, kHeader = 20, kThumb = 72, kFooter = 18;
 
-QPixmap thumbnail(const QString& path) {
-  QPixmap p;
-  const QString key = "thumb:" + path;
-  if (!QPixmapCache::find(key, &p)) {
-    p = QPixmap(path);
-    if (!p.isNull()) p = p.scaledToHeight(kThumb, Qt::SmoothTransformation);
-    QPixmapCache::insert(key, p);
-  }
-  return p;
-}
 }  // namespace
 
-MessageDelegate::MessageDelegate(QListView* view) : QStyledItemDelegate(view), view_(view) {}
+MessageDelegate::MessageDelegate(QListView* view)
+    : QStyledItemDelegate(view), view_(view), thumbnails_(new PictureThumbnails(kThumb, this)) {
+  connect(thumbnails_, &PictureThumbnails::ready, view_->viewport(), qOverload<>(&QWidget::update));
+}
 
 int MessageDelegate::card_width() const { return std::max(200, view_->viewport()->width() - 2 * kMargin); }
 
@@ -93,13 +86,14 @@ void MessageDelegate::paint(QPainter* p, const QStyleOptionViewItem& option, con
   if (!images.isEmpty()) {
     int x = card.left() + kPadding;
     for (const QString& path : images) {
-      const QPixmap thumb = thumbnail(path);
-      if (thumb.isNull()) {
-        p->drawText(QRect(x, y, 140, kThumb), Qt::AlignCenter | Qt::TextWordWrap, QFileInfo(path).fileName() + "\n(missing)");
+      const std::optional<QPixmap> thumb = thumbnails_->find(path);  // decoded off the GUI thread
+      if (!thumb || thumb->isNull()) {
+        p->drawText(QRect(x, y, 140, kThumb), Qt::AlignCenter | Qt::TextWordWrap,
+                    QFileInfo(path).fileName() + (thumb ? "\n(missing)" : "\n(loading)"));
         x += 146;
       } else {
-        p->drawPixmap(x, y, thumb);
-        x += thumb.width() + 6;
+        p->drawPixmap(x, y, *thumb);
+        x += thumb->width() + 6;
       }
     }
     y += kThumb + 6;

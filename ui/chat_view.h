@@ -9,6 +9,8 @@
 
 namespace qvl::ui {
 
+class PictureThumbnails;
+
 class MessageDelegate : public QStyledItemDelegate {
   Q_OBJECT
 public:
@@ -27,6 +29,7 @@ private:
   QTextDocument& document(const QModelIndex& index, int width) const;
   int card_width() const;
   QListView* view_;
+  PictureThumbnails* thumbnails_;  // the bubbles' pictures
   mutable QHash<int, Layout> cache_;
 };
 

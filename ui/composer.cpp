@@ -4,14 +4,17 @@
 #include <QFileDialog>
 #include <QFutureWatcher>
 #include <QHBoxLayout>
-#include <QImageReader>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QFileInfo>
+#include <QImageReader>
+#include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <cmath>
 
 #include "ui/chat_store.h"
 #include "vision/image.h"
@@ -21,23 +24,52 @@ namespace qvl::ui {
 
 namespace {
 
-struct ImageCheck {
-  Attachment attachment;
-  QString error;
-};
+constexpr int kChipThumb = 56;
+// A picture is scaled down for the model only up to this many pixels (four bytes each while Qt decodes it): 2 GiB.
+constexpr qint64 kMostPixelsToScale = qint64(1) << 29;
 
-// Off the GUI thread: the picture decoded (its size, and refused here if it cannot be read) and, with a chat store,
+// Off the GUI thread: the picture sized from its header (more pixels than the model reads: offered scaled down),
+// decoded (refused here if it cannot be read, as the engine would), its chip's thumbnail made from those pixels (an
+// 8000 x 8000 picture once stalled typing when its chip decoded it again on the GUI thread), and, with a chat store,
 // a copy kept there that the chat refers to (an attached file was referenced, and renaming it broke the chat).
 ImageCheck check_image(const QString& path, const QString& store_dir) {
   try {
+    if (const QSize size = QImageReader(path).size();
+        size.isValid() && qint64(size.width()) * size.height() > ImageLimits{}.max_pixels)
+      return {{path, size.width(), size.height()}, {}, {}, true};
     const RgbImage image = load_image(path.toStdString());
+    const QImage whole(image.pixels.data(), int(image.width), int(image.height), int(image.width) * 3,
+                       QImage::Format_RGB888);
+    QImage thumbnail = whole.scaled(kChipThumb, kChipThumb, Qt::KeepAspectRatio, Qt::SmoothTransformation);
     QString kept = path, error;
     if (!store_dir.isEmpty()) kept = keep_attachment(store_dir, path, &error);
     if (kept.isEmpty()) return {{path}, error};
-    return {{kept, int(image.width), int(image.height)}, {}};
+    return {{kept, int(image.width), int(image.height)}, {}, std::move(thumbnail)};
   } catch (const std::exception& e) {
     return {{path}, QString::fromStdString(e.what())};
   }
+}
+
+// The most pixels the model reads, keeping the picture's shape.
+QSize within_pixel_limit(int width, int height) {
+  const double scale = std::sqrt(double(ImageLimits{}.max_pixels) / (double(width) * double(height)));
+  return {std::max(1, int(width * scale)), std::max(1, int(height * scale))};
+}
+
+// Off the GUI thread: a copy of the picture scaled down to `fit`, written into the chat store, then checked as any.
+ImageCheck scaled_copy(const Attachment& picture, QSize fit, const QString& store_dir) {
+  QImageReader reader(picture.path);
+  reader.setAutoTransform(true);
+  reader.setAllocationLimit(int(qint64(picture.width) * picture.height * 4 / (1 << 20)) + 1);  // asked for, and bounded
+  reader.setScaledSize(fit);
+  QImage image = reader.read();
+  if (image.isNull())
+    return {{picture.path}, QFileInfo(picture.path).fileName() + ": cannot be scaled down (" + reader.errorString() + ")"};
+  if (image.size() != fit) image = image.scaled(fit, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+  QString error;
+  const QString saved = save_picture_attachment(store_dir, image, &error);
+  if (saved.isEmpty()) return {{picture.path}, error};
+  return check_image(saved, store_dir);
 }
 
 QStringList local_files(const QMimeData* data) {
@@ -77,18 +109,15 @@ void PromptEdit::insertFromMimeData(const QMimeData* source) {
   }
 }
 
-AttachmentChip::AttachmentChip(const Attachment& a, QWidget* parent) : QFrame(parent), a_(a), info_(new QLabel) {
+AttachmentChip::AttachmentChip(const Attachment& a, const QImage& thumbnail, QWidget* parent)
+    : QFrame(parent), a_(a), info_(new QLabel) {
   setFrameShape(QFrame::StyledPanel);
   setObjectName("attachment");
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   auto* thumb = new QLabel;
-  QImageReader reader(a.path);
-  reader.setAutoTransform(true);
-  const QSize size = reader.size();
-  if (size.isValid()) reader.setScaledSize(size.scaled(56, 56, Qt::KeepAspectRatio));
-  thumb->setPixmap(QPixmap::fromImage(reader.read()));
-  thumb->setFixedSize(56, 56);
+  thumb->setPixmap(QPixmap::fromImage(thumbnail));
+  thumb->setFixedSize(kChipThumb, kChipThumb);
   thumb->setAlignment(Qt::AlignCenter);
   auto* remove = new QToolButton;
   remove->setText("✕");
@@ -136,6 +165,8 @@ Composer::Composer(QWidget* parent)
   connect(edit_, &PromptEdit::submit, this, [this] {
     if (!busy_) send_or_stop();
   });
+  connect(edit_, &QPlainTextEdit::textChanged, this, &Composer::draftChanged);
+  connect(this, &Composer::attachmentsChanged, this, &Composer::draftChanged);
   connect(edit_, &PromptEdit::filesDropped, this, &Composer::attach_files);
   connect(edit_, &PromptEdit::imagePasted, this, &Composer::attach_image);
   connect(send_, &QPushButton::clicked, this, &Composer::send_or_stop);
@@ -146,6 +177,8 @@ Composer::Composer(QWidget* parent)
   });
   set_can_send(false);
 }
+
+void Composer::set_footer(QWidget* footer) { static_cast<QVBoxLayout*>(layout())->addWidget(footer, 0, Qt::AlignRight); }
 
 QString Composer::text() const { return edit_->toPlainText().trimmed(); }
 void Composer::set_text(const QString& text) { edit_->setPlainText(text); }
@@ -182,18 +215,51 @@ void Composer::set_preprocessor(const PreprocessorConfig& preprocessor) {
 }
 
 void Composer::attach_files(const QStringList& paths) {
-  for (const QString& path : paths) {
-    ++pending_;
-    auto* watcher = new QFutureWatcher<ImageCheck>(this);
-    connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher] {
-      const ImageCheck check = watcher->result();
-      watcher->deleteLater();
-      --pending_;
-      if (check.error.isEmpty()) add_chip(check.attachment);
-      else emit attachmentRejected(check.error);
-    });
-    watcher->setFuture(QtConcurrent::run(check_image, path, store_ ? store_->dir() : QString()));
+  const QString store_dir = store_ ? store_->dir() : QString();
+  for (const QString& path : paths) check_off_thread([path, store_dir] { return check_image(path, store_dir); });
+}
+
+void Composer::check_off_thread(std::function<ImageCheck()> check) {
+  ++pending_;
+  auto* watcher = new QFutureWatcher<ImageCheck>(this);
+  connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher] {
+    const ImageCheck result = watcher->result();
+    watcher->deleteLater();
+    --pending_;
+    if (result.too_large) offer_scaled_copy(result.attachment);
+    else if (result.error.isEmpty()) add_chip(result.attachment, result.thumbnail);
+    else emit attachmentRejected(result.error);
+  });
+  watcher->setFuture(QtConcurrent::run(std::move(check)));
+}
+
+// Found when attached, not after sending: a picture over the model's pixel limit is offered as a copy scaled down to
+// the limit (kept in the chat store), with the numbers in words (the limit once read "67108864").
+void Composer::offer_scaled_copy(const Attachment& picture) {
+  const QString name = QFileInfo(picture.path).fileName();
+  const double megapixels = double(picture.width) * picture.height / 1e6;
+  const QString limit = QString::number(double(ImageLimits{}.max_pixels) / 1e6, 'f', 1);
+  if (qint64(picture.width) * picture.height > kMostPixelsToScale || !store_) {
+    emit attachmentRejected(QString("%1 is %2 × %3 pixels (%4 M); the model reads at most %5 M pixels a picture%6.")
+                                .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1).arg(limit)
+                                .arg(store_ ? ", and it is too large to scale down here" : ""));
+    return;
   }
+  const QSize fit = within_pixel_limit(picture.width, picture.height);
+  auto* box = new QMessageBox(QMessageBox::Question, "Picture too large",
+                              QString("%1 is %2 × %3 pixels (%4 M); the model reads at most %5 M pixels a picture.\n\n"
+                                      "Attach a copy scaled down to %6 × %7?")
+                                  .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1)
+                                  .arg(limit).arg(fit.width()).arg(fit.height()),
+                              QMessageBox::Yes | QMessageBox::No, this);
+  box->setObjectName("scale_down");
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::finished, this, [this, picture, fit](int answer) {
+    if (answer != QMessageBox::Yes || !store_) return;
+    const QString store_dir = store_->dir();
+    check_off_thread([picture, fit, store_dir] { return scaled_copy(picture, fit, store_dir); });
+  });
+  box->open();  // window-modal, without a nested event loop
 }
 
 void Composer::attach_image(const QImage& image) {
@@ -204,8 +270,8 @@ void Composer::attach_image(const QImage& image) {
   else attach_files({path});
 }
 
-void Composer::add_chip(const Attachment& a) {
-  auto* chip = new AttachmentChip(a);
+void Composer::add_chip(const Attachment& a, const QImage& thumbnail) {
+  auto* chip = new AttachmentChip(a, thumbnail);
   chip->set_cost(preprocessor_);
   connect(chip, &AttachmentChip::removeRequested, this, [this](AttachmentChip* c) {
     chips_.removeOne(c);

@@ -4,8 +4,10 @@
 // Images are decoded off the GUI thread with the engine's own loader, so a corrupt file is refused with its reason
 // before it can reach a request.
 #include <QFrame>
+#include <QImage>
 #include <QPlainTextEdit>
 #include <QWidget>
+#include <functional>
 
 #include "io/model_config.h"
 
@@ -38,10 +40,19 @@ struct Attachment {
   int width = 0, height = 0;  // as decoded (EXIF orientation applied)
 };
 
+// A picture checked off the GUI thread (composer.cpp): its attachment and chip thumbnail, or why it was refused, or
+// that it has more pixels than the model reads (too_large: the composer offers a copy scaled down).
+struct ImageCheck {
+  Attachment attachment;
+  QString error;
+  QImage thumbnail;
+  bool too_large = false;
+};
+
 class AttachmentChip : public QFrame {
   Q_OBJECT
 public:
-  AttachmentChip(const Attachment& a, QWidget* parent = nullptr);
+  AttachmentChip(const Attachment& a, const QImage& thumbnail, QWidget* parent = nullptr);
   const Attachment& attachment() const { return a_; }
   void set_cost(const PreprocessorConfig& preprocessor);
 signals:
@@ -68,19 +79,25 @@ public:
   void attach_image(const QImage& image);  // pasted: written to the chat store's attachments first
   void set_store(ChatStore* store) { store_ = store; }
   int pending_checks() const { return pending_; }
+  // A line under the prompt (the context meter).
+  void set_footer(QWidget* footer);
 
 signals:
   void sendRequested(const QString& text, const QStringList& images);
   void stopRequested();
   void attachmentRejected(const QString& message);
   void attachmentsChanged();
+  void draftChanged();  // the text or the pictures (the context meter counts again)
 
 protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
   void dropEvent(QDropEvent* event) override;
 
 private:
-  void add_chip(const Attachment& a);
+  void add_chip(const Attachment& a, const QImage& thumbnail);
+  // Runs `check` on a worker; its picture becomes a chip, is refused with the reason, or is offered scaled down.
+  void check_off_thread(std::function<ImageCheck()> check);
+  void offer_scaled_copy(const Attachment& picture);
   void send_or_stop();
 
   PromptEdit* edit_;

@@ -1,6 +1,8 @@
 #include "ui/conversation.h"
 
+#include <QFileInfo>
 #include <QJsonArray>
+#include <QUrl>
 
 namespace qvl::ui {
 
@@ -11,6 +13,19 @@ QString Conversation::derived_title() const {
       return line.size() > 60 ? line.left(57) + "…" : line;
     }
   return "New chat";
+}
+
+QString Conversation::to_markdown() const {
+  QString md = "# " + (title.isEmpty() ? derived_title() : title) + "\n";
+  if (!system_prompt.isEmpty()) md += "\n*System prompt:* " + system_prompt + "\n";
+  for (const ChatTurn& t : turns) {
+    md += "\n## " + QString(t.role == "user" ? "You" : "Assistant") + "\n\n";
+    for (const QString& path : t.images)
+      md += "![" + QFileInfo(path).fileName() + "](" + QUrl::fromLocalFile(path).toString(QUrl::FullyEncoded) + ")\n\n";
+    md += (t.failed ? "*Failed:* " : "") + t.text + "\n";
+    if (!t.stats.isEmpty()) md += "\n*" + t.stats + "*\n";
+  }
+  return md;
 }
 
 QJsonObject Conversation::to_json() const {

@@ -26,6 +26,8 @@ struct Conversation {
   // The first words of the first user turn.
   QString derived_title() const;
   QJsonObject to_json() const;
+  // The chat as Markdown: its title, each turn under who said it, pictures as links to their files, answers' stats.
+  QString to_markdown() const;
   // Throws nothing: a malformed file gives nullopt and the reason in *error.
   static std::optional<Conversation> from_json(const QJsonObject& json, QString* error);
 };

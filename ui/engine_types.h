@@ -39,6 +39,11 @@ struct ModelInfo {
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
   int layers = 0, heads = 0;        // of the text decoder: what the attention view offers
+  // What the context meter counts with (off the engine's thread): the model's tokenizer, its image token, and the
+  // most tokens a request may hold (Engine::context_tokens).
+  std::shared_ptr<const Tokenizer> tokenizer;
+  int image_token_id = 0;
+  qint64 context_tokens = 0;
 };
 
 // How to load a model (the GUI's toggles).

@@ -107,6 +107,9 @@ ModelInfo EngineWorker::info() const {
     i.memory_plan = QString::fromStdString("Memory plan: " + plan->summary() + "\n" + plan->table()).trimmed();
   i.preprocessor = engine_->image_preprocessor();
   i.generation = m.generation;
+  i.tokenizer = engine_->shared_tokenizer();
+  i.image_token_id = int(m.config.image_token_id);
+  i.context_tokens = engine_->context_tokens();
   return i;
 }
 

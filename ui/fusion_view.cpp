@@ -41,24 +41,35 @@ FusionView::FusionView(QWidget* parent)
   summary_->setWordWrap(true);
   verdict_->setWordWrap(true);
   verdict_->setObjectName("fusion_verdict");
-  summary_->setText("Runs the chat's next answer both ways (greedy), each once plain for the times and once with "
-                    "per-kernel timing, then once with each fusion alone.");
+  summary_->setText("Runs the chat's next answer both ways (greedy): three times each, interleaved, for the times "
+                    "(the median run), once each with per-kernel timing, then once with each fusion alone. Only "
+                    "fusions this device has a kernel for are compared.");
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(run_);
   layout->addWidget(summary_);
   layout->addWidget(verdict_);
   layout->addWidget(phases_);
   layout->addWidget(kernels_, 1);
-  phases_->setMaximumHeight(120);
+  // Docked, the tables once got one row each: the phases' three rows always show, and at least five kernels.
+  auto rows_height = [](QTableWidget* t, int rows) {
+    return t->horizontalHeader()->sizeHint().height() + rows * t->verticalHeader()->defaultSectionSize() + 2 * t->frameWidth();
+  };
+  phases_->setFixedHeight(rows_height(phases_, 3));
+  kernels_->setMinimumHeight(rows_height(kernels_, 5));
   connect(run_, &QPushButton::clicked, this, &FusionView::compareRequested);
 }
 
 void FusionView::show_comparison(const FusionComparison& c) {
-  summary_->setText("Fusions compared: " + QString::fromStdString([&] {
-                      std::string s;
-                      for (const auto& f : c.fusions) s += (s.empty() ? "" : ", ") + f;
-                      return s;
-                    }()));
+  auto names = [](const std::vector<std::string>& list) {
+    QStringList out;
+    for (const auto& f : list) out << QString::fromStdString(f);
+    return out.join(", ");
+  };
+  QString summary = QString("Fusions compared (median of %1 runs each way): %2.").arg(c.timed_runs).arg(names(c.fusions));
+  if (!c.without_kernel.empty())
+    summary += " Not compared, this device has no fused kernel for them (it runs the reference either way): " +
+               names(c.without_kernel) + ".";
+  summary_->setText(summary);
   const auto& d = c.difference;
   const bool ok = d.cosine >= 0.999 && d.same_tokens && (!c.decode_difference || c.decode_difference->cosine >= 0.999);
   QString text = QString("%1 First-step logits: max |Δ| %2, relative L2 %3, cosine %4; greedy answers %5.")
@@ -106,6 +117,7 @@ void FusionView::set_available(bool available, const QString& why) {
 }
 
 QString FusionView::verdict() const { return verdict_->text(); }
+QString FusionView::summary() const { return summary_->text(); }
 int FusionView::kernel_rows() const { return kernels_->rowCount(); }
 
 }  // namespace qvl::ui

@@ -20,6 +20,7 @@ public:
   void set_running(bool running);
   void set_available(bool available, const QString& why = {});
   QString verdict() const;  // the output-difference line
+  QString summary() const;  // what was compared, and what was not
   int kernel_rows() const;
 
 signals:

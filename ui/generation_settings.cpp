@@ -52,6 +52,7 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   form->addRow(reset);
   sample_->setObjectName("sample");
   max_new_->setObjectName("max_new_tokens");
+  max_tokens_->setObjectName("image_max_tokens");
   temperature_->setObjectName("temperature");
   seed_->setObjectName("seed");
   system_->setObjectName("system_prompt");

@@ -90,8 +90,9 @@ void StepChart::paintEvent(QPaintEvent*) {
   p.drawText(QRect(0, plot.bottom() - 6, 40, 14), Qt::AlignRight, "0");
   p.drawText(QRect(plot.left(), plot.bottom() + 2, plot.width(), 16), Qt::AlignLeft,
              QString("ms per token, last %1 tokens · median %2 ms").arg(steps_.size()).arg(median, 0, 'f', 2));
+  // The tokens so far span the width (a 15-token answer was a sliver of a 300-token axis); past kMaxSteps it rolls.
   QPolygonF line;
-  const double dx = plot.width() / double(std::max<std::size_t>(1, kMaxSteps - 1));
+  const double dx = plot.width() / double(std::max<std::size_t>(1, steps_.size() - 1));
   for (std::size_t i = 0; i < steps_.size(); ++i)
     line << QPointF(plot.left() + double(i) * dx, plot.bottom() - std::min(1.0, steps_[i] / top) * plot.height());
   p.setRenderHint(QPainter::Antialiasing);
@@ -106,9 +107,10 @@ KernelView::KernelView(QWidget* parent)
   view_->verticalHeader()->hide();
   view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 4);
   view_->setWordWrap(false);
-  view_->setTextElideMode(Qt::ElideMiddle);
+  // Names whole (the head's "linear 151936x2048" was cut to "linear 15193…48"): every column as wide as its
+  // contents, the last one taking what is left; a narrow dock scrolls sideways instead.
   view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  view_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  view_->horizontalHeader()->setStretchLastSection(true);
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   note_->setWordWrap(true);
   note_->hide();

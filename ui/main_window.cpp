@@ -13,9 +13,10 @@
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QListWidget>
 #include <QMenuBar>
 #include <QProgressBar>
+#include <QSaveFile>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStatusBar>
 #include <QToolBar>
@@ -23,9 +24,11 @@
 #include <QVBoxLayout>
 
 #include "core/paths.h"
+#include "ui/chat_list_panel.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
+#include "ui/context_meter.h"
 #include "ui/engine_controller.h"
 #include "ui/attention_panel.h"
 #include "ui/fusion_view.h"
@@ -75,8 +78,8 @@ QString answer_stats(const Answer& a) {
 
 MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     : QMainWindow(parent), engine_(new EngineController(this)), store_(store_dir), chat_(new ChatModel(this)),
-      view_(new ChatView), composer_(new Composer), settings_(new GenerationSettings), throughput_(new ThroughputView),
-      kernels_(new KernelView), pool_(new PoolView), attention_(new AttentionPanel), fusion_(new FusionView), chat_list_(new QListWidget),
+      view_(new ChatView), composer_(new Composer), meter_(new ContextMeter), settings_(new GenerationSettings), throughput_(new ThroughputView),
+      kernels_(new KernelView), pool_(new PoolView), attention_(new AttentionPanel), fusion_(new FusionView), chat_list_(new ChatListPanel),
       notice_(new QLabel), notice_close_(new QToolButton), model_label_(new QLabel("No model")),
       progress_(new QProgressBar), device_(new QComboBox), fusions_(new QCheckBox("Fused kernels")),
       sm61_(new QCheckBox("SM61 profile")), weights_(new QComboBox) {
@@ -137,27 +140,21 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   connect_engine();
   build_vulkan_views();
 
+  composer_->set_footer(meter_);
+  connect(composer_, &Composer::draftChanged, this, &MainWindow::update_context_meter);
   connect(composer_, &Composer::sendRequested, this, &MainWindow::sendPrompt);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
   connect(composer_, &Composer::attachmentRejected, this, [this](const QString& e) { show_notice(e, true); });
   connect(settings_, &GenerationSettings::changed, this, [this] {
     if (engine_->hasModel()) composer_->set_preprocessor(settings_->image_budget(engine_->model().preprocessor));
+    update_context_meter();
   });
-  // One click opens a chat (it only selected one, bug 10); Enter too. Delete (the key or the context menu) removes it.
-  connect(chat_list_, &QListWidget::itemClicked, this, [this](QListWidgetItem* item) {
-    openChat(item->data(Qt::UserRole).toString());
-  });
-  connect(chat_list_, &QListWidget::itemActivated, this, [this](QListWidgetItem* item) {
-    openChat(item->data(Qt::UserRole).toString());
-  });
-  chat_list_->setContextMenuPolicy(Qt::ActionsContextMenu);
-  auto* delete_chat = new QAction("Delete chat", chat_list_);
-  delete_chat->setObjectName("delete_chat");
-  delete_chat->setShortcut(QKeySequence::Delete);
-  delete_chat->setShortcutContext(Qt::WidgetShortcut);
-  chat_list_->addAction(delete_chat);
-  connect(delete_chat, &QAction::triggered, this, [this] {
-    if (QListWidgetItem* item = chat_list_->currentItem()) deleteChat(item->data(Qt::UserRole).toString());
+  connect(chat_list_, &ChatListPanel::openRequested, this, &MainWindow::openChat);
+  connect(chat_list_, &ChatListPanel::deleteRequested, this, &MainWindow::deleteChat);
+  connect(chat_list_, &ChatListPanel::renameRequested, this, &MainWindow::renameChat);
+  connect(chat_list_, &ChatListPanel::exportRequested, this, [this](const QString& id) {
+    const QString path = QFileDialog::getSaveFileName(this, "Export the chat as Markdown", {}, "Markdown (*.md)");
+    if (!path.isEmpty()) exportChat(id, path);
   });
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
@@ -203,6 +200,8 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   restoreGeometry(s.value("window/geometry").toByteArray());
   restoreState(s.value("window/state").toByteArray());
   if (s.value("window/geometry").isNull()) resize(1280, 820);
+  // Until the user chooses, collapsed until a model opens on a GPU (modelLoaded).
+  show_performance_panel(s.value("view/performance_panel", false).toBool());
   update_controls();
 }
 
@@ -259,6 +258,13 @@ void MainWindow::build_actions() {
     if (!turns.isEmpty() && turns.last().role == "assistant") QApplication::clipboard()->setText(turns.last().text);
   });
   view_menu_ = menuBar()->addMenu("&View");
+  performance_ = new QAction("&Performance panel", this);
+  performance_->setObjectName("performance_panel");
+  performance_->setCheckable(true);
+  performance_->setShortcut(QKeySequence("Ctrl+Shift+P"));
+  performance_->setToolTip("Show or hide the performance views (throughput, kernels, memory pool, fused vs unfused, "
+                           "attention) beside the chat");
+  view_menu_->addAction(performance_);
   view_menu_->addAction(time_kernels_);
   view_menu_->addSeparator();
   auto* help = menuBar()->addMenu("&Help");
@@ -282,6 +288,8 @@ void MainWindow::build_actions() {
   bar->addWidget(sm61_);
   bar->addWidget(new QLabel(" Weights "));
   bar->addWidget(weights_);
+  bar->addSeparator();
+  bar->addAction(performance_);
 }
 
 void MainWindow::build_vulkan_views() {
@@ -334,27 +342,45 @@ void MainWindow::build_docks() {
   auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);
-    d->setWidget(w);
+    // Scrolled when the window is smaller than what a view asks for: a dock's minimum height is its tallest view's,
+    // and the settings' form once held the whole window at 892 px or more.
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(w);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    d->setWidget(scroll);
     addDockWidget(area, d);
     view_menu_->addAction(d->toggleViewAction());
     return d;
   };
-  chat_list_->setObjectName("chat_list");
-  chat_list_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);  // long titles end in "…", no scroll bar
-  chat_list_->setTextElideMode(Qt::ElideRight);
-  chat_list_->setUniformItemSizes(true);
-  dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
-  dock("Generation", "generation_dock", settings_, Qt::LeftDockWidgetArea);
+  // The conversation is the main thing (#22 bug 4: at 1280 x 820 the docks left it 400 px, and an empty Memory pool
+  // dock took most of a tall window): the chats and the settings share one narrow tab group on the left, and the
+  // performance views one tab group on the right, the performance panel, shown or hidden as one (open by default on
+  // a GPU, collapsed on the CPU, until the user chooses).
+  auto* c = dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
+  auto* g = dock("Generation", "generation_dock", settings_, Qt::LeftDockWidgetArea);
+  tabifyDockWidget(c, g);
+  c->raise();
   auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
   auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
   auto* p = dock("Memory pool", "pool_dock", pool_, Qt::RightDockWidgetArea);
   auto* f = dock("Fused vs unfused", "fusion_dock", fusion_, Qt::RightDockWidgetArea);
   auto* a = dock("Attention", "attention_dock", attention_, Qt::RightDockWidgetArea);
-  tabifyDockWidget(p, f);
-  tabifyDockWidget(p, a);
-  p->raise();
-  resizeDocks({t, k, p}, {150, 420, 260}, Qt::Vertical);
-  resizeDocks({k}, {460}, Qt::Horizontal);
+  performance_docks_ = {t, k, p, f, a};
+  for (QDockWidget* d : {k, p, f, a}) tabifyDockWidget(t, d);
+  k->raise();
+  resizeDocks({c}, {250}, Qt::Horizontal);
+  resizeDocks({t}, {420}, Qt::Horizontal);
+  connect(performance_, &QAction::triggered, this, [this](bool on) {
+    QSettings().setValue("view/performance_panel", on);  // the user's choice, from now on
+    show_performance_panel(on);
+  });
+}
+
+void MainWindow::show_performance_panel(bool on) {
+  performance_->setChecked(on);
+  for (QDockWidget* d : performance_docks_) d->setVisible(on);
+  if (on) performance_docks_[1]->raise();  // the kernels
 }
 
 void MainWindow::connect_engine() {
@@ -370,6 +396,7 @@ void MainWindow::connect_engine() {
     QSettings().setValue("model/last", info.folder);
     settings_->set_model_defaults(info.generation);
     apply_model(info);
+    if (!QSettings().contains("view/performance_panel")) show_performance_panel(has_device_memory(info));
     if (info.demo)
       show_notice(kDemoModelNote, false);
     else
@@ -466,6 +493,13 @@ void MainWindow::update_controls() {
   sm61_->setEnabled(gpu_controls);
   sm61_->setToolTip(why_not.isEmpty() ? QString(kSm61Tip) : why_not);
   fusions_->setEnabled(model && !busy);
+  update_context_meter();  // a chat opened or answered, a model loaded: the count changes
+}
+
+void MainWindow::update_context_meter() {
+  if (!engine_->hasModel()) return meter_->clear_count();
+  const ChatTurn draft{"user", composer_->text(), composer_->image_paths(), {}, false};
+  meter_->count_later(engine_->model(), request_for(chat_->conversation().turns, &draft));
 }
 
 void MainWindow::show_move_progress() {
@@ -615,6 +649,14 @@ void MainWindow::start_answer(const QList<ChatTurn>& context) {
 void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
   if (engine_->busy() || !engine_->hasModel()) return;
   if (text.isEmpty() && images.isEmpty()) return;
+  // Counted before anything changes: a question that does not fit stays in the composer, with the numbers (the
+  // tokenizer is warm from the meter's counting, so this is a few ms even for a long conversation).
+  const ChatTurn draft{"user", text, images, {}, false};
+  if (const ContextCount count = count_context(engine_->model(), request_for(chat_->conversation().turns, &draft));
+      !count.fits()) {
+    show_notice(count.problem, true);
+    return;
+  }
   Conversation& c = chat_->conversation_for_saving();
   c.system_prompt = settings_->system_prompt();
   c.model_folder = engine_->model().folder;
@@ -640,19 +682,39 @@ void MainWindow::save_chat() {
   refresh_chat_list();
 }
 
-void MainWindow::refresh_chat_list() {
-  chat_list_->clear();
-  const QList<ChatListing> chats = store_.list();  // newest first
-  // Repeated titles are told apart by a number, oldest 1 ("What shapes do you see?" four times was four alike rows).
-  QHash<QString, int> count, seen;
-  for (const ChatListing& l : chats) ++count[l.title];
-  for (const ChatListing& l : chats) {
-    const int n = count[l.title];
-    const QString title = n > 1 ? QString("%1 (%2)").arg(l.title).arg(n - seen[l.title]++) : l.title;
-    auto* item = new QListWidgetItem(title, chat_list_);
-    item->setData(Qt::UserRole, l.id);
-    item->setToolTip(l.title + "\n" + l.updated.toLocalTime().toString());
+void MainWindow::refresh_chat_list() { chat_list_->set_chats(store_.list()); }
+
+bool MainWindow::renameChat(const QString& id, const QString& title) {
+  if (engine_->busy() || title.trimmed().isEmpty()) return false;
+  QString error;
+  std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
+  if (chat) {
+    chat->title = title.trimmed();
+    if (store_.save(*chat, &error)) {
+      if (chat_->conversation().id == id) chat_->conversation_for_saving().title = chat->title;  // kept at the next save
+      refresh_chat_list();
+      return true;
+    }
   }
+  show_notice("Could not rename the chat: " + error, true);
+  refresh_chat_list();
+  return false;
+}
+
+bool MainWindow::exportChat(const QString& id, const QString& path) {
+  QString error;
+  const std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
+  QSaveFile file(path);  // all or nothing: a full disk leaves no half-written export in place
+  if (chat && file.open(QIODevice::WriteOnly)) {
+    const QByteArray bytes = chat->to_markdown().toUtf8();
+    if (file.write(bytes) == bytes.size() && file.commit()) {
+      show_notice("Exported the chat to " + path, false);
+      return true;
+    }
+    error = file.errorString();
+  }
+  show_notice("Could not export the chat to " + path + ": " + error, true);
+  return false;
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

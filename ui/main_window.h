@@ -10,10 +10,10 @@
 #include "ui/engine_types.h"
 
 class QAction;
+class QDockWidget;
 class QCheckBox;
 class QComboBox;
 class QLabel;
-class QListWidget;
 class QMenu;
 class QProgressBar;
 class QToolButton;
@@ -25,7 +25,9 @@ class AttentionPanel;
 
 class ChatModel;
 class ChatView;
+class ChatListPanel;
 class Composer;
+class ContextMeter;
 class EngineController;
 class FusionView;
 class GenerationSettings;
@@ -44,6 +46,8 @@ public:
   void newChat();
   bool openChat(const QString& id);
   bool deleteChat(const QString& id);  // its file (the engine's kept keys age out); the open one gives a new chat
+  bool renameChat(const QString& id, const QString& title);
+  bool exportChat(const QString& id, const QString& path);  // as Markdown (Conversation::to_markdown), atomically
   void sendPrompt(const QString& text, const QStringList& images);
   void regenerate();
   void stop();
@@ -72,6 +76,8 @@ private:
   void show_move_progress();  // while weights move to another device or reload under new GPU settings
   void apply_model(const ModelInfo& info);
   void update_controls();
+  void update_context_meter();  // the draft against the context, counted off the GUI thread
+  void show_performance_panel(bool on);  // the performance views' docks, as one
   void refresh_chat_list();
   void save_chat();
   void add_recent_model(const QString& folder);
@@ -87,6 +93,7 @@ private:
   ChatModel* chat_;
   ChatView* view_;
   Composer* composer_;
+  ContextMeter* meter_;
   GenerationSettings* settings_;
   ThroughputView* throughput_;
   KernelView* kernels_;
@@ -97,7 +104,7 @@ private:
   QPointer<QWidget> attention_vulkan_view_;
   int attention_model_layers_ = -1, attention_model_heads_ = -1;  // a model of another shape resets the choices
   FusionView* fusion_;
-  QListWidget* chat_list_;
+  ChatListPanel* chat_list_;
   QLabel* notice_;
   QToolButton* notice_close_;
   bool notice_is_error_ = false;  // the banner shows an error (hidden when the user moves on), not a note
@@ -110,6 +117,8 @@ private:
   QAction *regenerate_, *stop_, *new_chat_, *open_model_, *time_kernels_;
   QMenu* recent_menu_;
   QMenu* view_menu_;
+  QAction* performance_ = nullptr;
+  QList<QDockWidget*> performance_docks_;  // throughput, kernels, pool, fusion, attention
   qint64 capacity_mib_ = 0;
   int next_sample_ = 0;  // Help > Try a sample picture goes through them in turn
 };

@@ -4,10 +4,6 @@
 
 namespace qvl::ui {
 
-namespace {
-constexpr int kBarHeight = 14;  // rows of the occupancy bar
-}  // namespace
-
 VulkanPoolWindow::VulkanPoolWindow(VulkanViews& views)
     : VulkanViewWindow(views, uint64_t(render::PoolMapChannel::kMaxWidth) * render::PoolMapChannel::kMaxHeight * 4),
       channel_(views.pool_channel()) {}
@@ -18,8 +14,8 @@ VulkanPoolWindow::~VulkanPoolWindow() {
 }
 
 void VulkanPoolWindow::resized(uint32_t width, uint32_t height) {
-  if (height < uint32_t(kBarHeight + 2)) return;
-  channel_->set_geometry({int(width), int(height), kBarHeight});
+  if (height < uint32_t(render::kPoolBarHeight + 2)) return;
+  channel_->set_geometry({int(width), int(height), render::kPoolBarHeight});
 }
 
 void VulkanPoolWindow::poll() {
@@ -31,12 +27,14 @@ void VulkanPoolWindow::poll() {
   auto colour = [&](VkCommandBuffer cmd) {
     renderer_->record_pool_map(cmd, frame->data, {pixels().buffer, 0, bytes}, g, frame->meta.capacity_column, order());
   };
-  const render::CommandSlots::TimelinePoint done{channel_->read().handle(), frame->number};
-  const bool shown = frame->filled_on_gpu
-                         ? show(colour, uint32_t(g.width), uint32_t(g.height), {{channel_->written().handle(), frame->number}}, done, frame->number)
-                         : show(colour, uint32_t(g.width), uint32_t(g.height), {}, done, frame->number);
-  if (!shown) channel_->release(frame->number);
-  else shown_geometry_ = g;
+  // Set before show(), which emits frameShown; put back if nothing was shown.
+  const PoolMapGeometry previous = shown_geometry_;
+  shown_geometry_ = g;
+  if (!show(colour, uint32_t(g.width), uint32_t(g.height), channel_->waits_for(*frame), channel_->read_point(*frame),
+            frame->number)) {
+    shown_geometry_ = previous;
+    channel_->release(frame->number);
+  }
 }
 
 }  // namespace qvl::ui

@@ -10,10 +10,6 @@
 
 namespace qvl::ui {
 
-namespace {
-constexpr int kPollMs = 16;  // a look at the channel: the engine publishes at most every 33 ms
-}  // namespace
-
 VulkanViewWindow::VulkanViewWindow(VulkanViews& views, uint64_t pixel_bytes) : views_(views) {
   setSurfaceType(QSurface::VulkanSurface);
   setVulkanInstance(views.instance());
@@ -27,7 +23,7 @@ VulkanViewWindow::VulkanViewWindow(VulkanViews& views, uint64_t pixel_bytes) : v
   connect(&poll_timer_, &QTimer::timeout, this, [this] {
     if (ready()) poll();
   });
-  poll_timer_.start(kPollMs);
+  poll_timer_.start(render::kViewLookMs);
 }
 
 VulkanViewWindow::~VulkanViewWindow() { retire(); }
@@ -92,7 +88,7 @@ void VulkanViewWindow::resizeEvent(QResizeEvent*) {
 }
 
 bool VulkanViewWindow::show(const std::function<void(VkCommandBuffer)>& colour, uint32_t width, uint32_t height,
-                            std::initializer_list<render::CommandSlots::TimelinePoint> waits,
+                            const std::vector<render::CommandSlots::TimelinePoint>& waits,
                             render::CommandSlots::TimelinePoint done, uint64_t number) {
   try {
     if (!swapchain_->present(pixel_size(), colour, pixels(), width, height, waits, {done})) {

@@ -48,7 +48,7 @@ protected:
   // Colours a frame into pixels() with `colour` (width x height pixels) once `waits` are reached, presents it and
   // signals `done` (the channel's read point). False when nothing was submitted (the caller releases the frame).
   bool show(const std::function<void(VkCommandBuffer)>& colour, uint32_t width, uint32_t height,
-            std::initializer_list<render::CommandSlots::TimelinePoint> waits,
+            const std::vector<render::CommandSlots::TimelinePoint>& waits,
             render::CommandSlots::TimelinePoint done, uint64_t number);
   render::BufferRange pixels() const;
   VkExtent2D pixel_size() const;

@@ -4,7 +4,8 @@
 #include <QVulkanInstance>
 #if defined(QVL_HAVE_XCB) && QT_CONFIG(xcb)
 #include <xcb/xcb.h>
-#define VK_USE_PLATFORM_XCB_KHR
+
+#include "render/vulkan_api.h"  // vulkan_core.h's types, which vulkan_xcb.h needs
 #include <vulkan/vulkan_xcb.h>
 #endif
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "io/model_folder.h"
 #include "render/offscreen_views.h"
 
 namespace qvl::cli {
@@ -12,13 +13,16 @@ namespace {
 
 // The app's feed during an answer (ui/engine_worker.cpp's sink): the pool looked at with the live numbers, at most
 // every 33 ms (a frame only when it changed), and each decode step's heat (the channel keeps one in 15 ms).
+constexpr auto kPoolLook = std::chrono::milliseconds(33);
+// The heatmap's picture: a dock's worth of pixels (the window fits it to its own size, at most kMaxPictureSide).
+constexpr uint32_t kPictureSide = 448;
 class ViewsSink final : public TokenSink {
 public:
   ViewsSink(Engine& engine, render::ViewsFeed& feed) : engine_(engine), feed_(feed) {}
   void on_token(int32_t id, const std::string&) override {
     if (id < 0) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < std::chrono::milliseconds(33)) return;
+    if (now - last_ < kPoolLook) return;
     last_ = now;
     feed_.publish_pool(engine_, false);
   }
@@ -30,15 +34,7 @@ private:
   std::chrono::steady_clock::time_point last_{};
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[std::min(v.size() - 1, size_t(p * double(v.size())))];
-}
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
 nlohmann::json stats_json(const render::OffscreenViewStats& s) {
   return {{"frames_published", s.published}, {"frames_dropped", s.dropped}, {"frames_skipped", s.skipped},
@@ -49,19 +45,21 @@ nlohmann::json stats_json(const render::OffscreenViewStats& s) {
 }  // namespace
 
 nlohmann::json time_views(Engine& engine, const GenerateRequest& request, const ViewsBenchOptions& options) {
+  // Checked before a device is made: a layer out of range would turn the tap off and measure nothing.
+  const int64_t layers = engine.model().config.text.num_hidden_layers;
+  if (options.layer < 0 || options.layer >= layers)
+    fail("qvl bench: --views-layer ", options.layer, " is not a layer of the model (0 to ", layers - 1, ")");
+  if (request.images.empty())
+    fail("qvl bench --views: the attention view needs a picture in the prompt (--image or --image-size)");
   const auto identity = engine.device_identity();
   render::OffscreenViews views(identity ? std::optional(identity->uuid) : std::nullopt,
-                              "the model runs on the CPU", {640, 200, 12});
-  const bool has_picture = !request.images.empty();
-  if (has_picture) {
-    const render::FittedPicture picture = render::fit_picture(*request.images.back().pixels(), 448);
-    views.set_picture(picture.rgba, picture.width, picture.height);
-  }
-  if (options.layer < 0) fail("qvl bench: --views-layer must be 0 or more");
+                              "the model runs on the CPU", {640, 200, render::kPoolBarHeight});
+  const render::FittedPicture picture = render::fit_picture(*request.images.back().pixels(), kPictureSide);
+  views.set_picture(picture.rgba, picture.width, picture.height);
 
   // Closed: no tap, no frames, no viewer. Open: the tap recorded into the step, the feed, the viewer drawing.
   auto answer = [&](bool open) {
-    engine.set_attention_view({open && has_picture ? options.layer : -1, -1});
+    engine.set_attention_view({open ? options.layer : -1, -1});
     ViewsSink sink(engine, views.feed());
     if (open) {
       views.start();
@@ -71,8 +69,9 @@ nlohmann::json time_views(Engine& engine, const GenerateRequest& request, const 
     if (open) views.stop();
     return double(result.timing.decode_steps) / result.timing.decode_ms * 1e3;
   };
-  answer(false);  // warm-ups: the tap's recording, the imports, the viewer's first frames
+  answer(false);  // warm-ups: the tap's recording, the imports, the viewer's first frames (not counted)
   answer(true);
+  views.reset_stats();
   std::vector<double> closed, open;
   for (int64_t r = 0; r < options.repeat; ++r) {  // interleaved: drift in the machine's speed falls on both alike
     closed.push_back(answer(false));
@@ -85,7 +84,7 @@ nlohmann::json time_views(Engine& engine, const GenerateRequest& request, const 
       {"vulkan_device", views.device_name()},
       {"from_cuda_memory", views.interop_reason().empty()},
       {"host_upload_reason", views.interop_reason()},
-      {"attention_layer", has_picture ? nlohmann::json(options.layer) : nlohmann::json()},
+      {"attention_layer", options.layer},
       {"closed_decode_tokens_per_s", median(closed)},
       {"open_decode_tokens_per_s", median(open)},
       {"open_over_closed", median(open) / median(closed)},

@@ -16,8 +16,9 @@ struct ViewsBenchOptions {
   std::optional<std::filesystem::path> snapshot_dir;  // where the last frame of each view is written (PPM)
 };
 
-// Runs `request` (ignore_eos, a fixed number of tokens) closed and open in turn; the JSON holds both rates, their
-// ratio, where the frames came from and each view's counts and draw times.
+// Runs `request` (ignore_eos, a fixed number of tokens; a picture in it) closed and open in turn after a warm-up of
+// each; the JSON holds both rates, their ratio, where the frames came from and each view's counts and draw times over
+// the timed open answers. Throws qvl::Error for a layer out of range, a prompt without a picture, or no Vulkan.
 nlohmann::json time_views(Engine& engine, const GenerateRequest& request, const ViewsBenchOptions& options);
 
 }  // namespace qvl::cli

@@ -22,10 +22,7 @@ namespace qvl::cli {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
 
 // A random-weight model of the preset's shapes, generated once into the user's cache folder.
 std::filesystem::path preset_model(const std::string& preset, DType dtype) {
@@ -64,6 +61,8 @@ nlohmann::json difference_json(const OutputDifference& d) {
 
 nlohmann::json comparison_json(const FusionComparison& c) {
   nlohmann::json out = {{"fusions", c.fusions},
+                        {"without_kernel", c.without_kernel},
+                        {"timed_runs", c.timed_runs},
                         {"unfused", run_json(c.unfused)},
                         {"fused", run_json(c.fused)},
                         {"first_step_logits", difference_json(c.difference)},
@@ -85,7 +84,12 @@ void print_comparison(const FusionComparison& c) {
   auto per_token = [](const FusionRun& r) { return r.timing.decode_ms / double(std::max<int64_t>(1, r.timing.decode_steps)); };
   std::string names;
   for (const auto& n : c.fusions) names += (names.empty() ? "" : ", ") + n;
-  std::printf("\nfused vs unfused (%s; one run each way, greedy):\n", names.c_str());
+  std::printf("\nfused vs unfused (%s; the median of %d runs each way, greedy):\n", names.c_str(), c.timed_runs);
+  if (!c.without_kernel.empty()) {
+    std::string without;
+    for (const auto& n : c.without_kernel) without += (without.empty() ? "" : ", ") + n;
+    std::printf("  not compared, no fused kernel on this device (it runs the reference either way): %s\n", without.c_str());
+  }
   std::printf("  %-28s %12s %12s %9s\n", "", "unfused", "fused", "speed-up");
   std::printf("  %-28s %12.2f %12.2f %8.2fx\n", "prefill ms", c.unfused.timing.prefill_ms, c.fused.timing.prefill_ms,
               c.unfused.timing.prefill_ms / c.fused.timing.prefill_ms);
@@ -267,6 +271,16 @@ int run_bench(const std::vector<std::string>& argv) {
   request.sampling.top_k = args.get_int("top-k", 0);
   request.sampling.top_p = args.get_double("top-p", 1.0);
 
+  // The views first: a machine where Vulkan cannot draw says so before minutes of other runs.
+  std::optional<nlohmann::json> views;
+  if (args.has("views")) {
+    ViewsBenchOptions view_options;
+    view_options.repeat = repeat;
+    view_options.layer = args.get_int("views-layer", 0);
+    if (args.has("views-snapshot")) view_options.snapshot_dir = args.get("views-snapshot");
+    views = time_views(*engine, request, view_options);
+  }
+
   std::vector<double> vision, prefill, decode, ttft, sample;
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
@@ -281,14 +295,6 @@ int run_bench(const std::vector<std::string>& argv) {
   }
   const std::optional<nlohmann::json> follow_up =
       follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
-  std::optional<nlohmann::json> views;
-  if (args.has("views")) {
-    ViewsBenchOptions view_options;
-    view_options.repeat = repeat;
-    view_options.layer = args.get_int("views-layer", 0);
-    if (args.has("views-snapshot")) view_options.snapshot_dir = args.get("views-snapshot");
-    views = time_views(*engine, request, view_options);
-  }
   // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
   auto profiler = std::make_shared<Profiler>();
   engine->set_profiler(profiler);

@@ -2,6 +2,7 @@
 // while the answer streams), which is how tools/screenshot-studio makes the README's picture.
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QAction>
 #include <QDockWidget>
 #include <QScreen>
 #include <QSettings>
@@ -40,7 +41,11 @@ int main(int argc, char** argv) {
   window.show();
   window.openModel(folder);
   if (cli.isSet(raise_dock))
-    if (auto* dock = window.findChild<QDockWidget*>(cli.value(raise_dock) + "_dock")) dock->raise();
+    if (auto* dock = window.findChild<QDockWidget*>(cli.value(raise_dock) + "_dock")) {
+      // The performance panel opened as the user would (it starts collapsed on the CPU).
+      if (auto* panel = window.findChild<QAction*>("performance_panel"); panel && !panel->isChecked()) panel->trigger();
+      dock->raise();
+    }
 
   if (cli.isSet(prompt)) {
     auto& engine = window.engine();

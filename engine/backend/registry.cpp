@@ -6,12 +6,21 @@
 
 namespace qvl {
 
+namespace {
+// The CPU fuses the residual add into the RMSNorm after it (cpu_backend.cpp); the rest it runs as the reference.
+Fusions cpu_fused_kernels() {
+  Fusions f = Fusions::none();
+  f.add_rms_norm = true;
+  return f;
+}
+}  // namespace
+
 const std::vector<BackendInfo>& backend_registry() {
   static const std::vector<BackendInfo> registry = [] {
     const CudaPluginStatus& cuda = cuda_plugin();
     return std::vector<BackendInfo>{
-        {BackendKind::Cpu, "cpu", "CPU", true, "", false, false, false},
-        {BackendKind::Cuda, "cuda", "GPU (CUDA)", cuda.usable, cuda.reason, true, true, true},
+        {BackendKind::Cpu, "cpu", "CPU", true, "", false, false, false, cpu_fused_kernels()},
+        {BackendKind::Cuda, "cuda", "GPU (CUDA)", cuda.usable, cuda.reason, true, true, true, Fusions{}},
     };
   }();
   return registry;

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/fusions.h"
+
 namespace qvl {
 
 class Backend;
@@ -23,6 +25,9 @@ struct BackendInfo {
   bool has_device_memory = false;  // a memory pool of its own: Backend::memory_report, a capacity limit
   bool records_work = false;       // replays recorded decode steps (CUDA graphs)
   bool has_profiles = false;       // architecture profiles (the CUDA backend's "sm61" and "native")
+  // The switches it has a fused kernel for; the others run the unfused reference whether on or off (a comparison of
+  // them there compares nothing).
+  Fusions fused_kernels = Fusions::none();
 };
 
 // Every backend of this build, the CPU first; availability probed once per process.

@@ -1,4 +1,5 @@
 #include "runtime/engine.h"
+#include "runtime/prompt_count.h"
 
 #include <algorithm>
 #include <chrono>
@@ -211,20 +212,15 @@ private:
     if (int64_t(images_in_prompt) > options_.max_images)
       fail("the conversation has ", images_in_prompt, " images, over the limit of ", options_.max_images, " a request");
     auto t0 = Clock::now();
-    const PreprocessorConfig preprocessor =
-        with_token_budget(preprocessor_, request.image_min_tokens, request.image_max_tokens);
-    std::vector<int64_t> tokens_per_image;  // from the images' headers: nothing is decoded before the checks below
-    for (const ImageInput& image : request.images) {
-      const auto [width, height] = image.size();
-      tokens_per_image.push_back(image_token_count(height, width, preprocessor));
-    }
+    // From the images' headers: nothing is decoded before the checks below.
+    PromptCount prompt = count_prompt(*tokenizer_, preprocessor_, TokenId(model_.config.image_token_id), request);
+    const std::vector<int64_t>& tokens_per_image = prompt.tokens_per_image;
     // The images go through the vision tower as one batch: within the budget, the plan has room for this many tokens.
     if (const int64_t total = std::accumulate(tokens_per_image.begin(), tokens_per_image.end(), int64_t(0));
         plan_ && plan_->vision_on_gpu && total > plan_->image_room)
       fail("the request's images take ", total, " tokens in one pass of the vision tower; the GPU's memory plan has "
            "room for ", plan_->image_room, ": send fewer or smaller images (--image-max-tokens)");
-    result.prompt_ids = build_prompt(*tokenizer_, request.messages, tokens_per_image,
-                                     TokenId(model_.config.image_token_id), request.template_options);
+    result.prompt_ids = std::move(prompt.ids);
     const auto prompt_len = int64_t(result.prompt_ids.size());
     const ModelConfig& config = model_.config;
     const int64_t context_limit = std::min(options_.max_context, config.text.max_position_embeddings);
@@ -255,7 +251,7 @@ private:
     std::unique_ptr<KvCache> cache;
     try {
       if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
-      const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, preprocessor, cancel, result);
+      const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, prompt.preprocessor, cancel, result);
       result.timing.preprocess_ms = ms_since(t0);
 
       t0 = Clock::now();
@@ -493,6 +489,11 @@ public:
   Fusions fusions() const override { return options_.fusions; }
 
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  std::shared_ptr<const Tokenizer> shared_tokenizer() const override { return tokenizer_; }
+  int64_t context_tokens() const override {
+    const int64_t limit = std::min(options_.max_context, model_.config.text.max_position_embeddings);
+    return plan_ ? std::min(limit, plan_->context_room) : limit;
+  }
   const ModelFolder& model() const override { return model_; }
   const PreprocessorConfig& image_preprocessor() const override { return preprocessor_; }
   std::string device() const override { return backend_info(kind_).id; }

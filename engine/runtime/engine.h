@@ -166,6 +166,11 @@ public:
   virtual Fusions fusions() const = 0;
 
   virtual const Tokenizer& tokenizer() const = 0;
+  // The same tokenizer, to count prompts on another thread (safe to share; it outlives a model reloaded).
+  virtual std::shared_ptr<const Tokenizer> shared_tokenizer() const = 0;
+  // The most tokens one request may hold, prompt and answer: the options' limit, the model's positions and, on a
+  // GPU, the memory plan's room for the KV cache.
+  virtual int64_t context_tokens() const = 0;
   virtual const ModelFolder& model() const = 0;
   // The image preprocessing the engine applies (the model's, with EngineOptions' token budget).
   virtual const PreprocessorConfig& image_preprocessor() const = 0;

@@ -1,7 +1,9 @@
 #include "runtime/fusion_comparison.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "backend/registry.h"
 #include "core/cancel.h"
 #include "core/error.h"
 
@@ -56,13 +58,10 @@ GenerateResult plain_run(Engine& engine, const GenerateRequest& request, const F
   return plain;
 }
 
-FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions& fusions, Outputs& out,
-                  const std::atomic<bool>* cancel) {
-  FusionRun run;
-  const GenerateResult plain = plain_run(engine, request, fusions, out, cancel);
-  run.timing = plain.timing;
-  run.generated_ids = plain.generated_ids;
-
+// The profiled run of one way: its per-kernel table (the timings come from the plain runs).
+void profile_one(Engine& engine, const GenerateRequest& request, const Fusions& fusions, FusionRun& run,
+                 const std::atomic<bool>* cancel) {
+  engine.set_fusions(fusions);
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
   const bool stopped = engine.generate(request, nullptr, cancel).stop_reason == "cancelled";
@@ -70,7 +69,13 @@ FusionRun run_one(Engine& engine, const GenerateRequest& request, const Fusions&
   if (stopped) throw Cancelled();
   run.kernels = profiler->summary();
   for (const auto& k : run.kernels) run.kernel_ms += k.total_ms;
-  return run;
+}
+
+// The run whose decode took the median time per token.
+const GenerateResult& median_run(std::vector<GenerateResult>& runs) {
+  auto per_token = [](const GenerateResult& r) { return r.timing.decode_ms / double(std::max<int64_t>(1, r.timing.decode_steps)); };
+  std::sort(runs.begin(), runs.end(), [&](const GenerateResult& a, const GenerateResult& b) { return per_token(a) < per_token(b); });
+  return runs[runs.size() / 2];
 }
 
 // The candidate's logits against the reference's: first step always; the last decode step where both ran one after
@@ -89,16 +94,36 @@ void compare_outputs(const Outputs& reference, const Outputs& candidate, OutputD
 }  // namespace
 
 FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel,
-                                 bool each_fusion) {
+                                 bool each_fusion, int timed_runs) {
   const EngineStateGuard guard{engine, engine.fusions(), engine.profiler()};
-  const Fusions fused = guard.fusions == Fusions::none() ? Fusions{} : guard.fusions;
+  const Fusions asked = guard.fusions == Fusions::none() ? Fusions{} : guard.fusions;
+  const BackendInfo& device = backend_info(engine.backend_kind());
+  FusionComparison out;
+  Fusions fused = Fusions::none();
+  for (const auto& [name, on] : Fusions::kSwitches) {
+    if (!(asked.*on)) continue;
+    if (device.fused_kernels.*on) fused.*on = true;
+    else out.without_kernel.push_back(name);
+  }
+  out.fusions = fused.enabled();
+  if (out.fusions.empty())
+    fail("the ", device.label, " has no fused kernel for the fusions switched on: both ways would run the same code");
   request.sampling = {};  // greedy: both ways must answer the same if the fusions are right
   request.keep_step_logits = true;
-  FusionComparison out;
-  out.fusions = fused.enabled();
+  out.timed_runs = std::max(1, timed_runs);
   Outputs reference, candidate;
-  out.unfused = run_one(engine, request, Fusions::none(), reference, cancel);
-  out.fused = run_one(engine, request, fused, candidate, cancel);
+  std::vector<GenerateResult> unfused_runs, fused_runs;
+  for (int r = 0; r < out.timed_runs; ++r) {  // interleaved: drift in the machine's speed falls on both ways alike
+    unfused_runs.push_back(plain_run(engine, request, Fusions::none(), reference, cancel));
+    fused_runs.push_back(plain_run(engine, request, fused, candidate, cancel));
+  }
+  for (auto [runs, run] : {std::pair{&unfused_runs, &out.unfused}, {&fused_runs, &out.fused}}) {
+    const GenerateResult& median = median_run(*runs);
+    run->timing = median.timing;
+    run->generated_ids = median.generated_ids;
+  }
+  profile_one(engine, request, Fusions::none(), out.unfused, cancel);
+  profile_one(engine, request, fused, out.fused, cancel);
   compare_outputs(reference, candidate, out.difference, out.decode_difference);
   for (const auto& [name, on] : Fusions::kSwitches) {
     if (!each_fusion || !(fused.*on)) continue;

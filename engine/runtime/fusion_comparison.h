@@ -32,17 +32,20 @@ struct FusionEffect {
 };
 
 struct FusionComparison {
-  std::vector<std::string> fusions;  // the fusions the fused run used
+  std::vector<std::string> fusions;  // the fusions the fused run used: switched on, and with a kernel on this device
+  std::vector<std::string> without_kernel;  // switched on, but this device runs them as the reference either way
+  int timed_runs = 1;                       // plain runs each way (interleaved); the timings are the median run's
   FusionRun unfused, fused;
   OutputDifference difference;                       // first step: the prefill's logits
   std::optional<OutputDifference> decode_difference;  // the last decode step's logits (decode-only fusions show here)
   std::vector<FusionEffect> each;                     // when asked: each of `fusions` alone
 };
 
-// Runs `request` four times (each way plain, then profiled), and with each_fusion once more for each fusion alone,
-// and restores the engine's fusions and profiler. The request is made greedy. Throws qvl::Error when the engine has
-// no fusion switched on to compare.
+// Runs `request` timed_runs times each way, interleaved (the timings are each way's median decode run: one run on a
+// CPU once read an unchanged kernel as 0.60x), then once each way profiled, and with each_fusion once more for each
+// fusion alone; restores the engine's fusions and profiler. Only fusions the device has a kernel for are compared
+// (BackendInfo::fused_kernels). The request is made greedy. Throws qvl::Error when none is left to compare.
 FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const std::atomic<bool>* cancel = nullptr,
-                                 bool each_fusion = false);
+                                 bool each_fusion = false, int timed_runs = 3);
 
 }  // namespace qvl

@@ -11,12 +11,13 @@ namespace {
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+}  // namespace
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, std::size_t(q * double(v.size() - 1) + 0.5))];
 }
-}  // namespace
 
 Profiler::Profiler() : origin_ns_(steady_ns()) {}
 

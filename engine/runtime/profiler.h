@@ -14,6 +14,9 @@
 
 namespace qvl {
 
+// The value at quantile q (0..1) of `values`, nearest rank (0 when empty): medians and tails of timings.
+double percentile(std::vector<double> values, double q);
+
 struct KernelSummary {
   std::string name;
   int64_t calls = 0;

@@ -92,6 +92,14 @@ namespace {
 
 std::string_view bytes_of(const MappedFile& file) { return {reinterpret_cast<const char*>(file.bytes().data()), file.size()}; }
 
+// "67108864 pixels (67.1 M)": a large count in words beside its exact number (the limit once read "67108864").
+std::string pixel_count(int64_t pixels) {
+  if (pixels < 100000) return std::to_string(pixels) + " pixels";
+  char text[64];
+  std::snprintf(text, sizeof text, "%lld pixels (%.1f M)", static_cast<long long>(pixels), double(pixels) / 1e6);
+  return text;
+}
+
 // The header of an image's bytes read and checked against the limits: nothing is decoded that was not sized first.
 ImageHeader checked_image_header(const std::string& where, std::string_view bytes, const ImageLimits& limits) {
   if (bytes.empty()) fail(where, ": the image file is empty");
@@ -99,8 +107,8 @@ ImageHeader checked_image_header(const std::string& where, std::string_view byte
   if (!h) fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
   if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
   if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
-    fail(where, ": ", h->width, "x", h->height, " pixels is more than the limit of ", limits.max_pixels,
-         " (refused before decoding)");
+    fail(where, ": ", h->width, "x", h->height, " is ", pixel_count(h->width * h->height), ", more than the limit of ",
+         pixel_count(limits.max_pixels), " (refused before decoding)");
   if (h->truncated) fail(where, ": the ", h->format, " data ends before the image does (a truncated or corrupt file)");
   return *h;
 }

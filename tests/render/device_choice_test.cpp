@@ -57,7 +57,22 @@ TEST(DeviceChoice, AHybridLaptopDrawsOnTheIgpuThatDrivesTheDisplayFromTheHost) {
   const DeviceChoice choice = choose_device(devices, with_cuda(), "");
   EXPECT_EQ(choice.index, 1u);
   EXPECT_EQ(choice.interop_reason,
-            "the display is driven by Intel(R) UHD Graphics (CML GT2), not by the CUDA device (NVIDIA GeForce MX350)");
+            "Intel(R) UHD Graphics (CML GT2) can present to this display, the CUDA device (NVIDIA GeForce MX350) cannot");
+  // With WSL2's or a device group's reason too, the display decides where the views go.
+  EXPECT_EQ(choose_device(devices, with_cuda(), platform_interop_reason("5.15.153.1-microsoft-standard-WSL2")).index, 1u);
+}
+
+TEST(DeviceChoice, TheCudaDeviceStaysWhereNoOtherDeviceIsKnownToShowTheViews) {
+  std::vector<DeviceFacts> devices{nvidia(), intel()};
+  devices[0].presents = false;  // and nobody else can: the swapchain will say why, and the views fall back to QPainter
+  DeviceChoice choice = choose_device(devices, with_cuda(), "");
+  EXPECT_EQ(choice.index, 0u);
+  EXPECT_EQ(choice.interop_reason, "");
+  devices[0].presents = std::nullopt;  // not asked (no X11): the CUDA device is not passed over on a guess
+  devices[1].presents = true;
+  choice = choose_device(devices, with_cuda(), "");
+  EXPECT_EQ(choice.index, 0u);
+  EXPECT_EQ(choice.interop_reason, "");
 }
 
 TEST(DeviceChoice, AHybridLaptopWithoutNvidiasVulkanDriverNamesWhatVulkanHas) {

@@ -44,7 +44,13 @@ bool ran(const FusionRun& run, const std::string& kernel) {
   return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelSummary& k) { return k.name.rfind(kernel, 0) == 0; });
 }
 
-FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relative_l2) {
+const std::vector<std::string> kEveryFusion{"add+rms_norm",     "linear q+k+v", "qk_norm+rope+append",
+                                            "linear+swiglu",    "add+layer_norm", "bias+gelu",
+                                            "flash attention", "rms_norm+linear", "layer_norm+linear"};
+
+// `compared`: the fusions the device has kernels for (the rest are listed as without one, and not compared).
+FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relative_l2,
+                                              const std::vector<std::string>& compared) {
   auto profiler = std::make_shared<Profiler>();
   engine.set_profiler(profiler);
   const FusionComparison c = compare_fusions(engine, image_request(), nullptr, true);
@@ -62,10 +68,12 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
       EXPECT_LE(e.decode_difference->relative_l2, limit) << e.name;
     }
   }
-  EXPECT_EQ(c.fusions,
-            (std::vector<std::string>{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu",
-                                      "add+layer_norm", "bias+gelu", "flash attention", "rms_norm+linear",
-                                      "layer_norm+linear"}));
+  EXPECT_EQ(c.fusions, compared);
+  std::vector<std::string> without;
+  for (const auto& f : kEveryFusion)
+    if (std::find(compared.begin(), compared.end(), f) == compared.end()) without.push_back(f);
+  EXPECT_EQ(c.without_kernel, without);
+  EXPECT_EQ(c.timed_runs, 3);
   EXPECT_TRUE(c.difference.same_tokens);
   EXPECT_TRUE(c.decode_difference.has_value());  // 8 tokens: the last came from a decode step
   if (c.decode_difference) {
@@ -103,7 +111,9 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
 
 TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
-  expect_fused_matches_unfused(*engine, 0.0);  // same float operations in the same order on the CPU
+  // Same float operations in the same order on the CPU, which has a kernel for add+rms_norm only: the others were
+  // once listed as compared and "exact" while both ways ran the same code.
+  expect_fused_matches_unfused(*engine, 0.0, {"add+rms_norm"});
 }
 
 // A stopped comparison says so: its runs have no logits, and empty against empty once read as a perfect match.
@@ -122,7 +132,7 @@ TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
   // The flash kernels round q, k, v and p to f16 on tensor cores; the unfused reference stays f32.
-  const FusionComparison c = expect_fused_matches_unfused(*engine, 1e-2);
+  const FusionComparison c = expect_fused_matches_unfused(*engine, 1e-2, kEveryFusion);
   // The decode-only fusions ran where the CPU has none: the input norms folded into one GEMV launch for q, k and v
   // and one for gate/up with SwiGLU, the residual adds into the o and down GEMVs; no norm or add kernel between.
   EXPECT_TRUE(ran(c.fused, "rms_norm+linear q+k+v"));
@@ -151,6 +161,20 @@ TEST(FusionComparison, FusedGpuPathMatchesTheUnfusedReference) {
   EXPECT_FALSE(ran(plain.fused, "linear+add"));
   EXPECT_FALSE(ran(plain.fused, "rms_norm+linear"));
   engine->set_fusions({});
+}
+
+TEST(FusionComparison, ADeviceWithoutKernelsForTheSwitchesOnSaysSo) {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
+  Fusions no_cpu_kernel = Fusions::none();
+  no_cpu_kernel.flash_attention = true;
+  engine->set_fusions(no_cpu_kernel);
+  try {
+    compare_fusions(*engine, image_request());
+    FAIL() << "a comparison of the same code both ways was made";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the CPU has no fused kernel for the fusions switched on: both ways would run the same code");
+  }
+  EXPECT_EQ(engine->fusions(), no_cpu_kernel);  // left as it was
 }
 
 TEST(FusionComparison, TheFusionSwitchChangesTheOpsButNotTheAnswer) {

@@ -176,7 +176,7 @@ TEST(ChatRequest, PicturesAreRefusedByTheirLimitsAndSourcesBeforeDecoding) {
   small.image.max_pixels = 100;
   const ApiError big = refusal(picture_question(data_url(kImages / "rgba.png")), small);
   EXPECT_EQ(big.param, url);
-  EXPECT_NE(std::string(big.what()).find("more than the limit of 100 (refused before decoding)"), std::string::npos) << big.what();
+  EXPECT_NE(std::string(big.what()).find("40x24 is 960 pixels, more than the limit of 100 pixels (refused before decoding)"), std::string::npos) << big.what();
   const ApiError broken = refusal(picture_question("data:image/png;base64,iVBORw0KGgo="));
   EXPECT_EQ(broken.param, url);
   EXPECT_NE(std::string(broken.what()).find(url + ": "), std::string::npos) << broken.what();

@@ -13,12 +13,18 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QDropEvent>
+#include <QDockWidget>
 #include <QElapsedTimer>
+#include <QImageReader>
+#include <QLocale>
+#include <QMessageBox>
+#include <QPainter>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QMimeData>
 #include <QPlainTextEdit>
@@ -29,13 +35,14 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTableView>
 #include <QTest>
+#include <QHeaderView>
 #include <QUrl>
 
 #include "backend/cuda_plugin.h"
 #include "backend/pool_picture.h"
 #if QVL_STUDIO_VULKAN
-#include <QDockWidget>
 #include <QScreen>
 #include <QVBoxLayout>
 
@@ -45,14 +52,17 @@
 #include "ui/vulkan_pool_window.h"
 #include "ui/vulkan_views.h"
 #endif
+#include "ui/chat_list_panel.h"
 #include "ui/chat_model.h"
 #include "ui/chat_store.h"
 #include "ui/chat_view.h"
 #include "ui/composer.h"
+#include "ui/context_meter.h"
 #include "ui/engine_controller.h"
 #include "ui/fusion_view.h"
 #include "ui/kernel_view.h"
 #include "ui/main_window.h"
+#include "ui/picture_loader.h"
 #include "ui/pool_view.h"
 
 using namespace qvl::ui;
@@ -75,6 +85,29 @@ void drop_onto(QWidget* target, const QMimeData& mime) {
 QString resources() { return qEnvironmentVariable("QVL_RESOURCE_DIR"); }
 QString demo_model() { return resources() + "/models/demo-tiny"; }
 QString shapes_image() { return QString(QVL_SOURCE_DIR) + "/resources/samples/scene-1.png"; }
+
+// The GUI thread's pulse: the worst gap between a 5 ms timer's ticks while it runs (a blocked event loop is a gap).
+class Heartbeat {
+public:
+  Heartbeat() {
+    timer_.setInterval(5);
+    QObject::connect(&timer_, &QTimer::timeout, [this] {
+      const qint64 now = clock_.elapsed();
+      worst_ = std::max(worst_, now - last_);
+      last_ = now;
+    });
+    clock_.start();
+    timer_.start();
+  }
+  void stop() { timer_.stop(); }
+  qint64 worst_ms() const { return worst_; }
+  qint64 elapsed_ms() const { return clock_.elapsed(); }
+
+private:
+  QElapsedTimer clock_;
+  QTimer timer_;
+  qint64 last_ = 0, worst_ = 0;
+};
 
 }  // namespace
 
@@ -149,6 +182,7 @@ private slots:
 
   void init() {
     QSettings().clear();
+    QSettings().setValue("view/performance_panel", true);  // the docks the tests look at are shown
     store_ = std::make_unique<QTemporaryDir>();
     window_ = std::make_unique<MainWindow>(store_->path());
     window_->show();
@@ -239,11 +273,15 @@ private slots:
       seen = heat_window->frames_shown();
       QTest::qWait(150);
     }
-    QVERIFY(child<QLabel>("attention_status")->text().startsWith("Layer 0, mean of heads:"));
     const auto meta = heat_window->shown_meta();
+    // The caption says what the frame on screen is (it once said the previous frame's: "0 x 0 patches" at first).
+    QCOMPARE(child<QLabel>("attention_status")->text(),
+             QString("Layer 0, mean of heads: %1 x %2 patches").arg(meta.grid_w).arg(meta.grid_h));
+    QVERIFY(meta.grid_w > 0 && meta.grid_h > 0);
     const auto heat = heat_window->shown_heat();
     QCOMPARE(heat.size(), size_t(meta.grid_w) * meta.grid_h);
-    const render::HeatmapShape shape{heat_window->picture_width(), heat_window->picture_height(), meta.grid_w, meta.grid_h, 176};
+    const render::HeatmapShape shape{heat_window->picture_width(), heat_window->picture_height(), meta.grid_w, meta.grid_h,
+                                     render::kHeatOpacity};
     const auto expected = render::colour_heatmap(heat_window->picture_pixels(), heat, shape, heat_window->order());
     QVERIFY(heat_window->shown_pixels() == expected);
     const QImage shot = heat_window->screen()->grabWindow(heat_window->winId()).toImage().convertToFormat(QImage::Format_RGB32);
@@ -610,6 +648,60 @@ private slots:
     QCOMPARE(window().chat().rowCount(), 0);
   }
 
+  // The rest of #22 bug 10: rename in place (F2), search over titles and what was said, export as Markdown.
+  void chatsAreRenamedSearchedAndExported() {
+    set_max_new_tokens(4);
+    send("What shapes do you see?");
+    send("And which colour is the circle?");
+    const QString first = window().chat().conversation().id;
+    window().newChat();
+    send("Tell me a story");
+    auto* list = child<QListWidget>("chat_list");
+    auto* panel = window_->findChild<ChatListPanel*>();
+    QCOMPARE(panel->shown_titles(), QStringList({"Tell me a story", "What shapes do you see?"}));
+    // The search looks at what was said, not only the titles; every word must be there.
+    panel->set_search("colour");
+    QCOMPARE(panel->shown_titles(), QStringList({"What shapes do you see?"}));
+    panel->set_search("STORY tell");
+    QCOMPARE(panel->shown_titles(), QStringList({"Tell me a story"}));
+    panel->set_search("nothing like this");
+    QVERIFY(panel->shown_titles().isEmpty());
+    panel->set_search("");
+    // F2 edits the title in place; Enter renames the chat in its file.
+    list->setCurrentItem(list->item(1));
+    list->setFocus();
+    QTest::keyClick(list, Qt::Key_F2);
+    QLineEdit* editor = nullptr;
+    QTRY_VERIFY((editor = list->findChild<QLineEdit*>()) != nullptr);
+    QCOMPARE(editor->text(), QString("What shapes do you see?"));
+    editor->setText("Shapes and colours");
+    QTest::keyClick(editor, Qt::Key_Return);
+    QString error;
+    QTRY_COMPARE(ChatStore(store_->path()).load(first, &error)->title, QString("Shapes and colours"));
+    QVERIFY(panel->shown_titles().contains("Shapes and colours"));
+    // The open chat renamed keeps its new title when it is saved again.
+    window().newChat();
+    const QString open_one = [&] {
+      send("Another question");
+      return window().chat().conversation().id;
+    }();
+    QVERIFY(window().renameChat(open_one, "Renamed while open"));
+    send("And again?");
+    QCOMPARE(ChatStore(store_->path()).load(open_one, &error)->title, QString("Renamed while open"));
+    // Export: the whole chat as Markdown, written whole.
+    const QString md = store_->filePath("exported.md");
+    QVERIFY(window().exportChat(first, md));
+    QFile file(md);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QString text = QString::fromUtf8(file.readAll());
+    QVERIFY2(text.startsWith("# Shapes and colours\n"), qPrintable(text));
+    QCOMPARE(text.count("## You"), 2);
+    QCOMPARE(text.count("## Assistant"), 2);
+    QVERIFY(text.contains("And which colour is the circle?"));
+    QVERIFY(!window().exportChat(first, store_->path() + "/no-such-folder/x.md"));
+    QVERIFY(!QFile::exists(store_->path() + "/no-such-folder/x.md"));
+  }
+
   // A long-time user's store: 1,000 saved chats of ten turns each. The window opens with all of them listed in under a
   // second (measured: docs/robustness.md), and the list refreshed after an answer parses only what changed.
   void aThousandSavedChatsOpenInUnderASecond() {
@@ -694,7 +786,12 @@ private slots:
     QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
     QVERIFY(view->verdict().contains("identical"));
     QVERIFY(view->verdict().contains("Last decode step"));  // the decode kernels compared too
-    QVERIFY(view->verdict().contains("Each alone: add+rms_norm exact"));  // the CPU's fused ops give the unfused bits
+    QVERIFY(view->verdict().contains("Each alone: add+rms_norm exact."));  // the CPU's fused ops give the unfused bits
+    // Only what the CPU has a kernel for is compared (bug 13: CUDA-only fusions were listed as compared and "exact").
+    QVERIFY2(view->summary().startsWith("Fusions compared (median of 3 runs each way): add+rms_norm."),
+             qPrintable(view->summary()));
+    QVERIFY2(view->summary().contains("no fused kernel for them (it runs the reference either way): linear q+k+v"),
+             qPrintable(view->summary()));
     QVERIFY(view->kernel_rows() > 3);
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
                              "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));  // left as it was
@@ -717,24 +814,203 @@ private slots:
 
   void theGuiThreadStaysResponsiveWhileTheModelAnswers() {
     set_max_new_tokens(300);
-    QElapsedTimer clock;
-    qint64 last = 0, worst = 0;
-    QTimer heartbeat;
-    heartbeat.setInterval(5);
-    connect(&heartbeat, &QTimer::timeout, this, [&] {
-      const qint64 now = clock.elapsed();
-      worst = std::max(worst, now - last);
-      last = now;
-    });
-    clock.start();
-    heartbeat.start();
+    Heartbeat heartbeat;
     const Answer a = send("Write as much as you can about the picture.", {shapes_image()});
     heartbeat.stop();
-    qInfo("heartbeat: worst gap %lld ms over %lld ms of generation (%lld tokens)", worst, clock.elapsed(),
+    const qint64 worst = heartbeat.worst_ms();
+    qInfo("heartbeat: worst gap %lld ms over %lld ms of generation (%lld tokens)", worst, heartbeat.elapsed_ms(),
           (long long)a.timing.generated_tokens);
 #ifdef QVL_SANITIZED_BUILD
     // Sanitizers slow the GUI thread's own painting and layout several times over (38-73 ms measured here against
     // 12 ms in release): the bound is a release-build property, asserted there; this build checks the run for errors.
+    if (worst > 50) QSKIP(qPrintable(QString("sanitizer build: worst gap %1 ms, the 50 ms bound is checked in release").arg(worst)));
+#endif
+    QVERIFY2(worst <= 50, qPrintable(QString("the GUI thread was blocked for %1 ms").arg(worst)));
+  }
+
+  // The context meter (#22 bug 11): the draft, its picture and the conversation counted before sending, exactly as
+  // the engine then counts the prompt; after an answer the next draft counts the conversation too.
+  void theContextMeterCountsWhatTheEngineWill() {
+    auto* meter = child<ContextMeter>("context_meter");
+    set_max_new_tokens(5);
+    QMimeData dropped;
+    dropped.setUrls({QUrl::fromLocalFile(shapes_image())});
+    drop_onto(&window().composer(), dropped);
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 10000);
+    QSignalSpy counted(meter, &ContextMeter::counted);
+    window().composer().set_text("What shapes do you see? Name each colour.");
+    QVERIFY(counted.wait(5000));
+    const ContextCount before = meter->last();
+    QVERIFY2(before.fits(), qPrintable(before.problem));
+    QVERIFY(before.image_tokens > 0);
+    QCOMPARE(before.answer_tokens, qint64(5));
+    QCOMPARE(before.limit, window().engine().model().context_tokens);
+    QVERIFY2(meter->text().contains(QLocale().toString(before.prompt_tokens)), qPrintable(meter->text()));
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QVERIFY(finished.wait(30000));
+    QCOMPARE(qint64(finished.first().first().value<Answer>().timing.prompt_tokens), before.prompt_tokens);
+    // The follow-up's count holds the first turn and its answer: the engine's prompt for it is the same size.
+    counted.clear();
+    window().composer().set_text("And which one is larger?");
+    QVERIFY(counted.wait(5000));
+    const ContextCount next = meter->last();
+    QVERIFY(next.prompt_tokens > before.prompt_tokens);
+    const Answer follow_up = send("And which one is larger?");
+    QCOMPARE(qint64(follow_up.timing.prompt_tokens), next.prompt_tokens);
+  }
+
+  // A question over the context is refused before anything changes: the text stays in the composer, no failed turn
+  // (#22 bug 11: a 20,000-word prompt was refused after the composer was cleared).
+  void aQuestionOverTheContextStaysInTheComposer() {
+    QString words;
+    for (int i = 0; i < 20000; ++i) words += QString(" word%1").arg(i % 97);
+    auto* meter = child<ContextMeter>("context_meter");
+    QSignalSpy counted(meter, &ContextMeter::counted);
+    window().composer().set_text(words);
+    QVERIFY(counted.wait(10000));
+    QVERIFY(!meter->last().fits());
+    QVERIFY2(meter->toolTip().contains("over the"), qPrintable(meter->toolTip()));
+    QSignalSpy shown(&window(), &MainWindow::noticeShown);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QCOMPARE(shown.size(), 1);
+    QVERIFY2(window().notice().contains("tokens a request may hold"), qPrintable(window().notice()));
+    QCOMPARE(window().composer().text(), words.trimmed());
+    QVERIFY(window().chat().conversation().turns.isEmpty());
+    QVERIFY(!window().engine().busy());
+  }
+
+  // A picture over the model's pixel limit is found when attached and offered scaled down, the numbers in words
+  // (#22 bug 11: refused after sending, the limit as "67108864" pixels).
+  void aPictureOverThePixelLimitIsOfferedScaledDown() {
+    const QString big = store_->filePath("wide.png");
+    {
+      QImage image(9000, 8000, QImage::Format_RGB888);  // 72 M pixels, over 8192 x 8192
+      image.fill(QColor(30, 90, 200));
+      QVERIFY(image.save(big, "PNG", 10));
+    }
+    child<QSpinBox>("image_max_tokens")->setValue(256);  // the model's own budget is 16,384 tokens: minutes on a CPU
+    QMimeData dropped;
+    dropped.setUrls({QUrl::fromLocalFile(big)});
+    drop_onto(&window().composer(), dropped);
+    QMessageBox* box = nullptr;
+    QTRY_VERIFY_WITH_TIMEOUT((box = window_->findChild<QMessageBox*>("scale_down")) != nullptr, 20000);
+    QVERIFY2(box->text().contains("9000 × 8000 pixels (72.0 M)"), qPrintable(box->text()));
+    QVERIFY2(box->text().contains("at most 67.1 M pixels"), qPrintable(box->text()));
+    QVERIFY(window().composer().image_paths().isEmpty());
+    box->button(QMessageBox::Yes)->click();
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 60000);
+    const QString copy = window().composer().image_paths().first();
+    QVERIFY2(copy.startsWith(store_->path() + "/attachments/"), qPrintable(copy));
+    const QSize size = QImageReader(copy).size();
+    QVERIFY(qint64(size.width()) * size.height() <= qvl::ImageLimits{}.max_pixels);
+    QVERIFY(size.width() > 8500 * 0.9 && std::abs(size.width() * 8000 - size.height() * 9000) < 9000 * 2);
+    set_max_new_tokens(3);
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QVERIFY(finished.wait(60000));
+  }
+
+  // #22 bug 4: the conversation is the main thing. On the CPU the performance panel starts collapsed; open, its
+  // views share one tab group beside the chat, which keeps most of a 1280 x 820 window; the window can shrink to a
+  // small laptop's screen.
+  void theConversationIsTheMainThing() {
+    window_.reset();
+    QSettings().clear();
+    window_ = std::make_unique<MainWindow>(store_->path());
+    window_->show();
+    window_->openModel(demo_model());
+    QTRY_VERIFY_WITH_TIMEOUT(idle(), 30000);
+    QCOMPARE(window_->size(), QSize(1280, 820));
+    auto* panel = child<QAction>("performance_panel");
+    QVERIFY(!panel->isChecked());  // the CPU: collapsed
+    auto* chat = window_->findChild<ChatView*>();
+    QTRY_VERIFY2(chat->width() >= 900, qPrintable(QString::number(chat->width())));
+    panel->trigger();
+    QVERIFY(QSettings().value("view/performance_panel").toBool());
+    QTRY_VERIFY(window_->findChild<QDockWidget*>("kernels_dock")->isVisible());
+    QTRY_VERIFY2(chat->width() >= 560, qPrintable(QString::number(chat->width())));
+    // One tab group: the pool dock is not stacked under the others taking height.
+    for (const char* name : {"throughput_dock", "pool_dock", "fusion_dock", "attention_dock"})
+      QVERIFY2(window_->tabifiedDockWidgets(window_->findChild<QDockWidget*>("kernels_dock"))
+                   .contains(window_->findChild<QDockWidget*>(name)), name);
+    const QSize smallest = window_->minimumSizeHint();
+    QVERIFY2(smallest.width() <= 1024 && smallest.height() <= 640,
+             qPrintable(QString("%1 x %2").arg(smallest.width()).arg(smallest.height())));
+    panel->trigger();  // and back: the chat takes the room again
+    QTRY_VERIFY(chat->width() >= 900);
+  }
+
+  // #22 bug 14: the strip chart spans the answer's tokens (a 15-token answer was a sliver of a 300-token axis) and a
+  // kernel's name shows whole (the head's was cut to "linear 15193…48").
+  void theStripChartSpansTheAnswerAndKernelNamesShowWhole() {
+    KernelView view;
+    view.resize(420, 420);
+    view.show();
+    PerfSnapshot s;
+    s.request_id = 7;
+    for (int i = 0; i < 15; ++i) s.step_ms.push_back(2.0 + 0.1 * (i % 3));
+    qvl::KernelSummary head;
+    head.name = "linear 151936x2048 (bf16 weights, the output head)";
+    head.calls = 15;
+    head.total_ms = 3.0;
+    head.share = 0.5;
+    s.kernels = {head};
+    view.update_from(s);
+    QApplication::processEvents();
+    const QImage chart = view.findChild<StepChart*>()->grab().toImage();
+    const QColor line = view.palette().color(QPalette::Highlight);
+    auto drawn_in = [&](int x0, int x1) {
+      for (int x = x0; x < x1; ++x)
+        for (int y = 0; y < chart.height(); ++y) {
+          const QColor c = chart.pixelColor(x, y);
+          if (std::abs(c.red() - line.red()) + std::abs(c.green() - line.green()) + std::abs(c.blue() - line.blue()) < 60)
+            return true;
+        }
+      return false;
+    };
+    QVERIFY2(drawn_in(chart.width() * 80 / 100, chart.width() - 8), "the line stops short of the chart's right side");
+    auto* table = view.findChild<QTableView*>("kernel_table");
+    QVERIFY(table->horizontalHeader()->sectionSize(0) >=
+            table->fontMetrics().horizontalAdvance(QString::fromStdString(head.name)));
+  }
+
+  // An 8000 x 8000 picture (the engine's limit allows 67 M pixels): its chip and bubble thumbnails are decoded off the
+  // GUI thread and not refused by Qt's 128 MB image limit (the bubble once read "big8k.png (missing)" and typing
+  // stalled ~0.4 s when its chip appeared), and the GUI thread stays responsive through a 2,000-token answer.
+  void aHugePictureIsShownWithoutStallingTheGuiThread() {
+    const QString big = store_->filePath("big8k.png");
+    {
+      QImage image(8000, 8000, QImage::Format_RGB888);
+      image.fill(QColor(240, 240, 235));
+      QPainter painter(&image);
+      painter.setBrush(QColor(220, 60, 40));
+      painter.drawEllipse(QRect(2000, 2000, 4000, 4000));
+      painter.end();
+      QVERIFY(image.save(big, "PNG", 10));
+    }
+    set_max_new_tokens(2000);
+    child<QSpinBox>("image_max_tokens")->setValue(256);  // the model's own budget is 16,384 tokens: minutes on a CPU
+    Heartbeat heartbeat;
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(big)});
+    drop_onto(&window().composer(), mime);
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), 1, 60000);
+    const QString kept = window().composer().image_paths().first();
+    const Answer a = send("Write as much as you can about the picture.", {kept});
+    auto* thumbnails = window_->findChild<PictureThumbnails*>();
+    QVERIFY(thumbnails);
+    QTRY_VERIFY_WITH_TIMEOUT(thumbnails->find(kept).has_value(), 60000);
+    heartbeat.stop();
+    QVERIFY(!a.text.isEmpty());
+    const QPixmap thumb = *thumbnails->find(kept);
+    QVERIFY2(!thumb.isNull(), "the bubble's picture could not be decoded");
+    QCOMPARE(thumb.height(), 72);
+    QCOMPARE(thumb.width(), 72);
+    const qint64 worst = heartbeat.worst_ms();
+    qInfo("heartbeat: worst gap %lld ms over %lld ms (attach, %lld tokens)", worst, heartbeat.elapsed_ms(),
+          (long long)a.timing.generated_tokens);
+#ifdef QVL_SANITIZED_BUILD
     if (worst > 50) QSKIP(qPrintable(QString("sanitizer build: worst gap %1 ms, the 50 ms bound is checked in release").arg(worst)));
 #endif
     QVERIFY2(worst <= 50, qPrintable(QString("the GUI thread was blocked for %1 ms").arg(worst)));

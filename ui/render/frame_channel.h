@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <vector>
 
 #include "backend/interop.h"
 #include "core/error.h"
@@ -119,6 +120,13 @@ public:
     }
     if (reading && read_->value() >= reading) release(reading);
   }
+  // What a submission that reads `frame` waits for (CUDA's `written` point where the GPU filled it: already reached,
+  // but naming it is what makes CUDA's writes visible to Vulkan) and signals (`read`, which frees the slot).
+  std::vector<CommandSlots::TimelinePoint> waits_for(const Frame& frame) const {
+    if (!frame.filled_on_gpu) return {};
+    return {{written_->handle(), frame.number}};
+  }
+  CommandSlots::TimelinePoint read_point(const Frame& frame) const { return {read_->handle(), frame.number}; }
   // A frame's bytes as the host sees them (nullptr for a frame filled on the GPU); valid until it is released.
   const uint8_t* host_bytes(const Frame& frame) const {
     return frame.filled_on_gpu ? nullptr : static_cast<const uint8_t*>(host_->mapped()) + frame.data.offset;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "io/atomic_file.h"
 
@@ -11,8 +12,7 @@ namespace qvl::render {
 
 namespace {
 
-constexpr auto kLook = std::chrono::milliseconds(16);  // the windows' poll (vulkan_view_window.cpp)
-constexpr int kMaxPictureSide = 2048;                   // as the heatmap window
+constexpr auto kLook = std::chrono::milliseconds(kViewLookMs);  // as the windows' poll
 constexpr uint64_t kDrawTimeoutNs = 5'000'000'000ull;
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -44,12 +44,16 @@ OffscreenViews::OffscreenViews(std::optional<std::array<uint8_t, 16>> cuda_uuid,
 }
 
 OffscreenViews::~OffscreenViews() {
+  // Never throws (it also runs while an exception unwinds): a lost device here has nothing left to say.
   try {
     stop();
-  } catch (...) {  // already said by stop() where the caller asked
+  } catch (...) {
   }
-  commands_->wait_all();
-  feed_->forget_imports();
+  try {
+    commands_->wait_all();
+    feed_->forget_imports();
+  } catch (...) {
+  }
 }
 
 void OffscreenViews::set_picture(std::vector<uint32_t> rgba, uint32_t width, uint32_t height) {
@@ -73,6 +77,7 @@ std::optional<std::vector<std::string>> OffscreenViews::validation_messages() co
 void OffscreenViews::start() {
   if (viewer_.joinable()) return;
   stopping_ = false;
+  failure_.clear();
   viewer_ = std::thread([this] { view_loop(); });
 }
 
@@ -83,11 +88,25 @@ void OffscreenViews::stop() {
   if (!failure_.empty()) fail("the offscreen views: ", failure_);
 }
 
+void OffscreenViews::require_stopped(const char* what) const {
+  if (viewer_.joinable()) fail("OffscreenViews::", what, " is read after stop()");
+}
+
+void OffscreenViews::reset_stats() {
+  require_stopped("reset_stats");
+  pool_drawn_ = {};
+  heat_drawn_ = {};
+  pool_before_ = {pool_->frames_published(), pool_->frames_dropped(), 0};
+  heat_before_ = {heat_->frames_published(), heat_->frames_dropped(), heat_->frames_skipped()};
+}
+
 void OffscreenViews::view_loop() {
   try {
-    for (auto next = std::chrono::steady_clock::now(); !stopping_; next += kLook) {
-      draw_pool();
-      draw_heat();
+    for (auto next = std::chrono::steady_clock::now(); !stopping_;) {
+      draw(*pool_, 0);
+      draw(*heat_, 1);
+      // Paced like a timer: a slow draw is not followed by a burst of looks to catch up.
+      next = std::max(next + kLook, std::chrono::steady_clock::now());
       std::this_thread::sleep_until(next);
     }
   } catch (const std::exception& e) {
@@ -95,73 +114,62 @@ void OffscreenViews::view_loop() {
   }
 }
 
-// Both draws mirror the windows' poll(): the newest frame taken, coloured by the renderer after waiting for the
-// `written` point CUDA signals (already reached when taken), `read` signalled after; here the host then waits for
-// `read`, which is the frame's draw time.
-bool OffscreenViews::draw_pool() {
-  pool_->release_finished();
-  const auto frame = pool_->take_newest();
-  if (!frame) return false;
+// As the windows' poll(): the newest frame taken, coloured by the renderer after waiting for the `written` point
+// CUDA signals (already reached when taken), `read` signalled after; here the host then waits for `read` (the
+// frame's draw time) and releases the frame at once, so no frame is still being read at the next look.
+template <typename Channel> void OffscreenViews::draw(Channel& channel, uint32_t slot) {
+  if constexpr (std::is_same_v<Channel, HeatChannel>)
+    if (!picture_width_) return;  // nothing to draw over (the window waits for its picture too)
+  const auto frame = channel.take_newest();
+  if (!frame) return;
   const auto start = std::chrono::steady_clock::now();
-  const PoolMapGeometry g = frame->meta.geometry;
-  VkCommandBuffer cmd = commands_->begin(0);
-  renderer_->record_pool_map(cmd, frame->data, {pool_pixels_->buffer(), 0, uint64_t(g.width) * g.height * 4}, g,
-                             frame->meta.capacity_column, ChannelOrder::Rgba);
-  commands_->end(0);
-  if (frame->filled_on_gpu)
-    commands_->submit(0, {{pool_->written().handle(), frame->number}}, {{pool_->read().handle(), frame->number}});
-  else
-    commands_->submit(0, {}, {{pool_->read().handle(), frame->number}});
-  if (!pool_->read().wait(frame->number, kDrawTimeoutNs)) fail("pool map frame ", frame->number, " was not drawn in 5 s");
-  pool_->release(frame->number);
-  pool_drawn_.draw_ms.push_back(ms_since(start));
-  ++pool_drawn_.drawn;
-  pool_drawn_.drawn_from_cuda_memory += frame->filled_on_gpu;
-  pool_shown_ = g;
-  return true;
-}
-
-bool OffscreenViews::draw_heat() {
-  heat_->release_finished();
-  if (!picture_width_) return false;  // nothing to draw over (the window waits for its picture too)
-  const auto frame = heat_->take_newest();
-  if (!frame) return false;
-  const auto start = std::chrono::steady_clock::now();
-  const HeatmapShape shape{picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, kHeatOpacity};
-  const uint64_t bytes = uint64_t(picture_width_) * picture_height_ * 4;
-  VkCommandBuffer cmd = commands_->begin(1);
-  renderer_->record_heatmap(cmd, {picture_->buffer(), 0, bytes}, frame->data, {heat_pixels_->buffer(), 0, bytes}, shape,
-                            ChannelOrder::Rgba);
-  commands_->end(1);
-  if (frame->filled_on_gpu)
-    commands_->submit(1, {{heat_->written().handle(), frame->number}}, {{heat_->read().handle(), frame->number}});
-  else
-    commands_->submit(1, {}, {{heat_->read().handle(), frame->number}});
-  if (!heat_->read().wait(frame->number, kDrawTimeoutNs)) fail("heatmap frame ", frame->number, " was not drawn in 5 s");
-  heat_->release(frame->number);
-  heat_drawn_.draw_ms.push_back(ms_since(start));
-  ++heat_drawn_.drawn;
-  heat_drawn_.drawn_from_cuda_memory += frame->filled_on_gpu;
-  heat_shown_ = shape;
-  return true;
+  try {
+    VkCommandBuffer cmd = commands_->begin(slot);
+    if constexpr (std::is_same_v<Channel, HeatChannel>) {
+      heat_shown_ = {picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, kHeatOpacity};
+      const uint64_t bytes = uint64_t(picture_width_) * picture_height_ * 4;
+      renderer_->record_heatmap(cmd, {picture_->buffer(), 0, bytes}, frame->data, {heat_pixels_->buffer(), 0, bytes},
+                                heat_shown_, ChannelOrder::Rgba);
+    } else {
+      pool_shown_ = frame->meta.geometry;
+      renderer_->record_pool_map(cmd, frame->data,
+                                 {pool_pixels_->buffer(), 0, uint64_t(pool_shown_.width) * pool_shown_.height * 4},
+                                 pool_shown_, frame->meta.capacity_column, ChannelOrder::Rgba);
+    }
+    commands_->end(slot);
+    commands_->submit(slot, channel.waits_for(*frame), {channel.read_point(*frame)});
+    if (!channel.read().wait(frame->number, kDrawTimeoutNs)) fail("frame ", frame->number, " was not drawn in 5 s");
+  } catch (...) {
+    device_->api.vkQueueWaitIdle(device_->queue);  // nothing may still read the slot once it is free again
+    channel.release(frame->number);
+    throw;
+  }
+  channel.release(frame->number);
+  OffscreenViewStats& stats = std::is_same_v<Channel, HeatChannel> ? heat_drawn_ : pool_drawn_;
+  stats.draw_ms.push_back(ms_since(start));
+  ++stats.drawn;
+  stats.drawn_from_cuda_memory += frame->filled_on_gpu;
 }
 
 OffscreenViewStats OffscreenViews::pool_stats() const {
+  require_stopped("pool_stats");
   OffscreenViewStats s = pool_drawn_;
-  s.published = pool_->frames_published();
-  s.dropped = pool_->frames_dropped();
+  s.published = pool_->frames_published() - pool_before_.published;
+  s.dropped = pool_->frames_dropped() - pool_before_.dropped;
   return s;
 }
 
 OffscreenViewStats OffscreenViews::heat_stats() const {
+  require_stopped("heat_stats");
   OffscreenViewStats s = heat_drawn_;
-  s.published = heat_->frames_published();
-  s.dropped = heat_->frames_dropped();
-  s.skipped = heat_->frames_skipped();
+  s.published = heat_->frames_published() - heat_before_.published;
+  s.dropped = heat_->frames_dropped() - heat_before_.dropped;
+  s.skipped = heat_->frames_skipped() - heat_before_.skipped;
   return s;
 }
 
 OffscreenViews::Snapshot OffscreenViews::pool_snapshot() const {
+  require_stopped("pool_snapshot");
   if (!pool_drawn_.drawn) return {};
   const auto* p = static_cast<const uint32_t*>(pool_pixels_->mapped());
   const size_t n = size_t(pool_shown_.width) * pool_shown_.height;
@@ -169,6 +177,7 @@ OffscreenViews::Snapshot OffscreenViews::pool_snapshot() const {
 }
 
 OffscreenViews::Snapshot OffscreenViews::heat_snapshot() const {
+  require_stopped("heat_snapshot");
   if (!heat_drawn_.drawn) return {};
   const auto* p = static_cast<const uint32_t*>(heat_pixels_->mapped());
   return {heat_shown_.width, heat_shown_.height, {p, p + size_t(heat_shown_.width) * heat_shown_.height}};

@@ -26,13 +26,14 @@ struct OffscreenViewStats {
 class OffscreenViews {
 public:
   // Makes its own device, matched to CUDA device `cuda_uuid` where given ($QVL_VULKAN_VALIDATION=1: validation
-  // layers on). Throws qvl::Error saying why when Vulkan cannot draw here.
-  // no_cuda_reason: said when cuda_uuid is empty (the model runs on the CPU).
+  // layers on); no_cuda_reason: said when cuda_uuid is empty (the model runs on the CPU). Throws qvl::Error saying
+  // why when Vulkan cannot draw here. Destroy it before the engine's backend goes (the model moves or is unloaded):
+  // it releases what it imported there.
   OffscreenViews(std::optional<std::array<uint8_t, 16>> cuda_uuid, std::string no_cuda_reason,
                  const PoolMapGeometry& pool_geometry);
   ~OffscreenViews();
 
-  // The picture the heat is drawn over, RGBA (pack_rgba), at most 2048 pixels a side; before start().
+  // The picture the heat is drawn over, RGBA (pack_rgba), at most kMaxPictureSide pixels a side; before start().
   void set_picture(std::vector<uint32_t> rgba, uint32_t width, uint32_t height);
   ViewsFeed& feed() { return *feed_; }
   // Empty when frames come straight from CUDA memory, else why they are uploaded from the host.
@@ -44,10 +45,12 @@ public:
   // The viewer thread; stop() returns after the last frame it took is drawn (and rethrows what failed there).
   void start();
   void stop();
+
+  // The rest is read while the viewer is stopped (qvl::Error otherwise). Counts since the last reset_stats() (a
+  // warm-up's frames left out); the snapshots are the last frame drawn of each view, RGBA (empty if none).
+  void reset_stats();
   OffscreenViewStats pool_stats() const;
   OffscreenViewStats heat_stats() const;
-
-  // The last frame drawn of each view, RGBA (width x height; empty if none was drawn). After stop().
   struct Snapshot {
     uint32_t width = 0, height = 0;
     std::vector<uint32_t> rgba;
@@ -57,23 +60,25 @@ public:
 
 private:
   void view_loop();
-  bool draw_pool();
-  bool draw_heat();
+  template <typename Channel> void draw(Channel& channel, uint32_t slot);
+  void require_stopped(const char* what) const;
 
   std::unique_ptr<VulkanDevice> device_;
   std::unique_ptr<PictureRenderer> renderer_;
-  std::unique_ptr<CommandSlots> commands_;
+  std::unique_ptr<CommandSlots> commands_;  // slot 0 the pool map, slot 1 the heatmap
   std::shared_ptr<PoolMapChannel> pool_;
   std::shared_ptr<HeatChannel> heat_;
   std::unique_ptr<ViewsFeed> feed_;
   std::unique_ptr<VulkanBuffer> pool_pixels_, heat_pixels_, picture_;
   uint32_t picture_width_ = 0, picture_height_ = 0;
-
   bool validation_ = false;
+
   std::thread viewer_;
   std::atomic<bool> stopping_{false};
   std::string failure_;  // set by the viewer thread, read after join
-  OffscreenViewStats pool_drawn_, heat_drawn_;  // the viewer's counts (read after join)
+  // The viewer's counts and what it drew last (touched by it while it runs, read after join), and the channels'
+  // counts at the last reset_stats().
+  OffscreenViewStats pool_drawn_, heat_drawn_, pool_before_, heat_before_;
   PoolMapGeometry pool_shown_{0, 0, 0};
   HeatmapShape heat_shown_;
 };

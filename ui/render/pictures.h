@@ -30,10 +30,15 @@ std::vector<uint32_t> colour_pool_map(std::span<const uint8_t> codes, const Pool
 struct HeatmapShape {
   uint32_t width = 0, height = 0;      // the picture's pixels
   uint32_t grid_width = 0, grid_height = 0;
-  uint32_t opacity = 192;              // 0..255
+  uint32_t opacity = 176;              // 0..255 (kHeatOpacity)
 };
-// How strongly the views lay the heat over the picture (the windows and the offscreen views alike).
+// What the views share, the windows and the offscreen views alike: how strongly the heat lies over the picture, the
+// most pixels a side the picture is drawn at, the pool map's occupancy bar (rows), and how often a view looks for a
+// new frame (the engine publishes the pool at most every 33 ms with the live numbers, the heat every 15 ms).
 constexpr uint32_t kHeatOpacity = 176;
+constexpr int kMaxPictureSide = 2048;
+constexpr int kPoolBarHeight = 14;
+constexpr int kViewLookMs = 16;
 std::vector<uint32_t> colour_heatmap(std::span<const uint32_t> picture_rgba, std::span<const float> heat,
                                      const HeatmapShape& shape, ChannelOrder order);
 

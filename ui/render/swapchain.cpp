@@ -119,8 +119,8 @@ void Swapchain::create(VkExtent2D window) {
 }
 
 bool Swapchain::present(VkExtent2D window, const std::function<void(VkCommandBuffer)>& colour, const BufferRange& pixels,
-                        uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> waits,
-                        std::initializer_list<CommandSlots::TimelinePoint> signal_points) {
+                        uint32_t width, uint32_t height, const std::vector<CommandSlots::TimelinePoint>& waits,
+                        const std::vector<CommandSlots::TimelinePoint>& signal_points) {
   const auto& vk = device_.api;
   if (window.width == 0 || window.height == 0) return false;
   // Compared with the size it was made for, not its extent (clamped to the surface's limits, it may never equal a

@@ -27,8 +27,8 @@ public:
   // `signal_points` when the GPU is done. `window` is the window's size in pixels now (the swapchain follows it). False
   // when nothing was presented (a minimised window, or the swapchain was out of date and has been made again).
   bool present(VkExtent2D window, const std::function<void(VkCommandBuffer)>& colour, const BufferRange& pixels,
-               uint32_t width, uint32_t height, std::initializer_list<CommandSlots::TimelinePoint> waits = {},
-               std::initializer_list<CommandSlots::TimelinePoint> signal_points = {});
+               uint32_t width, uint32_t height, const std::vector<CommandSlots::TimelinePoint>& waits = {},
+               const std::vector<CommandSlots::TimelinePoint>& signal_points = {});
   uint64_t presented() const { return presented_; }
 
 private:

@@ -113,12 +113,12 @@ DeviceChoice choose_device(const std::vector<DeviceFacts>& devices, const Device
       choice.interop_reason = "the CUDA device is in a Vulkan device group of " + std::to_string(d.group_size) +
                               " GPUs (one GPU is needed)";
     if (d.presents == false) {
-      // A hybrid laptop: the display hangs off the iGPU and the CUDA device cannot present to it. The views go
-      // where the display is, fed from the host.
+      // A hybrid laptop: the display hangs off the iGPU and the CUDA device cannot present to it (or a GPU server
+      // whose only display is a software one). The views go where they can be shown, fed from the host.
       if (const auto shown = best([&](size_t i) { return devices[i].presents == true; })) {
         choice.index = *shown;
-        choice.interop_reason = "the display is driven by " + devices[*shown].name + ", not by the CUDA device (" +
-                                d.name + ")";
+        choice.interop_reason = devices[*shown].name + " can present to this display, the CUDA device (" + d.name +
+                                ") cannot";
       }
     }
     return choice;

@@ -1,0 +1,44 @@
+#include "ui/picture_loader.h"
+
+#include <QFutureWatcher>
+#include <QImageReader>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "vision/image.h"
+
+namespace qvl::ui {
+
+QImage load_scaled_picture(const QString& path, QSize fit) {
+  QImageReader reader(path);
+  reader.setAutoTransform(true);
+  // As large as the engine accepts (RGBA: four bytes a pixel), where a format decodes whole before scaling (PNG).
+  reader.setAllocationLimit(int(ImageLimits{}.max_pixels * 4 / (1 << 20)) + 1);
+  const QSize size = reader.size();
+  if (size.isValid() && (size.width() > fit.width() || size.height() > fit.height()))
+    reader.setScaledSize(size.scaled(fit, Qt::KeepAspectRatio));
+  QImage image = reader.read();
+  if (image.isNull()) return {};
+  if (image.width() > fit.width() || image.height() > fit.height())  // a format that ignored the scaled size
+    image = image.scaled(fit, Qt::KeepAspectRatio, Qt::SmoothTransformation);
+  return image;
+}
+
+PictureThumbnails::PictureThumbnails(int height, QObject* parent) : QObject(parent), height_(height) {}
+
+std::optional<QPixmap> PictureThumbnails::find(const QString& path) {
+  if (const auto it = loaded_.constFind(path); it != loaded_.constEnd()) return *it;
+  if (loading_.contains(path)) return std::nullopt;
+  loading_.insert(path);
+  auto* watcher = new QFutureWatcher<QImage>(this);
+  connect(watcher, &QFutureWatcher<QImage>::finished, this, [this, watcher, path] {
+    loaded_.insert(path, QPixmap::fromImage(watcher->result()));  // QPixmap only on the GUI thread
+    loading_.remove(path);
+    watcher->deleteLater();
+    emit ready(path);
+  });
+  const int height = height_;
+  watcher->setFuture(QtConcurrent::run([path, height] { return load_scaled_picture(path, QSize(4 * height, height)); }));
+  return std::nullopt;
+}
+
+}  // namespace qvl::ui
