@@ -18,10 +18,14 @@ struct AttentionTapArgs {
   int heads = 0, kv_heads = 0, head_dim = 0;
   int head = -1;                   // -1: the mean of the heads
   float scale = 1;
-  float* probs = nullptr;          // scratch: [heads used, count]
+  float* scores = nullptr;         // scratch: [heads used, count], the image rows' scores
+  float* partials = nullptr;       // scratch: [heads used, attention_tap_splits(capacity), 2], each split's max and sum
   float* heat = nullptr;           // [count]: whole numbers 0..255
 };
 
+constexpr int kMaxTapHeads = 256;  // query heads the merge holds (checked by the backend)
+// How many blocks a head's keys are split over, from the cache's capacity.
+int attention_tap_splits(int64_t capacity);
 void attention_tap(const AttentionTapArgs& args, cudaStream_t stream);
 
 }  // namespace qvl::cuda

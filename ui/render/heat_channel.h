@@ -20,9 +20,9 @@ public:
   static constexpr int64_t kMaxCells = 16384;
   HeatChannel(VulkanDevice& device, bool share_with_cuda) : FrameChannel(device, kMaxCells * sizeof(float), share_with_cuda) {}
 
-  // A view shows at most one frame a look (every 16 ms): a step closer than this to the last frame published is
-  // skipped before anything is copied (at 400 tokens/s, five steps in six).
-  static constexpr double kMinIntervalMs = 15.0;
+  // At most one frame in 33 ms (30 a second, as the pool map): a step closer than this to the last frame published is
+  // skipped before anything is copied (at 500 tokens/s, 15 steps in 16).
+  static constexpr double kMinIntervalMs = 33.0;
 
   // The engine's thread: the step's heat (f32) into the next slot, copied on the GPU by `facet` when the channel is
   // shared, else read back through the frame's backend. False when skipped or dropped (also for a grid over

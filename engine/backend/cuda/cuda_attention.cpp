@@ -175,7 +175,9 @@ void CudaBackend::attention_tap(const AttentionTap& t) {
     return op_cost::make("attention tap", double(used) * (keys + double(t.count)) * double(d) * 4.0,
                          2.0 * double(used) * (keys + double(t.count)) * double(d));
   });
-  const Tensor probs = ctx_.device_tensor(DType::F32, {used * t.count}, pool::Owner::Workspace);
+  if (used > cuda::kMaxTapHeads) fail("attention_tap: ", used, " heads, over the ", cuda::kMaxTapHeads, " the merge holds");
+  const int64_t splits = cuda::attention_tap_splits(t.cache_k->dim(0));
+  const Tensor scratch = ctx_.device_tensor(DType::F32, {used * (t.count + 2 * splits)}, pool::Owner::Workspace);
   cuda::AttentionTapArgs args;
   args.q = f32(*t.q);
   args.cache_k = f32(*t.cache_k);
@@ -189,7 +191,8 @@ void CudaBackend::attention_tap(const AttentionTap& t) {
   args.head_dim = int(d);
   args.head = int(t.head);
   args.scale = t.scale;
-  args.probs = const_cast<float*>(probs.data<float>());
+  args.scores = const_cast<float*>(scratch.data<float>());
+  args.partials = args.scores + used * t.count;
   args.heat = f32(*t.heat);
   cuda::attention_tap(args, ctx_.stream);
 }
