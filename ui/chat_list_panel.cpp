@@ -5,6 +5,7 @@
 #include <QListWidget>
 #include <QSignalBlocker>
 #include <QVBoxLayout>
+#include <algorithm>
 
 namespace qvl::ui {
 
@@ -83,7 +84,7 @@ void ChatListPanel::set_chats(const QList<ChatListing>& chats) {
     item->setData(Qt::UserRole, l.id);
     item->setFlags(item->flags() | Qt::ItemIsEditable);
     item->setToolTip(l.title + "\n" + l.updated.toLocalTime().toString());
-    text_of_.insert(l.id, (l.title + "\n" + l.text).toLower());
+    text_of_.insert(l.id, l.title.toLower() + "\n" + l.text);
     title_of_.insert(l.id, l.title);
   }
   apply_search();

@@ -34,14 +34,14 @@ bool write_whole(const QString& path, const QByteArray& bytes, QString* error) {
 
 }  // namespace
 
-bool ChatStore::save(Conversation& chat, QString* error) {
+bool ChatStore::save(Conversation& chat, QString* error, Stamp stamp) {
   if (!QDir().mkpath(dir_)) {
     if (error) *error = "cannot create the folder " + dir_;
     return false;
   }
   if (chat.id.isEmpty()) chat.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
   if (chat.title.isEmpty()) chat.title = chat.derived_title();
-  chat.updated = QDateTime::currentDateTimeUtc();
+  if (stamp == Stamp::Now || !chat.updated.isValid()) chat.updated = QDateTime::currentDateTimeUtc();
   return write_whole(path_of(chat.id), QJsonDocument(chat.to_json()).toJson(), error);
 }
 
@@ -86,7 +86,7 @@ QList<ChatListing> ChatStore::list() const {
       if (updated.isValid()) l.updated = updated;
       QStringList said;
       for (const QJsonValue& turn : o.value("turns").toArray()) said << turn.toObject().value("text").toString();
-      l.text = said.join('\n');
+      l.text = said.join('\n').toLower();
     }
     seen.insert(f.fileName(), {f.size(), f.lastModified(), l});
     out.append(l);
@@ -119,18 +119,19 @@ QString keep_attachment(const QString& store_dir, const QString& path, QString* 
   return kept;
 }
 
-QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error) {
+QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error, PictureFormat format) {
   const QString folder = store_dir + "/attachments";
   QDir().mkpath(folder);
-  QByteArray png;
+  const bool jpeg = format == PictureFormat::Jpeg;
+  QByteArray bytes;
   {
-    QBuffer buffer(&png);
+    QBuffer buffer(&bytes);
     buffer.open(QIODevice::WriteOnly);
-    image.save(&buffer, "PNG");
+    image.save(&buffer, jpeg ? "JPG" : "PNG", jpeg ? 95 : -1);
   }
-  const QString path =
-      folder + "/" + QCryptographicHash::hash(png, QCryptographicHash::Sha1).toHex().left(16) + ".png";
-  if (png.isEmpty() || !write_whole(path, png, error)) {
+  const QString path = folder + "/" + QCryptographicHash::hash(bytes, QCryptographicHash::Sha1).toHex().left(16) +
+                       (jpeg ? ".jpg" : ".png");
+  if (bytes.isEmpty() || !write_whole(path, bytes, error)) {
     if (error && error->isEmpty()) *error = "cannot write the picture to " + path;
     return {};
   }

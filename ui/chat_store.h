@@ -15,7 +15,7 @@ namespace qvl::ui {
 struct ChatListing {
   QString id, title;
   QDateTime updated;
-  QString text;  // what was said, every turn's text (for the search)
+  QString text;  // what was said, every turn's text, lowercased (for the search; made once per file change)
 };
 
 // Copies an attached picture into `store_dir`/attachments/<hash of its bytes>/<its file name> and returns that path
@@ -23,9 +23,12 @@ struct ChatListing {
 // failure. Touches only files: safe on a worker thread (the composer's image check calls it there).
 QString keep_attachment(const QString& store_dir, const QString& path, QString* error);
 
-// Writes a picture as PNG into `store_dir`/attachments/<hash of the PNG>.png and returns that path; empty with the
+// Writes a picture into `store_dir`/attachments/<hash of the file>.png (or .jpg) and returns that path; empty with the
 // reason on failure. Touches only files: safe on a worker thread (a picture scaled down for the model is saved there).
-QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error);
+// PNG keeps a pasted picture exact; JPEG (quality 95) keeps a large photo scaled down small.
+enum class PictureFormat { Png, Jpeg };
+QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error,
+                                PictureFormat format = PictureFormat::Png);
 
 class ChatStore {
 public:
@@ -33,8 +36,10 @@ public:
   explicit ChatStore(QString dir = {});
   const QString& dir() const { return dir_; }
 
-  // Gives the chat an id if it has none, stamps `updated`, and writes it; false with the reason on failure.
-  bool save(Conversation& chat, QString* error);
+  // Gives the chat an id if it has none, stamps `updated` (unless Keep: a rename is no new activity), and writes it;
+  // false with the reason on failure.
+  enum class Stamp { Now, Keep };
+  bool save(Conversation& chat, QString* error, Stamp stamp = Stamp::Now);
   std::optional<Conversation> load(const QString& id, QString* error) const;
   bool remove(const QString& id);
   // Newest first. Unreadable files are listed with their file name as the title (load() then says why). A file is

@@ -6,6 +6,7 @@
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QFile>
 #include <QFileInfo>
 #include <QImageReader>
 #include <QMessageBox>
@@ -25,16 +26,31 @@ namespace qvl::ui {
 namespace {
 
 constexpr int kChipThumb = 56;
-// A picture is scaled down for the model only up to this many pixels (four bytes each while Qt decodes it): 2 GiB.
-constexpr qint64 kMostPixelsToScale = qint64(1) << 29;
+// A picture is scaled down only up to this many pixels: Qt may decode it whole first, at up to eight bytes a pixel
+// (16-bit channels), so 2 GiB at most.
+constexpr qint64 kMostPixelsToScale = qint64(1) << 28;
+// Qt's decoder may take eight bytes a pixel (RGBA64 for 16-bit PNGs): its allocation limit for `pixels`, in MiB.
+int allocation_limit_mib(qint64 pixels) { return int(pixels * 8 / (1 << 20)) + 1; }
 
-// Off the GUI thread: the picture sized from its header (more pixels than the model reads: offered scaled down),
-// decoded (refused here if it cannot be read, as the engine would), its chip's thumbnail made from those pixels (an
-// 8000 x 8000 picture once stalled typing when its chip decoded it again on the GUI thread), and, with a chat store,
-// a copy kept there that the chat refers to (an attached file was referenced, and renaming it broke the chat).
+// The size a picture shows at (its EXIF orientation applied), and whether reading it turns it a quarter.
+struct Oriented {
+  QSize size;
+  bool turned = false;
+};
+Oriented oriented_size(QImageReader& reader) {
+  reader.setAutoTransform(true);
+  const bool turned = reader.transformation() & QImageIOHandler::TransformationRotate90;
+  return {turned ? reader.size().transposed() : reader.size(), turned};
+}
+
+// Off the GUI thread: the picture sized from its header (more pixels than qvl reads: offered scaled down), decoded
+// (refused here if it cannot be read, as the engine would), its chip's thumbnail made from those pixels (an 8000 x
+// 8000 picture once stalled typing when its chip decoded it again on the GUI thread), and, with a chat store, a copy
+// kept there that the chat refers to (an attached file was referenced, and renaming it broke the chat).
 ImageCheck check_image(const QString& path, const QString& store_dir) {
   try {
-    if (const QSize size = QImageReader(path).size();
+    QImageReader reader(path);
+    if (const QSize size = oriented_size(reader).size;
         size.isValid() && qint64(size.width()) * size.height() > ImageLimits{}.max_pixels)
       return {{path, size.width(), size.height()}, {}, {}, true};
     const RgbImage image = load_image(path.toStdString());
@@ -50,26 +66,30 @@ ImageCheck check_image(const QString& path, const QString& store_dir) {
   }
 }
 
-// The most pixels the model reads, keeping the picture's shape.
+// The most pixels qvl reads, keeping the picture's shape.
 QSize within_pixel_limit(int width, int height) {
   const double scale = std::sqrt(double(ImageLimits{}.max_pixels) / (double(width) * double(height)));
   return {std::max(1, int(width * scale)), std::max(1, int(height * scale))};
 }
 
-// Off the GUI thread: a copy of the picture scaled down to `fit`, written into the chat store, then checked as any.
+// Off the GUI thread: a copy of the picture scaled down to `fit` (as it shows), written into the chat store as a
+// JPEG (quality 95: a PNG of 67 M pixels of a photo is hundreds of MB and seconds to encode), then checked as any.
 ImageCheck scaled_copy(const Attachment& picture, QSize fit, const QString& store_dir) {
   QImageReader reader(picture.path);
-  reader.setAutoTransform(true);
-  reader.setAllocationLimit(int(qint64(picture.width) * picture.height * 4 / (1 << 20)) + 1);  // asked for, and bounded
-  reader.setScaledSize(fit);
+  const Oriented o = oriented_size(reader);
+  reader.setAllocationLimit(allocation_limit_mib(qint64(picture.width) * picture.height));  // asked for, and bounded
+  reader.setScaledSize(o.turned ? fit.transposed() : fit);  // the decoder scales before it turns
   QImage image = reader.read();
   if (image.isNull())
     return {{picture.path}, QFileInfo(picture.path).fileName() + ": cannot be scaled down (" + reader.errorString() + ")"};
-  if (image.size() != fit) image = image.scaled(fit, Qt::IgnoreAspectRatio, Qt::SmoothTransformation);
+  if (image.size() != fit) image = image.scaled(fit, Qt::KeepAspectRatio, Qt::SmoothTransformation);  // ignored by the format
   QString error;
-  const QString saved = save_picture_attachment(store_dir, image, &error);
+  const QString saved =
+      save_picture_attachment(store_dir, image.convertToFormat(QImage::Format_RGB888), &error, PictureFormat::Jpeg);
   if (saved.isEmpty()) return {{picture.path}, error};
-  return check_image(saved, store_dir);
+  ImageCheck check = check_image(saved, store_dir);
+  if (!check.error.isEmpty()) QFile::remove(saved);  // nothing half-made left in the store
+  return check;
 }
 
 QStringList local_files(const QMimeData* data) {
@@ -238,16 +258,16 @@ void Composer::check_off_thread(std::function<ImageCheck()> check) {
 void Composer::offer_scaled_copy(const Attachment& picture) {
   const QString name = QFileInfo(picture.path).fileName();
   const double megapixels = double(picture.width) * picture.height / 1e6;
-  const QString limit = QString::number(double(ImageLimits{}.max_pixels) / 1e6, 'f', 1);
+  const QString limit = QString::number(double(ImageLimits{}.max_pixels) / 1e6, 'f', 1);  // "67.1"
   if (qint64(picture.width) * picture.height > kMostPixelsToScale || !store_) {
-    emit attachmentRejected(QString("%1 is %2 × %3 pixels (%4 M); the model reads at most %5 M pixels a picture%6.")
+    emit attachmentRejected(QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels%6.")
                                 .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1).arg(limit)
                                 .arg(store_ ? ", and it is too large to scale down here" : ""));
     return;
   }
   const QSize fit = within_pixel_limit(picture.width, picture.height);
   auto* box = new QMessageBox(QMessageBox::Question, "Picture too large",
-                              QString("%1 is %2 × %3 pixels (%4 M); the model reads at most %5 M pixels a picture.\n\n"
+                              QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels.\n\n"
                                       "Attach a copy scaled down to %6 × %7?")
                                   .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1)
                                   .arg(limit).arg(fit.width()).arg(fit.height()),

@@ -23,6 +23,11 @@ ContextCount count_context(const ModelInfo& model, const ChatRequest& request) {
     return c;
   }
   GenerateRequest r = request.request;
+  if (const int64_t most = EngineOptions{}.max_images; request.image_paths.size() > most) {
+    c.problem = QString("The conversation has %1 pictures; a request holds at most %2. Start a new chat for more.")
+                    .arg(request.image_paths.size()).arg(most);
+    return c;
+  }
   for (const QString& path : request.image_paths) r.images.push_back(ImageInput::file(path.toStdString()));
   try {
     const PromptCount prompt = count_prompt(*model.tokenizer, model.preprocessor, TokenId(model.image_token_id), r);
@@ -77,6 +82,13 @@ void ContextMeter::show_count(const ContextCount& count) {
   last_ = count;
   const QLocale l;
   const qint64 used = count.prompt_tokens + count.answer_tokens;
+  if (count.prompt_tokens == 0 && !count.fits()) {  // not a matter of the context: a picture that cannot be read, ...
+    setText("⚠ cannot be counted");
+    setToolTip(count.problem);
+    setStyleSheet("color: #b00020;");
+    emit counted(count);
+    return;
+  }
   setText(QString("%1 + %2 of %3 tokens").arg(l.toString(count.prompt_tokens), l.toString(count.answer_tokens),
                                               l.toString(count.limit)));
   setToolTip(count.fits() ? QString("The conversation and this question: %1 tokens (%2 of them pictures); the answer "

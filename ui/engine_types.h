@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "backend/gpu_vitals.h"
 #include "runtime/fusion_comparison.h"
 
 namespace qvl::ui {
@@ -89,3 +90,4 @@ Q_DECLARE_METATYPE(qvl::ui::ChatRequest)
 Q_DECLARE_METATYPE(qvl::ui::PerfSnapshot)
 Q_DECLARE_METATYPE(qvl::ui::Answer)
 Q_DECLARE_METATYPE(qvl::FusionComparison)
+Q_DECLARE_METATYPE(qvl::GpuVitals)

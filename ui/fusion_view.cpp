@@ -3,6 +3,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <map>
@@ -41,7 +42,7 @@ FusionView::FusionView(QWidget* parent)
   summary_->setWordWrap(true);
   verdict_->setWordWrap(true);
   verdict_->setObjectName("fusion_verdict");
-  summary_->setText("Runs the chat's next answer both ways (greedy): three times each, interleaved, for the times "
+  summary_->setText("Runs the chat's next answer both ways (greedy): several times each, interleaved, for the times "
                     "(the median run), once each with per-kernel timing, then once with each fusion alone. Only "
                     "fusions this device has a kernel for are compared.");
   auto* layout = new QVBoxLayout(this);
@@ -52,7 +53,8 @@ FusionView::FusionView(QWidget* parent)
   layout->addWidget(kernels_, 1);
   // Docked, the tables once got one row each: the phases' three rows always show, and at least five kernels.
   auto rows_height = [](QTableWidget* t, int rows) {
-    return t->horizontalHeader()->sizeHint().height() + rows * t->verticalHeader()->defaultSectionSize() + 2 * t->frameWidth();
+    return t->horizontalHeader()->sizeHint().height() + rows * t->verticalHeader()->defaultSectionSize() +
+           2 * t->frameWidth() + t->horizontalScrollBar()->sizeHint().height();  // a narrow dock scrolls sideways
   };
   phases_->setFixedHeight(rows_height(phases_, 3));
   kernels_->setMinimumHeight(rows_height(kernels_, 5));

@@ -15,8 +15,9 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QProgressBar>
-#include <QSaveFile>
+#include <QFutureWatcher>
 #include <QScrollArea>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QSettings>
 #include <QStatusBar>
 #include <QToolBar>
@@ -24,6 +25,7 @@
 #include <QVBoxLayout>
 
 #include "core/paths.h"
+#include "io/atomic_file.h"
 #include "ui/chat_list_panel.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
@@ -33,6 +35,7 @@
 #include "ui/attention_panel.h"
 #include "ui/fusion_view.h"
 #include "ui/generation_settings.h"
+#include "ui/gpu_vitals_poller.h"
 #include "ui/kernel_view.h"
 #include "ui/pool_view.h"
 #include "ui/throughput_view.h"
@@ -195,10 +198,16 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
   });
 
+  // The GPU's vital signs beside the throughput (NVML; on a machine without it, the reason).
+  vitals_ = new GpuVitalsPoller(this);
+  connect(vitals_, &GpuVitalsPoller::sampled, throughput_, &ThroughputView::show_vitals);
+  connect(vitals_, &GpuVitalsPoller::unavailable, throughput_, &ThroughputView::show_vitals_unavailable);
+  vitals_->start();
+
   if (!reopen_last_chat()) newChat();
   refresh_chat_list();
   restoreGeometry(s.value("window/geometry").toByteArray());
-  restoreState(s.value("window/state").toByteArray());
+  restoreState(s.value("window/state").toByteArray(), kLayoutVersion);
   if (s.value("window/geometry").isNull()) resize(1280, 820);
   // Until the user chooses, collapsed until a model opens on a GPU (modelLoaded).
   show_performance_panel(s.value("view/performance_panel", false).toBool());
@@ -342,13 +351,7 @@ void MainWindow::build_docks() {
   auto dock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);
-    // Scrolled when the window is smaller than what a view asks for: a dock's minimum height is its tallest view's,
-    // and the settings' form once held the whole window at 892 px or more.
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(w);
-    scroll->setWidgetResizable(true);
-    scroll->setFrameShape(QFrame::NoFrame);
-    d->setWidget(scroll);
+    d->setWidget(w);
     addDockWidget(area, d);
     view_menu_->addAction(d->toggleViewAction());
     return d;
@@ -357,16 +360,27 @@ void MainWindow::build_docks() {
   // dock took most of a tall window): the chats and the settings share one narrow tab group on the left, and the
   // performance views one tab group on the right, the performance panel, shown or hidden as one (open by default on
   // a GPU, collapsed on the CPU, until the user chooses).
+  // The long forms scroll when the window is smaller than they are (the settings' form once held the whole window
+  // at 892 px or more); the views holding Vulkan windows do not (a window container under a scroll area makes
+  // every widget above it native).
+  auto scrolled = [](QWidget* w) {
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(w);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    return scroll;
+  };
   auto* c = dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
-  auto* g = dock("Generation", "generation_dock", settings_, Qt::LeftDockWidgetArea);
+  auto* g = dock("Generation", "generation_dock", scrolled(settings_), Qt::LeftDockWidgetArea);
   tabifyDockWidget(c, g);
   c->raise();
   auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
   auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
   auto* p = dock("Memory pool", "pool_dock", pool_, Qt::RightDockWidgetArea);
-  auto* f = dock("Fused vs unfused", "fusion_dock", fusion_, Qt::RightDockWidgetArea);
+  auto* f = dock("Fused vs unfused", "fusion_dock", scrolled(fusion_), Qt::RightDockWidgetArea);
   auto* a = dock("Attention", "attention_dock", attention_, Qt::RightDockWidgetArea);
   performance_docks_ = {t, k, p, f, a};
+  kernels_dock_ = k;
   for (QDockWidget* d : {k, p, f, a}) tabifyDockWidget(t, d);
   k->raise();
   resizeDocks({c}, {250}, Qt::Horizontal);
@@ -380,7 +394,7 @@ void MainWindow::build_docks() {
 void MainWindow::show_performance_panel(bool on) {
   performance_->setChecked(on);
   for (QDockWidget* d : performance_docks_) d->setVisible(on);
-  if (on) performance_docks_[1]->raise();  // the kernels
+  if (on) kernels_dock_->raise();
 }
 
 void MainWindow::connect_engine() {
@@ -466,7 +480,7 @@ void MainWindow::update_controls() {
   const bool busy = engine_->busy(), model = engine_->hasModel();
   const ModelInfo& info = engine_->model();
   composer_->set_busy(busy && !engine_->loading());
-  composer_->set_can_send(model && !busy);
+  composer_->set_can_send(model && !busy && !checking_send_);
   stop_->setEnabled(busy);
   new_chat_->setEnabled(!busy);
   open_model_->setEnabled(!busy);
@@ -647,23 +661,35 @@ void MainWindow::start_answer(const QList<ChatTurn>& context) {
 }
 
 void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
-  if (engine_->busy() || !engine_->hasModel()) return;
+  if (engine_->busy() || !engine_->hasModel() || checking_send_) return;
   if (text.isEmpty() && images.isEmpty()) return;
-  // Counted before anything changes: a question that does not fit stays in the composer, with the numbers (the
-  // tokenizer is warm from the meter's counting, so this is a few ms even for a long conversation).
+  // Counted before anything changes, off the GUI thread (a long conversation is tokenised again and its pictures
+  // sized from their headers): a question that does not fit stays in the composer, with the numbers.
   const ChatTurn draft{"user", text, images, {}, false};
-  if (const ContextCount count = count_context(engine_->model(), request_for(chat_->conversation().turns, &draft));
-      !count.fits()) {
-    show_notice(count.problem, true);
-    return;
-  }
-  Conversation& c = chat_->conversation_for_saving();
-  c.system_prompt = settings_->system_prompt();
-  c.model_folder = engine_->model().folder;
-  chat_->append({"user", text, images, {}, false});
-  composer_->clear();
-  hide_error_notice();  // about something before: this answer brings its own
-  start_answer(chat_->conversation().turns);
+  const QString chat_id = chat_->conversation().id;
+  const qsizetype turns = chat_->conversation().turns.size();
+  auto* watcher = new QFutureWatcher<ContextCount>(this);
+  connect(watcher, &QFutureWatcher<ContextCount>::finished, this, [this, watcher, draft, chat_id, turns] {
+    watcher->deleteLater();
+    checking_send_ = false;
+    const ContextCount count = watcher->result();
+    const bool same_chat = chat_->conversation().id == chat_id && chat_->conversation().turns.size() == turns;
+    if (!same_chat || engine_->busy() || !engine_->hasModel()) return update_controls();  // it changed meanwhile
+    if (!count.fits()) {
+      show_notice(count.problem, true);
+      return update_controls();
+    }
+    Conversation& c = chat_->conversation_for_saving();
+    c.system_prompt = settings_->system_prompt();
+    c.model_folder = engine_->model().folder;
+    chat_->append(draft);
+    composer_->clear();
+    hide_error_notice();  // about something before: this answer brings its own
+    start_answer(chat_->conversation().turns);
+  });
+  checking_send_ = true;
+  update_controls();  // Send waits for the count
+  watcher->setFuture(QtConcurrent::run(count_context, engine_->model(), request_for(chat_->conversation().turns, &draft)));
 }
 
 void MainWindow::regenerate() {
@@ -685,12 +711,16 @@ void MainWindow::save_chat() {
 void MainWindow::refresh_chat_list() { chat_list_->set_chats(store_.list()); }
 
 bool MainWindow::renameChat(const QString& id, const QString& title) {
-  if (engine_->busy() || title.trimmed().isEmpty()) return false;
+  if (engine_->busy() || title.trimmed().isEmpty()) {
+    if (engine_->busy()) show_notice("The chat was not renamed: wait for the answer to finish.", true);
+    refresh_chat_list();  // the row shows the title as it is
+    return false;
+  }
   QString error;
   std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
   if (chat) {
     chat->title = title.trimmed();
-    if (store_.save(*chat, &error)) {
+    if (store_.save(*chat, &error, ChatStore::Stamp::Keep)) {  // a rename is no new activity: the list order stays
       if (chat_->conversation().id == id) chat_->conversation_for_saving().title = chat->title;  // kept at the next save
       refresh_chat_list();
       return true;
@@ -704,23 +734,23 @@ bool MainWindow::renameChat(const QString& id, const QString& title) {
 bool MainWindow::exportChat(const QString& id, const QString& path) {
   QString error;
   const std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
-  QSaveFile file(path);  // all or nothing: a full disk leaves no half-written export in place
-  if (chat && file.open(QIODevice::WriteOnly)) {
-    const QByteArray bytes = chat->to_markdown().toUtf8();
-    if (file.write(bytes) == bytes.size() && file.commit()) {
+  if (chat) {
+    try {  // all or nothing: a full disk leaves no half-written export in place
+      write_file_atomically(path.toStdString(), chat->to_markdown().toStdString());
       show_notice("Exported the chat to " + path, false);
       return true;
+    } catch (const std::exception& e) {
+      error = QString::fromStdString(e.what());
     }
-    error = file.errorString();
   }
-  show_notice("Could not export the chat to " + path + ": " + error, true);
+  show_notice("Could not export the chat: " + error, true);
   return false;
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   QSettings s;
   s.setValue("window/geometry", saveGeometry());
-  s.setValue("window/state", saveState());
+  s.setValue("window/state", saveState(kLayoutVersion));
   engine_->stop();
   QMainWindow::closeEvent(event);
 }

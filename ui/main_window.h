@@ -27,6 +27,7 @@ class ChatModel;
 class ChatView;
 class ChatListPanel;
 class Composer;
+class GpuVitalsPoller;
 class ContextMeter;
 class EngineController;
 class FusionView;
@@ -94,6 +95,7 @@ private:
   ChatView* view_;
   Composer* composer_;
   ContextMeter* meter_;
+  GpuVitalsPoller* vitals_ = nullptr;
   GenerationSettings* settings_;
   ThroughputView* throughput_;
   KernelView* kernels_;
@@ -119,6 +121,10 @@ private:
   QMenu* view_menu_;
   QAction* performance_ = nullptr;
   QList<QDockWidget*> performance_docks_;  // throughput, kernels, pool, fusion, attention
+  QDockWidget* kernels_dock_ = nullptr;
+  bool checking_send_ = false;  // a question's count against the context is running
+  // saveState()'s version: a layout saved by an older version is not restored (the docks were regrouped in 2).
+  static constexpr int kLayoutVersion = 2;
   qint64 capacity_mib_ = 0;
   int next_sample_ = 0;  // Help > Try a sample picture goes through them in turn
 };

@@ -11,8 +11,9 @@ namespace qvl::ui {
 QImage load_scaled_picture(const QString& path, QSize fit) {
   QImageReader reader(path);
   reader.setAutoTransform(true);
-  // As large as the engine accepts (RGBA: four bytes a pixel), where a format decodes whole before scaling (PNG).
-  reader.setAllocationLimit(int(ImageLimits{}.max_pixels * 4 / (1 << 20)) + 1);
+  // As large as the engine accepts, where a format decodes whole before scaling (PNG): up to eight bytes a pixel
+  // (RGBA64 for 16-bit channels).
+  reader.setAllocationLimit(int(ImageLimits{}.max_pixels * 8 / (1 << 20)) + 1);
   const QSize size = reader.size();
   if (size.isValid() && (size.width() > fit.width() || size.height() > fit.height()))
     reader.setScaledSize(size.scaled(fit, Qt::KeepAspectRatio));
@@ -23,15 +24,18 @@ QImage load_scaled_picture(const QString& path, QSize fit) {
   return image;
 }
 
-PictureThumbnails::PictureThumbnails(int height, QObject* parent) : QObject(parent), height_(height) {}
+PictureThumbnails::PictureThumbnails(int height, QObject* parent) : QObject(parent), height_(height) {
+  loaded_.setMaxCost(kMaxCostKib);
+}
 
 std::optional<QPixmap> PictureThumbnails::find(const QString& path) {
-  if (const auto it = loaded_.constFind(path); it != loaded_.constEnd()) return *it;
+  if (const QPixmap* p = loaded_.object(path)) return *p;
   if (loading_.contains(path)) return std::nullopt;
   loading_.insert(path);
   auto* watcher = new QFutureWatcher<QImage>(this);
   connect(watcher, &QFutureWatcher<QImage>::finished, this, [this, watcher, path] {
-    loaded_.insert(path, QPixmap::fromImage(watcher->result()));  // QPixmap only on the GUI thread
+    auto* pixmap = new QPixmap(QPixmap::fromImage(watcher->result()));  // QPixmap only on the GUI thread
+    loaded_.insert(path, pixmap, std::max<qsizetype>(1, qsizetype(pixmap->width()) * pixmap->height() * 4 / 1024));
     loading_.remove(path);
     watcher->deleteLater();
     emit ready(path);

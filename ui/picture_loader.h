@@ -2,7 +2,7 @@
 // Pictures for the app's views, bubbles and chips: decoded off the GUI thread, scaled while decoding where the format
 // can, and allowed to be as large as the engine accepts (Qt's own allocation limit of 128 MB refused an 8000 x 8000
 // PNG the engine answers, and its bubble read "(missing)"; decoding it on the GUI thread stalled typing ~0.4 s).
-#include <QHash>
+#include <QCache>
 #include <QImage>
 #include <QObject>
 #include <QPixmap>
@@ -30,8 +30,9 @@ signals:
   void ready(const QString& path);
 
 private:
+  static constexpr int kMaxCostKib = 64 * 1024;  // the thumbnails kept, by their pixels' bytes (least recent go)
   int height_;
-  QHash<QString, QPixmap> loaded_;
+  QCache<QString, QPixmap> loaded_;
   QSet<QString> loading_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <QGridLayout>
 #include <QLabel>
+#include <QLocale>
 
 namespace qvl::ui {
 
@@ -23,8 +24,51 @@ ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
       grid->addWidget(labels[r], r + 1, col);
     }
   }
-  grid->setRowStretch(5, 1);
+  vitals_ = new QLabel("GPU: –");
+  vitals_->setObjectName("gpu_vitals");
+  vitals_->setWordWrap(true);
+  throttle_ = new QLabel;
+  throttle_->setObjectName("gpu_throttle_warning");
+  throttle_->setWordWrap(true);
+  throttle_->setStyleSheet("color: #a05a00; font-weight: bold;");
+  throttle_->hide();
+  grid->addWidget(vitals_, 5, 0, 1, 3);
+  grid->addWidget(throttle_, 6, 0, 1, 3);
+  grid->setRowStretch(7, 1);
 }
+
+void ThroughputView::show_vitals(const QString& device, const GpuVitals& v) {
+  QString text = QString("%1: SM %2 MHz").arg(device).arg(QLocale().toString(v.sm_clock_mhz));
+  if (v.max_sm_clock_mhz > 0) text += QString(" of %1").arg(QLocale().toString(v.max_sm_clock_mhz));
+  text += QString(" · memory %1 MHz · %2 °C").arg(QLocale().toString(v.memory_clock_mhz)).arg(v.temperature_c);
+  if (v.power_w > 0) {
+    text += QString(" · %1 W").arg(v.power_w, 0, 'f', 0);
+    if (v.power_limit_w > 0) text += QString(" of %1 W").arg(v.power_limit_w, 0, 'f', 0);
+  }
+  text += QString(" · busy %1%").arg(v.busy_percent);
+  vitals_->setText(text);
+  vitals_->setToolTip(QString("Clocks held back by: %1").arg([&] {
+    QStringList names;
+    for (const auto& n : throttle_names(v.throttle_reasons)) names << QString::fromStdString(n);
+    return names.isEmpty() ? QString("nothing") : names.join(", ");
+  }()));
+  const bool slowed = throttles_work(v.throttle_reasons);
+  throttle_->setVisible(slowed);
+  if (slowed) {
+    QStringList names;
+    for (const auto& n : throttle_names(v.throttle_reasons & ~uint64_t(0x3))) names << QString::fromStdString(n);
+    throttle_->setText("The GPU is slowing down (" + names.join(", ") + "): answers come slower until it recovers. "
+                       "A laptop's card often does this on battery or when warm.");
+  }
+}
+
+void ThroughputView::show_vitals_unavailable(const QString& reason) {
+  vitals_->setText("GPU vital signs: " + reason);
+  throttle_->hide();
+}
+
+QString ThroughputView::vitals_text() const { return vitals_->text(); }
+QString ThroughputView::throttle_warning() const { return throttle_->isVisible() ? throttle_->text() : QString(); }
 
 void ThroughputView::fill(const Column& c, const PerfSnapshot& s) {
   c.ttft->setText(s.tokens > 0 ? QString("%1 ms").arg(s.ttft_ms, 0, 'f', 1) : "–");

@@ -13,6 +13,11 @@ class ThroughputView : public QWidget {
 public:
   explicit ThroughputView(QWidget* parent = nullptr);
   void update_from(const PerfSnapshot& s);
+  // The GPU's vital signs (GpuVitalsPoller), with a warning while heat or power hold the clocks back.
+  void show_vitals(const QString& device, const GpuVitals& v);
+  void show_vitals_unavailable(const QString& reason);
+  QString vitals_text() const;
+  QString throttle_warning() const;  // empty when hidden
 
 private:
   struct Column {
@@ -20,6 +25,7 @@ private:
   };
   static void fill(const Column& c, const PerfSnapshot& s);
   Column current_{}, last_{};
+  QLabel *vitals_, *throttle_;
   PerfSnapshot latest_;
   quint64 current_id_ = 0;
 };

@@ -7,6 +7,7 @@
 
 #include "io/atomic_file.h"
 
+#include "backend/gpu_vitals.h"
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/model_folder.h"
@@ -134,6 +135,23 @@ void print_views(const nlohmann::json& v) {
                 v["validation_messages"].empty() ? "" : v["validation_messages"][0].get<std::string>().c_str());
   if (v.contains("snapshots"))
     for (const auto& path : v["snapshots"]) std::printf("  snapshot       %s\n", path.get<std::string>().c_str());
+}
+
+void print_vitals(const nlohmann::json& v) {
+  if (v.contains("unavailable")) {
+    std::printf("gpu vitals       not read: %s\n", v["unavailable"].get<std::string>().c_str());
+    return;
+  }
+  const nlohmann::json& s = v["summary"];
+  if (s.empty()) return;
+  std::string reasons;
+  for (const auto& r : s["throttle_reasons_seen"]) reasons += (reasons.empty() ? "" : ", ") + r.get<std::string>();
+  std::printf("gpu vitals       %s, %zu samples: SM %.0f MHz median (%.0f-%.0f; max %u), %u C at most, %.0f W at most "
+              "of %.0f W; clocks held back by: %s%s\n", v["device"].get<std::string>().c_str(), v["samples"].size(),
+              s["sm_clock_mhz_median"].get<double>(), s["sm_clock_mhz_min"].get<double>(), s["sm_clock_mhz_max"].get<double>(),
+              s["max_sm_clock_mhz"].get<unsigned>(), s["temperature_c_max"].get<unsigned>(), s["power_w_max"].get<double>(),
+              s["power_limit_w"].get<double>(), reasons.empty() ? "nothing" : reasons.c_str(),
+              s["throttled"].get<bool>() ? " (THROTTLED: the numbers above are slower than the card can do)" : "");
 }
 
 // `tokens` tokens of text (at least one): " hello" is one token.
@@ -281,6 +299,14 @@ int run_bench(const std::vector<std::string>& argv) {
     views = time_views(*engine, request, view_options);
   }
 
+  // The GPU's vital signs through the timed runs (every 100 ms): real clocks, heat and power beside the speed.
+  std::string vitals_reason;
+  const std::unique_ptr<GpuVitalsSource> vitals_source =
+      engine->device_identity() ? open_gpu_vitals(engine->device_identity()->uuid, &vitals_reason) : nullptr;
+  if (!engine->device_identity()) vitals_reason = "the model runs on the CPU";
+  std::optional<GpuVitalsRecorder> vitals;
+  if (vitals_source) vitals.emplace(*vitals_source, 100);
+
   std::vector<double> vision, prefill, decode, ttft, sample;
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
@@ -293,6 +319,14 @@ int run_bench(const std::vector<std::string>& argv) {
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
     sample.push_back(t.sample_ms / double(std::max<int64_t>(1, t.generated_tokens)));
   }
+  const nlohmann::json gpu_vitals = [&]() -> nlohmann::json {
+    if (!vitals) return {{"unavailable", vitals_reason}};
+    try {
+      return GpuVitalsRecorder::report(vitals_source->device_name(), vitals->stop());
+    } catch (const std::exception& e) {  // the driver refused a read: the speeds stand, without vitals
+      return {{"unavailable", e.what()}};
+    }
+  }();
   const std::optional<nlohmann::json> follow_up =
       follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
   // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
@@ -354,6 +388,7 @@ int run_bench(const std::vector<std::string>& argv) {
   if (comparison) out["fusion_comparison"] = comparison_json(*comparison);
   if (follow_up) out["follow_up"] = *follow_up;
   if (views) out["views"] = *views;
+  out["gpu_vitals"] = gpu_vitals;
   if (args.has("json")) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -389,6 +424,7 @@ int run_bench(const std::vector<std::string>& argv) {
                 f["time_to_first_token_over_prefill"].get<double>(), f["whole_time_to_first_token_ms"].get<double>());
   }
   if (views) print_views(*views);
+  print_vitals(gpu_vitals);
   if (memory.available) {
     std::printf("device pool      peak %.1f MiB allocated, %.1f MiB reserved; now:", double(memory.allocated_peak) / (1 << 20),
                 double(memory.reserved_peak) / (1 << 20));

@@ -117,11 +117,10 @@ FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const 
     unfused_runs.push_back(plain_run(engine, request, Fusions::none(), reference, cancel));
     fused_runs.push_back(plain_run(engine, request, fused, candidate, cancel));
   }
-  for (auto [runs, run] : {std::pair{&unfused_runs, &out.unfused}, {&fused_runs, &out.fused}}) {
-    const GenerateResult& median = median_run(*runs);
-    run->timing = median.timing;
-    run->generated_ids = median.generated_ids;
-  }
+  for (auto [runs, run] : {std::pair{&unfused_runs, &out.unfused}, {&fused_runs, &out.fused}})
+    run->timing = median_run(*runs).timing;  // the tokens and logits compared are the last run's (greedy: every run's)
+  out.unfused.generated_ids = reference.ids;
+  out.fused.generated_ids = candidate.ids;
   profile_one(engine, request, Fusions::none(), out.unfused, cancel);
   profile_one(engine, request, fused, out.fused, cancel);
   compare_outputs(reference, candidate, out.difference, out.decode_difference);

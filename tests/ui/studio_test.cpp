@@ -16,6 +16,7 @@
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QImageReader>
+#include <QImageWriter>
 #include <QLocale>
 #include <QMessageBox>
 #include <QPainter>
@@ -64,6 +65,7 @@
 #include "ui/main_window.h"
 #include "ui/picture_loader.h"
 #include "ui/pool_view.h"
+#include "ui/throughput_view.h"
 
 using namespace qvl::ui;
 using qvl::MemoryReport;
@@ -677,7 +679,11 @@ private slots:
     editor->setText("Shapes and colours");
     QTest::keyClick(editor, Qt::Key_Return);
     QString error;
-    QTRY_COMPARE(ChatStore(store_->path()).load(first, &error)->title, QString("Shapes and colours"));
+    auto stored_title = [&](const QString& id) {
+      const auto chat = ChatStore(store_->path()).load(id, &error);
+      return chat ? chat->title : "(unreadable: " + error + ")";
+    };
+    QTRY_COMPARE(stored_title(first), QString("Shapes and colours"));
     QVERIFY(panel->shown_titles().contains("Shapes and colours"));
     // The open chat renamed keeps its new title when it is saved again.
     window().newChat();
@@ -687,7 +693,7 @@ private slots:
     }();
     QVERIFY(window().renameChat(open_one, "Renamed while open"));
     send("And again?");
-    QCOMPARE(ChatStore(store_->path()).load(open_one, &error)->title, QString("Renamed while open"));
+    QCOMPARE(stored_title(open_one), QString("Renamed while open"));
     // Export: the whole chat as Markdown, written whole.
     const QString md = store_->filePath("exported.md");
     QVERIFY(window().exportChat(first, md));
@@ -844,7 +850,6 @@ private slots:
     QVERIFY2(before.fits(), qPrintable(before.problem));
     QVERIFY(before.image_tokens > 0);
     QCOMPARE(before.answer_tokens, qint64(5));
-    QCOMPARE(before.limit, window().engine().model().context_tokens);
     QVERIFY2(meter->text().contains(QLocale().toString(before.prompt_tokens)), qPrintable(meter->text()));
     QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
     QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
@@ -873,7 +878,7 @@ private slots:
     QVERIFY2(meter->toolTip().contains("over the"), qPrintable(meter->toolTip()));
     QSignalSpy shown(&window(), &MainWindow::noticeShown);
     QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
-    QCOMPARE(shown.size(), 1);
+    QTRY_COMPARE(shown.size(), 1);  // counted off the GUI thread
     QVERIFY2(window().notice().contains("tokens a request may hold"), qPrintable(window().notice()));
     QCOMPARE(window().composer().text(), words.trimmed());
     QVERIFY(window().chat().conversation().turns.isEmpty());
@@ -883,32 +888,49 @@ private slots:
   // A picture over the model's pixel limit is found when attached and offered scaled down, the numbers in words
   // (#22 bug 11: refused after sending, the limit as "67108864" pixels).
   void aPictureOverThePixelLimitIsOfferedScaledDown() {
-    const QString big = store_->filePath("wide.png");
-    {
-      QImage image(9000, 8000, QImage::Format_RGB888);  // 72 M pixels, over 8192 x 8192
-      image.fill(QColor(30, 90, 200));
-      QVERIFY(image.save(big, "PNG", 10));
-    }
     child<QSpinBox>("image_max_tokens")->setValue(256);  // the model's own budget is 16,384 tokens: minutes on a CPU
-    QMimeData dropped;
-    dropped.setUrls({QUrl::fromLocalFile(big)});
-    drop_onto(&window().composer(), dropped);
-    QMessageBox* box = nullptr;
-    QTRY_VERIFY_WITH_TIMEOUT((box = window_->findChild<QMessageBox*>("scale_down")) != nullptr, 20000);
-    QVERIFY2(box->text().contains("9000 × 8000 pixels (72.0 M)"), qPrintable(box->text()));
-    QVERIFY2(box->text().contains("at most 67.1 M pixels"), qPrintable(box->text()));
-    QVERIFY(window().composer().image_paths().isEmpty());
-    box->button(QMessageBox::Yes)->click();
-    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 60000);
-    const QString copy = window().composer().image_paths().first();
-    QVERIFY2(copy.startsWith(store_->path() + "/attachments/"), qPrintable(copy));
-    const QSize size = QImageReader(copy).size();
-    QVERIFY(qint64(size.width()) * size.height() <= qvl::ImageLimits{}.max_pixels);
-    QVERIFY(size.width() > 8500 * 0.9 && std::abs(size.width() * 8000 - size.height() * 9000) < 9000 * 2);
+    // A PNG as it is, and a JPEG whose EXIF orientation turns it a quarter (a phone's photo): the offer and the copy
+    // follow the picture as it shows.
+    QImage image(9000, 8000, QImage::Format_RGB888);  // 72 M pixels, over 8192 x 8192
+    image.fill(QColor(30, 90, 200));
+    QPainter(&image).fillRect(QRect(0, 0, 3000, 8000), QColor(240, 200, 40));  // a band on the left, as stored
+    const QString png = store_->filePath("wide.png"), jpeg = store_->filePath("turned.jpg");
+    QVERIFY(image.save(png, "PNG", 10));
+    QImageWriter writer(jpeg, "jpeg");
+    writer.setTransformation(QImageIOHandler::TransformationRotate90);
+    QVERIFY2(writer.write(image), qPrintable(writer.errorString()));
+    for (const auto& [path, shown] : {std::pair{png, QSize(9000, 8000)}, {jpeg, QSize(8000, 9000)}}) {
+      window().composer().clear();
+      QMimeData dropped;
+      dropped.setUrls({QUrl::fromLocalFile(path)});
+      drop_onto(&window().composer(), dropped);
+      QMessageBox* box = nullptr;
+      QTRY_VERIFY_WITH_TIMEOUT((box = window_->findChild<QMessageBox*>("scale_down")) != nullptr, 20000);
+      const QString size = QString("%1 × %2 pixels (72.0 M)").arg(shown.width()).arg(shown.height());
+      QVERIFY2(box->text().contains(size), qPrintable(box->text()));
+      QVERIFY2(box->text().contains("at most 67.1 M pixels"), qPrintable(box->text()));
+      QVERIFY(window().composer().image_paths().isEmpty());
+      box->button(QMessageBox::Yes)->click();
+      QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 60000);
+      const QString copy = window().composer().image_paths().first();
+      QVERIFY2(copy.startsWith(store_->path() + "/attachments/") && copy.endsWith(".jpg"), qPrintable(copy));
+      QImageReader reader(copy);
+      reader.setAutoTransform(true);
+      const QImage scaled = reader.read();
+      QVERIFY(qint64(scaled.width()) * scaled.height() <= qvl::ImageLimits{}.max_pixels);
+      QVERIFY(qint64(scaled.width()) * scaled.height() > qvl::ImageLimits{}.max_pixels * 99 / 100);
+      QVERIFY2(std::abs(double(scaled.width()) / scaled.height() - double(shown.width()) / shown.height()) < 0.002,
+               qPrintable(QString("%1 x %2").arg(scaled.width()).arg(scaled.height())));
+      // Not squashed: the band stored on the left is on the left as it shows (the JPEG: at the top, turned).
+      const QColor band = path == png ? scaled.pixelColor(10, scaled.height() / 2) : scaled.pixelColor(scaled.width() / 2, 10);
+      QVERIFY2(band.red() > 200 && band.blue() < 100, qPrintable(band.name()));
+    }
     set_max_new_tokens(3);
     QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
     QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
     QVERIFY(finished.wait(60000));
+    QVERIFY(!last_turn().failed);
+    QVERIFY(!finished.first().first().value<Answer>().text.isEmpty());
   }
 
   // #22 bug 4: the conversation is the main thing. On the CPU the performance panel starts collapsed; open, its
@@ -939,6 +961,27 @@ private slots:
              qPrintable(QString("%1 x %2").arg(smallest.width()).arg(smallest.height())));
     panel->trigger();  // and back: the chat takes the room again
     QTRY_VERIFY(chat->width() >= 900);
+  }
+
+  // The GPU's vital signs beside the throughput, and a warning while heat or power hold the clocks back: here from
+  // a recording (no GPU on this machine; ctest turns NVML off for the ui tests, which the first check sees).
+  void theGpuVitalSignsShowAndWarnWhenTheCardThrottles() {
+    auto* view = window_->findChild<ThroughputView*>();
+    QTRY_COMPARE(view->vitals_text(), QString("GPU vital signs: NVML is turned off ($QVL_NVML_LIBRARY is empty)"));
+    window_.reset();
+    qputenv("QVL_GPU_VITALS_RECORDING", QByteArray(QVL_SOURCE_DIR) + "/tests/ui/gpu-vitals-throttling.json");
+    window_ = std::make_unique<MainWindow>(store_->path());
+    qunsetenv("QVL_GPU_VITALS_RECORDING");
+    window_->show();
+    view = window_->findChild<ThroughputView*>();
+    QTRY_VERIFY2(view->vitals_text().startsWith("NVIDIA GeForce MX350 (recorded): SM 1,404 MHz of 1,468 · memory 3,504 "
+                                                "MHz · 94 °C · 25 W of 25 W · busy 99%"),
+                 qPrintable(view->vitals_text()));
+    QVERIFY2(view->throttle_warning().startsWith("The GPU is slowing down (power cap, thermal slowdown (software))"),
+             qPrintable(view->throttle_warning()));
+    // Half a second later, the next sample: hotter, and the hardware slowing too.
+    QTRY_VERIFY_WITH_TIMEOUT(view->vitals_text().contains("SM 1,227 MHz"), 3000);
+    QVERIFY2(view->throttle_warning().contains("thermal slowdown (hardware)"), qPrintable(view->throttle_warning()));
   }
 
   // #22 bug 14: the strip chart spans the answer's tokens (a 15-token answer was a sliver of a 300-token axis) and a
@@ -989,7 +1032,11 @@ private slots:
       painter.end();
       QVERIFY(image.save(big, "PNG", 10));
     }
+#ifdef QVL_SANITIZED_BUILD
+    set_max_new_tokens(200);  // the sanitizers slow decoding ten times over: the answer's length is not the point there
+#else
     set_max_new_tokens(2000);
+#endif
     child<QSpinBox>("image_max_tokens")->setValue(256);  // the model's own budget is 16,384 tokens: minutes on a CPU
     Heartbeat heartbeat;
     QMimeData mime;

@@ -123,18 +123,21 @@ template <typename Channel> void OffscreenViews::draw(Channel& channel, uint32_t
   const auto frame = channel.take_newest();
   if (!frame) return;
   const auto start = std::chrono::steady_clock::now();
+  // What this frame is drawn as, kept for the snapshot once it is drawn (a failed draw leaves the last one's).
+  constexpr bool kHeat = std::is_same_v<Channel, HeatChannel>;
+  const auto shape = [&] {
+    if constexpr (kHeat) return HeatmapShape{picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, kHeatOpacity};
+    else return frame->meta.geometry;
+  }();
   try {
     VkCommandBuffer cmd = commands_->begin(slot);
-    if constexpr (std::is_same_v<Channel, HeatChannel>) {
-      heat_shown_ = {picture_width_, picture_height_, frame->meta.grid_w, frame->meta.grid_h, kHeatOpacity};
-      const uint64_t bytes = uint64_t(picture_width_) * picture_height_ * 4;
+    if constexpr (kHeat) {
+      const uint64_t bytes = uint64_t(shape.width) * shape.height * 4;
       renderer_->record_heatmap(cmd, {picture_->buffer(), 0, bytes}, frame->data, {heat_pixels_->buffer(), 0, bytes},
-                                heat_shown_, ChannelOrder::Rgba);
+                                shape, ChannelOrder::Rgba);
     } else {
-      pool_shown_ = frame->meta.geometry;
-      renderer_->record_pool_map(cmd, frame->data,
-                                 {pool_pixels_->buffer(), 0, uint64_t(pool_shown_.width) * pool_shown_.height * 4},
-                                 pool_shown_, frame->meta.capacity_column, ChannelOrder::Rgba);
+      renderer_->record_pool_map(cmd, frame->data, {pool_pixels_->buffer(), 0, uint64_t(shape.width) * shape.height * 4},
+                                 shape, frame->meta.capacity_column, ChannelOrder::Rgba);
     }
     commands_->end(slot);
     commands_->submit(slot, channel.waits_for(*frame), {channel.read_point(*frame)});
@@ -145,7 +148,9 @@ template <typename Channel> void OffscreenViews::draw(Channel& channel, uint32_t
     throw;
   }
   channel.release(frame->number);
-  OffscreenViewStats& stats = std::is_same_v<Channel, HeatChannel> ? heat_drawn_ : pool_drawn_;
+  if constexpr (kHeat) heat_shown_ = shape;
+  else pool_shown_ = shape;
+  OffscreenViewStats& stats = kHeat ? heat_drawn_ : pool_drawn_;
   stats.draw_ms.push_back(ms_since(start));
   ++stats.drawn;
   stats.drawn_from_cuda_memory += frame->filled_on_gpu;
