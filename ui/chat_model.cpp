@@ -67,6 +67,13 @@ void ChatModel::remove_last() {
   endRemoveRows();
 }
 
+void ChatModel::truncate(int turns) {
+  if (turns < 0 || turns >= chat_.turns.size()) return;
+  beginRemoveRows({}, turns, int(chat_.turns.size()) - 1);
+  chat_.turns.resize(turns);
+  endRemoveRows();
+}
+
 void ChatModel::set_streaming(bool on) {
   streaming_ = on;
   changed_last({StreamingRole});

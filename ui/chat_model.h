@@ -26,6 +26,7 @@ public:
   void append_text(const QString& text);  // to the last turn (the streaming answer)
   void finish_last(const QString& stats, bool failed = false, const QString& message = {});
   void remove_last();
+  void truncate(int turns);  // keeps the first `turns` (an earlier question edited: what followed it goes)
   bool streaming() const { return streaming_; }
   void set_streaming(bool on);
 

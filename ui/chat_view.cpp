@@ -5,7 +5,10 @@
 #include <QClipboard>
 #include <QContextMenuEvent>
 #include <QFileInfo>
+#include <QDialog>
 #include <QMenu>
+#include <QTextBrowser>
+#include <QVBoxLayout>
 #include <QPainter>
 #include <QScrollBar>
 
@@ -159,7 +162,26 @@ void ChatView::contextMenuEvent(QContextMenuEvent* event) {
   setCurrentIndex(i);
   QMenu menu(this);
   menu.addAction("Copy message", this, &ChatView::copy_current);
+  menu.addAction("Select text…", this, [this, row = i.row()] { show_selectable(row); });
+  if (i.data(ChatModel::RoleRole).toString() == "user")
+    menu.addAction("Edit and resend", this, [this, row = i.row()] { emit editRequested(row); });
   menu.exec(event->globalPos());
+}
+
+void ChatView::show_selectable(int row) {
+  const QModelIndex i = model()->index(row, 0);
+  if (!i.isValid()) return;
+  auto* dialog = new QDialog(this);
+  dialog->setObjectName("message_text");
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setWindowTitle(i.data(ChatModel::RoleRole).toString() == "user" ? "Your question" : "The answer");
+  auto* text = new QTextBrowser;
+  text->setMarkdown(i.data(Qt::DisplayRole).toString());
+  text->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard | Qt::LinksAccessibleByMouse);
+  auto* layout = new QVBoxLayout(dialog);
+  layout->addWidget(text);
+  dialog->resize(640, 480);
+  dialog->show();
 }
 
 void ChatView::keyPressEvent(QKeyEvent* event) {

@@ -39,6 +39,10 @@ public:
   explicit ChatView(QWidget* parent = nullptr);
   void setModel(QAbstractItemModel* model) override;
   void copy_current();  // the selected turn's text to the clipboard
+  void show_selectable(int row);  // the turn in a window where any part of it can be selected and copied
+
+signals:
+  void editRequested(int row);  // "Edit and resend" on one of your questions
 
 protected:
   void contextMenuEvent(QContextMenuEvent* event) override;

@@ -45,6 +45,10 @@ struct ModelInfo {
   std::shared_ptr<const Tokenizer> tokenizer;
   int image_token_id = 0;
   qint64 context_tokens = 0;
+  // What the CPU view shows: the weights' files (mapped, not copied, where the CPU reads them), the bytes a decode
+  // step reads (times the decode rate: the bandwidth used), and the CPU's threads.
+  quint64 weights_file_bytes = 0, decode_weight_bytes = 0;
+  int cpu_threads = 0;
 };
 
 // How to load a model (the GUI's toggles).

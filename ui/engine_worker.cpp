@@ -1,5 +1,7 @@
 #include "ui/engine_worker.h"
 
+#include "core/thread_pool.h"
+
 #include <chrono>
 
 #include <QElapsedTimer>
@@ -110,6 +112,9 @@ ModelInfo EngineWorker::info() const {
   i.tokenizer = engine_->shared_tokenizer();
   i.image_token_id = int(m.config.image_token_id);
   i.context_tokens = engine_->context_tokens();
+  i.weights_file_bytes = m.checkpoint.total_bytes();
+  i.decode_weight_bytes = engine_->decode_weight_bytes();
+  i.cpu_threads = ThreadPool::global().size();
   return i;
 }
 

@@ -16,6 +16,12 @@
 #include <QMenuBar>
 #include <QProgressBar>
 #include <QFutureWatcher>
+#include <unistd.h>
+#include <QTimer>
+#include <QFile>
+#include <QMessageBox>
+#include <QIcon>
+#include <QActionGroup>
 #include <QScrollArea>
 #include <QtConcurrent/QtConcurrentRun>
 #include <QSettings>
@@ -35,6 +41,7 @@
 #include "ui/attention_panel.h"
 #include "ui/fusion_view.h"
 #include "ui/generation_settings.h"
+#include "ui/theme.h"
 #include "ui/gpu_vitals_poller.h"
 #include "ui/kernel_view.h"
 #include "ui/pool_view.h"
@@ -138,12 +145,14 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   weights_->setCurrentIndex(std::max(0, weights_->findData(s.value("engine/weights", "bf16").toString())));
   capacity_mib_ = s.value("engine/memory_limit_mib", 0).toLongLong();
 
+  setWindowIcon(app_icon());
   build_actions();
   build_docks();
   connect_engine();
   build_vulkan_views();
 
   composer_->set_footer(meter_);
+  connect(view_, &ChatView::editRequested, this, &MainWindow::editQuestion);
   connect(composer_, &Composer::draftChanged, this, &MainWindow::update_context_meter);
   connect(composer_, &Composer::sendRequested, this, &MainWindow::sendPrompt);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
@@ -197,6 +206,11 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     fusion_->set_running(true);
     engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
   });
+
+  // On the CPU, what matters there instead of a pool, once a second.
+  auto* cpu_timer = new QTimer(this);
+  connect(cpu_timer, &QTimer::timeout, this, &MainWindow::show_cpu_resources);
+  cpu_timer->start(1000);
 
   // The GPU's vital signs beside the throughput (NVML; on a machine without it, the reason).
   vitals_ = new GpuVitalsPoller(this);
@@ -275,8 +289,26 @@ void MainWindow::build_actions() {
                            "attention) beside the chat");
   view_menu_->addAction(performance_);
   view_menu_->addAction(time_kernels_);
+  // Light, dark, or the desktop's own look, kept in the settings.
+  auto* theme_menu = view_menu_->addMenu("&Theme");
+  auto* themes = new QActionGroup(this);
+  const QString theme = QSettings().value("view/theme", "system").toString();
+  for (const auto& [name, label] : {std::pair{"system", "Follow the desktop"}, {"light", "Light"}, {"dark", "Dark"}}) {
+    QAction* a = theme_menu->addAction(label);
+    a->setObjectName(QString("theme_") + name);
+    a->setCheckable(true);
+    a->setChecked(theme == name);
+    themes->addAction(a);
+    connect(a, &QAction::triggered, this, [id = QString(name)] {
+      QSettings().setValue("view/theme", id);
+      apply_theme(id);
+    });
+  }
+  apply_theme(theme);
   view_menu_->addSeparator();
   auto* help = menuBar()->addMenu("&Help");
+  auto* about = help->addAction("&About qvl-studio", this, &MainWindow::show_about);
+  about->setObjectName("about");
   help->addAction("About the &demo model", this, [this] {
     show_notice(kDemoModelNote, false);
   });
@@ -312,6 +344,7 @@ void MainWindow::build_vulkan_views() {
   QString reason;
   if (qEnvironmentVariable("QVL_STUDIO_VULKAN") == "0") reason = "Vulkan is turned off ($QVL_STUDIO_VULKAN=0)";
   else vulkan_ = VulkanViews::create(&reason);
+  views_source_ = vulkan_ ? vulkan_->source() : "Drawn by QPainter: " + reason;
   if (!vulkan_) {
     pool_->use_painter(reason);
     attention_->use_painter(reason);
@@ -342,6 +375,7 @@ void MainWindow::build_vulkan_views() {
   });
   engine_->setViewFeed(vulkan_->view_feed());
 #else
+  views_source_ = "Drawn by QPainter: qvl-studio was built without Vulkan";
   pool_->use_painter("qvl-studio was built without Vulkan");
   attention_->use_painter("qvl-studio was built without Vulkan");
 #endif
@@ -434,6 +468,7 @@ void MainWindow::connect_engine() {
   connect(engine_, &EngineController::busyChanged, this, [this] { update_controls(); });
   connect(engine_, &EngineController::textArrived, this, [this](quint64, const QString& text) { chat_->append_text(text); });
   connect(engine_, &EngineController::perfUpdated, this, [this](const PerfSnapshot& s) {
+    if (s.decode_tokens_per_s > 0) last_decode_tokens_per_s_ = s.decode_tokens_per_s;
     throughput_->update_from(s);
     kernels_->update_from(s);
     pool_->update_from(s.memory, has_device_memory(engine_->model()));
@@ -513,7 +548,8 @@ void MainWindow::update_controls() {
 void MainWindow::update_context_meter() {
   if (!engine_->hasModel()) return meter_->clear_count();
   const ChatTurn draft{"user", composer_->text(), composer_->image_paths(), {}, false};
-  meter_->count_later(engine_->model(), request_for(chat_->conversation().turns, &draft));
+  const auto& turns = chat_->conversation().turns;
+  meter_->count_later(engine_->model(), request_for(editing_from_ >= 0 ? turns.mid(0, editing_from_) : turns, &draft));
 }
 
 void MainWindow::show_move_progress() {
@@ -576,6 +612,7 @@ void MainWindow::newChat() {
   c.system_prompt = settings_->default_system_prompt();
   settings_->show_system_prompt(c.system_prompt);
   chat_->set_conversation(c);
+  editing_from_ = -1;
   QSettings().remove("chat/last");  // closed now, the app reopens on a new chat, as it was left
   composer_->clear();
   hide_error_notice();
@@ -609,6 +646,7 @@ bool MainWindow::openChat(const QString& id) {
 void MainWindow::show_chat(const Conversation& chat) {
   settings_->show_system_prompt(chat.system_prompt);
   chat_->set_conversation(chat);
+  editing_from_ = -1;
   QSettings().setValue("chat/last", chat.id);  // the app reopens on it
   hide_error_notice();
   update_controls();
@@ -668,8 +706,9 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
   const ChatTurn draft{"user", text, images, {}, false};
   const QString chat_id = chat_->conversation().id;
   const qsizetype turns = chat_->conversation().turns.size();
+  const int keep = editing_from_ >= 0 ? editing_from_ : int(turns);  // an edited question replaces it and what followed
   auto* watcher = new QFutureWatcher<ContextCount>(this);
-  connect(watcher, &QFutureWatcher<ContextCount>::finished, this, [this, watcher, draft, chat_id, turns] {
+  connect(watcher, &QFutureWatcher<ContextCount>::finished, this, [this, watcher, draft, chat_id, turns, keep] {
     watcher->deleteLater();
     checking_send_ = false;
     const ContextCount count = watcher->result();
@@ -682,6 +721,8 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
     Conversation& c = chat_->conversation_for_saving();
     c.system_prompt = settings_->system_prompt();
     c.model_folder = engine_->model().folder;
+    chat_->truncate(keep);  // the engine's kept keys and values are reused up to where the two differ
+    editing_from_ = -1;
     chat_->append(draft);
     composer_->clear();
     hide_error_notice();  // about something before: this answer brings its own
@@ -689,7 +730,68 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
   });
   checking_send_ = true;
   update_controls();  // Send waits for the count
-  watcher->setFuture(QtConcurrent::run(count_context, engine_->model(), request_for(chat_->conversation().turns, &draft)));
+  watcher->setFuture(
+      QtConcurrent::run(count_context, engine_->model(), request_for(chat_->conversation().turns.mid(0, keep), &draft)));
+}
+
+// Resident memory (from /proc/self/statm), the weights' files (mapped where the CPU reads them), the threads, and the
+// bandwidth the last answer's decode used (the bytes a step reads times its rate).
+void MainWindow::show_cpu_resources() {
+  const ModelInfo& info = engine_->model();
+  if (!engine_->hasModel() || has_device_memory(info)) return pool_->show_cpu_resources({});
+  QFile statm("/proc/self/statm");
+  qint64 resident_pages = 0;
+  if (statm.open(QIODevice::ReadOnly)) resident_pages = QString(statm.readAll()).split(' ').value(1).toLongLong();
+  const double mib = 1 << 20;
+  QString text = QString("On the CPU: resident memory %1 MiB · the weights %2 MiB, mapped from the model's files · %3 "
+                         "threads")
+                     .arg(double(resident_pages) * double(sysconf(_SC_PAGESIZE)) / mib, 0, 'f', 0)
+                     .arg(double(info.weights_file_bytes) / mib, 0, 'f', 1)
+                     .arg(info.cpu_threads);
+  if (last_decode_tokens_per_s_ > 0)
+    text += QString(" · decode read %1 GB/s of weights (%2 MB a token at %3 tokens/s)")
+                .arg(double(info.decode_weight_bytes) * last_decode_tokens_per_s_ / 1e9, 0, 'f', 1)
+                .arg(double(info.decode_weight_bytes) / 1e6, 0, 'f', 1)
+                .arg(last_decode_tokens_per_s_, 0, 'f', 0);
+  pool_->show_cpu_resources(text);
+}
+
+QIcon MainWindow::app_icon() {
+  QIcon icon;
+  for (int size : {48, 128, 256}) icon.addFile(QString(":/icons/qvl-studio-%1.png").arg(size), QSize(size, size));
+  return QIcon::fromTheme("qvl-studio", icon);  // the installed theme's, where the package put one
+}
+
+void MainWindow::show_about() {
+  QStringList backends;
+  for (const BackendChoice& b : engine_->model().backends)
+    backends << b.label + (b.available ? (b.id == engine_->model().device ? " (in use)" : "") : ": " + b.reason);
+  const QString revision = qApp->property("qvl_git_revision").toString();
+  auto* box = new QMessageBox(this);
+  box->setObjectName("about_box");
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setWindowTitle("About qvl-studio");
+  box->setIconPixmap(app_icon().pixmap(96, 96));
+  box->setText(QString("<b>qvl-studio %1</b>%2").arg(QApplication::applicationVersion(),
+                                                   revision.isEmpty() ? QString() : " (git " + revision + ")"));
+  box->setInformativeText(
+      "Chat about pictures with a Qwen3-VL model on your own computer, offline, and watch what the GPU does while it "
+      "answers.<br><br>Model: " + (engine_->hasModel() ? engine_->model().folder : QString("none open")) +
+      "<br>Backends: " + (backends.isEmpty() ? QString("–") : backends.join("; ")) + "<br>Views: " + views_source_ +
+      "<br>Qt " + qVersion() + "; the engine's own CUDA kernels, cuBLAS, Vulkan, OpenCV, nlohmann/json.");
+  box->setStandardButtons(QMessageBox::Close);
+  box->open();
+}
+
+void MainWindow::editQuestion(int row) {
+  const auto& turns = chat_->conversation().turns;
+  if (engine_->busy() || row < 0 || row >= turns.size() || turns[row].role != "user") return;
+  editing_from_ = row;
+  composer_->clear();
+  composer_->set_text(turns[row].text);
+  composer_->attach_files(turns[row].images);  // already in the chat's store: kept as they are
+  show_notice("Editing an earlier question: sending it replaces it and everything after it.", false);
+  update_context_meter();
 }
 
 void MainWindow::regenerate() {

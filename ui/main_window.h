@@ -2,6 +2,7 @@
 // qvl studio's window: the chat (transcript + composer) in the middle; docks for saved chats, generation settings,
 // throughput, kernels, the memory pool and the fused-versus-unfused comparison; the device, fusion and profile
 // toggles in the tool bar. Everything that runs the model goes through the EngineController (its own thread).
+#include <QIcon>
 #include <QMainWindow>
 #include <QPointer>
 #include <memory>
@@ -49,6 +50,11 @@ public:
   bool deleteChat(const QString& id);  // its file (the engine's kept keys age out); the open one gives a new chat
   bool renameChat(const QString& id, const QString& title);
   bool exportChat(const QString& id, const QString& path);  // as Markdown (Conversation::to_markdown), atomically
+  // An earlier question of the open chat into the composer; sending it cuts the chat there and answers it anew.
+  void editQuestion(int row);
+  void show_about();  // Help ▸ About: the version, the model, the backends and how the views are drawn
+  void show_cpu_resources();  // the Memory pool dock's line while the model is on the CPU
+  static QIcon app_icon();
   void sendPrompt(const QString& text, const QStringList& images);
   void regenerate();
   void stop();
@@ -123,6 +129,9 @@ private:
   QList<QDockWidget*> performance_docks_;  // throughput, kernels, pool, fusion, attention
   QDockWidget* kernels_dock_ = nullptr;
   bool checking_send_ = false;  // a question's count against the context is running
+  int editing_from_ = -1;       // the turn an edited question replaces (-1: none)
+  QString views_source_;        // how the Vulkan views are drawn, or why QPainter draws them
+  double last_decode_tokens_per_s_ = 0;
   // saveState()'s version: a layout saved by an older version is not restored (the docks were regrouped in 2).
   static constexpr int kLayoutVersion = 2;
   qint64 capacity_mib_ = 0;

@@ -72,13 +72,16 @@ void BlockMap::paintEvent(QPaintEvent*) {
 }
 
 PoolView::PoolView(QWidget* parent)
-    : QWidget(parent), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), source_(new QLabel),
+    : QWidget(parent), cpu_(new QLabel), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), source_(new QLabel),
       capacity_(new QSlider(Qt::Horizontal)), capacity_label_(new QLabel("free memory")), capacity_title_(new QLabel("Capacity")) {
   source_->setObjectName("pool_source");
   source_->setWordWrap(true);
   source_->setForegroundRole(QPalette::PlaceholderText);
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
+  cpu_->setObjectName("cpu_resources");
+  cpu_->setWordWrap(true);
+  cpu_->hide();
   plan_->setObjectName("pool_plan");
   plan_->setWordWrap(true);
   plan_->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
@@ -91,6 +94,7 @@ PoolView::PoolView(QWidget* parent)
   row->addWidget(capacity_, 1);
   row->addWidget(capacity_label_);
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(cpu_);
   layout->addWidget(summary_);
   layout->addWidget(plan_);
   layout->addWidget(bar_);
@@ -133,6 +137,7 @@ void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   map_->set_report(r);
   // Without a pool the capacity has nothing to cap: hidden, not a disabled slider that looks like a working one.
   for (QWidget* w : std::initializer_list<QWidget*>{capacity_title_, capacity_, capacity_label_}) w->setVisible(device_memory);
+  cpu_->setVisible(!device_memory && !cpu_->text().isEmpty());
   if (!r.available) {
     summary_->setText(device_memory ? "No pool report yet."
                       : gpu_unavailable_.isEmpty()
@@ -147,5 +152,12 @@ void PoolView::update_from(const MemoryReport& r, bool device_memory) {
                              r.capacity < 0 ? QString("no limit") : mib(r.capacity))
                         .arg(r.segments).arg(r.active_blocks).arg(mib(r.fragmentation)).arg(r.oom_retries));
 }
+
+void PoolView::show_cpu_resources(const QString& text) {
+  cpu_->setText(text);
+  cpu_->setVisible(!capacity_->isVisible() && !text.isEmpty());
+}
+
+QString PoolView::cpu_resources() const { return cpu_->isVisible() ? cpu_->text() : QString(); }
 
 }  // namespace qvl::ui

@@ -52,11 +52,15 @@ public:
   void set_vulkan_map(QWidget* map, const QString& source);
   // QPainter draws the block map, and why Vulkan does not.
   void use_painter(const QString& reason);
+  // While the model is on the CPU (no pool): what matters there, in one line (MainWindow::cpu_resources).
+  void show_cpu_resources(const QString& text);
+  QString cpu_resources() const;
 
 signals:
   void capacityChosen(qint64 mib);  // 0: no limit
 
 private:
+  QLabel* cpu_;
   QLabel* summary_;
   QLabel* plan_;
   OwnerBar* bar_;

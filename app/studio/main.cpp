@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   QApplication::setOrganizationName("qvl");
   QApplication::setApplicationName("qvl-studio");
   QApplication::setApplicationVersion(QVL_VERSION);
+  app.setProperty("qvl_git_revision", QVL_GIT_REVISION);  // for the About box (ui/ has no build header)
+  QApplication::setWindowIcon(qvl::ui::MainWindow::app_icon());
 
   QCommandLineParser cli;
   cli.setApplicationDescription("Chat about images with a Qwen3-VL model, and watch the GPU while it answers.");

@@ -324,6 +324,19 @@ private slots:
 
   // On a machine without a usable GPU the pool view said "switch to the GPU" and showed a disabled slider that looked
   // enabled (#22 bug 12): it says why there is no GPU, and the capacity control is hidden.
+  // On the CPU the resource view shows what matters there: resident memory, the mapped weights, the threads and,
+  // after an answer, the bandwidth its decode used.
+  void theCpuResourcesShowWhereThereIsNoPool() {
+    auto* pool = window_->findChild<PoolView*>();
+    QTRY_VERIFY2(pool->cpu_resources().startsWith("On the CPU: resident memory "), qPrintable(pool->cpu_resources()));
+    QVERIFY(pool->cpu_resources().contains(QString("the weights %1 MiB")
+                                               .arg(double(window().engine().model().weights_file_bytes) / (1 << 20), 0, 'f', 1)));
+    QVERIFY(!pool->cpu_resources().contains("decode read"));
+    set_max_new_tokens(30);
+    send("What shapes do you see?", {shapes_image()});
+    QTRY_VERIFY_WITH_TIMEOUT(pool->cpu_resources().contains("GB/s of weights"), 3000);
+  }
+
   void thePoolViewSaysWhyThereIsNoGpu() {
     if (window().engine().model().device != "cpu") QSKIP("a GPU is in use here: the pool view shows the pool");
     const QString summary = child<QLabel>("pool_summary")->text();
@@ -648,6 +661,33 @@ private slots:
     QCOMPARE(list->item(1)->text(), QString("Same question"));  // no longer repeated
     QVERIFY(window().chat().conversation().id != oldest);
     QCOMPARE(window().chat().rowCount(), 0);
+  }
+
+  // Edit an earlier question and send it again: the chat is cut there and the new question answered as a fresh chat
+  // with the same start answers it (the engine reuses its kept keys and values up to where the two differ).
+  void anEarlierQuestionIsEditedAndResent() {
+    set_max_new_tokens(8);
+    send("What shapes do you see?", {shapes_image()});
+    send("Which one is on the left?");
+    send("And on the right?");
+    QCOMPARE(window().chat().conversation().turns.size(), qsizetype(6));
+    window().editQuestion(2);  // "Which one is on the left?"
+    QCOMPARE(window().composer().text(), QString("Which one is on the left?"));
+    window().composer().set_text("What colour is the circle?");
+    QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QVERIFY(finished.wait(60000));
+    const auto& turns = window().chat().conversation().turns;
+    QCOMPARE(turns.size(), qsizetype(4));
+    QCOMPARE(turns[0].text, QString("What shapes do you see?"));
+    QCOMPARE(turns[2].text, QString("What colour is the circle?"));
+    const QString edited_answer = turns[3].text;
+    const qint64 kept = finished.first().first().value<Answer>().timing.cached_tokens;
+    QVERIFY2(kept > 0, "the kept start of the chat was computed again");
+    // The same chat asked afresh.
+    window().newChat();
+    send("What shapes do you see?", {shapes_image()});
+    QCOMPARE(send("What colour is the circle?").text, edited_answer);
   }
 
   // The rest of #22 bug 10: rename in place (F2), search over titles and what was said, export as Markdown.
@@ -982,6 +1022,46 @@ private slots:
     // Half a second later, the next sample: hotter, and the hardware slowing too.
     QTRY_VERIFY_WITH_TIMEOUT(view->vitals_text().contains("SM 1,227 MHz"), 3000);
     QVERIFY2(view->throttle_warning().contains("thermal slowdown (hardware)"), qPrintable(view->throttle_warning()));
+    // A real recording (the GPU machine's H200 during qvl bench): its clocks, and no warning.
+    window_.reset();
+    qputenv("QVL_GPU_VITALS_RECORDING", QByteArray(QVL_SOURCE_DIR) + "/tests/ui/gpu-vitals-h200.json");
+    window_ = std::make_unique<MainWindow>(store_->path());
+    qunsetenv("QVL_GPU_VITALS_RECORDING");
+    window_->show();
+    view = window_->findChild<ThroughputView*>();
+    QTRY_VERIFY2(view->vitals_text().startsWith("NVIDIA H200 (recorded): SM 1,980 MHz of 1,980 · memory 3,201 MHz · 38 °C · "
+                                                "123 W of 700 W"),
+                 qPrintable(view->vitals_text()));
+    QVERIFY(view->throttle_warning().isEmpty());
+  }
+
+  // Help ▸ About says what this is and what it runs on; the window has the app's icon; View ▸ Theme switches between
+  // the desktop's look, light and dark, and the choice is kept.
+  void theAboutBoxIconAndThemes() {
+    QApplication::setApplicationVersion("9.8.7");
+    child<QAction>("about")->trigger();
+    QMessageBox* box = nullptr;
+    QTRY_VERIFY((box = window_->findChild<QMessageBox*>("about_box")) != nullptr);
+    QVERIFY2(box->text().contains("qvl-studio 9.8.7"), qPrintable(box->text()));
+    QVERIFY2(box->informativeText().contains("Backends: CPU (in use)"), qPrintable(box->informativeText()));
+    QVERIFY2(box->informativeText().contains(demo_model()), qPrintable(box->informativeText()));
+    QVERIFY(!box->iconPixmap().isNull());
+    box->close();
+    QVERIFY(!window().windowIcon().isNull());
+    QVERIFY(window().windowIcon().availableSizes().contains(QSize(48, 48)) ||
+            !QIcon::fromTheme("qvl-studio").isNull());  // the installed theme's icon where there is one
+    const QColor desktop = QApplication::palette().color(QPalette::Window);
+    child<QAction>("theme_dark")->trigger();
+    QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
+    QCOMPARE(QSettings().value("view/theme").toString(), QString("dark"));
+    window_.reset();  // kept for the next start
+    window_ = std::make_unique<MainWindow>(store_->path());
+    QVERIFY(child<QAction>("theme_dark")->isChecked());
+    QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
+    child<QAction>("theme_light")->trigger();
+    QVERIFY(QApplication::palette().color(QPalette::Window).lightness() > 180);
+    child<QAction>("theme_system")->trigger();
+    QCOMPARE(QApplication::palette().color(QPalette::Window), desktop);
   }
 
   // #22 bug 14: the strip chart spans the answer's tokens (a 15-token answer was a sliver of a 300-token axis) and a
