@@ -37,10 +37,12 @@ QJsonObject Conversation::to_json() const {
     if (t.failed) o["failed"] = true;
     list.append(o);
   }
-  return {{"format", "qvl-chat-1"},     {"id", id},
-          {"title", title},             {"system_prompt", system_prompt},
-          {"model", model_folder},      {"updated", updated.toString(Qt::ISODateWithMs)},
-          {"turns", list}};
+  QJsonObject out{{"format", "qvl-chat-1"},     {"id", id},
+                  {"title", title},             {"system_prompt", system_prompt},
+                  {"model", model_folder},      {"updated", updated.toString(Qt::ISODateWithMs)},
+                  {"turns", list}};
+  if (!settings.isEmpty()) out["settings"] = settings;
+  return out;
 }
 
 std::optional<Conversation> Conversation::from_json(const QJsonObject& json, QString* error) {
@@ -55,6 +57,7 @@ std::optional<Conversation> Conversation::from_json(const QJsonObject& json, QSt
   c.title = json.value("title").toString();
   c.system_prompt = json.value("system_prompt").toString();
   c.model_folder = json.value("model").toString();
+  c.settings = json.value("settings").toObject();  // absent in older chats: the defaults apply
   c.updated = QDateTime::fromString(json.value("updated").toString(), Qt::ISODateWithMs);
   const QJsonArray turns = json.value("turns").toArray();
   for (qsizetype i = 0; i < turns.size(); ++i) {

@@ -20,6 +20,7 @@ struct ChatTurn {
 struct Conversation {
   QString id;  // file name stem; made when first saved
   QString title, system_prompt, model_folder;
+  QJsonObject settings;  // the generation settings of its last question (GenerationSettings::chat_settings)
   QDateTime updated;
   QList<ChatTurn> turns;
 

@@ -3,6 +3,7 @@
 #include <QRandomGenerator>
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QPlainTextEdit>
@@ -30,6 +31,12 @@ QSpinBox* integer(int lo, int hi, const QString& zero_means = {}) {
 }
 }  // namespace
 
+const std::array<GenerationSettings::SamplingPreset, 3> GenerationSettings::kPresets{{
+    {"Precise (greedy)", false, 0, 0, 1},
+    {"Balanced (Qwen's: temperature 0.7, top-k 20, top-p 0.8)", true, 0.7, 20, 0.8},
+    {"Creative (temperature 1.0, top-p 0.95)", true, 1.0, 0, 0.95},
+}};
+
 GenerationSettings::GenerationSettings(QWidget* parent)
     : QWidget(parent), system_(new QPlainTextEdit), sample_(new QCheckBox("Sample (off: greedy, always the most likely token)")),
       temperature_(real(0.01, 5, 0.05, 2)), top_p_(real(0.01, 1, 0.05, 2)), repetition_(real(0.5, 3, 0.05, 2)),
@@ -38,8 +45,20 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   system_->setPlaceholderText("System prompt (optional)");
   system_->setMaximumHeight(80);
   auto* reset = new QPushButton("Model defaults");
+  // Sampling presets: one choice sets the sampling fields (then as editable as ever).
+  auto* presets = new QComboBox;
+  presets->setObjectName("sampling_preset");
+  presets->addItem("Choose a preset…");
+  for (const SamplingPreset& p : kPresets) presets->addItem(p.name);
+  presets->setToolTip("Precise: greedy, the most likely answer. Balanced: Qwen's recommended sampling for "
+                      "Qwen3-VL-Instruct. Creative: warmer and wider.");
+  connect(presets, &QComboBox::activated, this, [this, presets](int index) {
+    if (index > 0) apply_preset(kPresets[size_t(index - 1)]);
+    presets->setCurrentIndex(0);
+  });
   auto* form = new QFormLayout(this);
   form->addRow(system_);
+  form->addRow("Preset", presets);
   form->addRow(sample_);
   form->addRow("Temperature", temperature_);
   form->addRow("Top-k", top_k_);
@@ -71,6 +90,21 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   connect(system_, &QPlainTextEdit::textChanged, this, [this] {
     if (!loading_) save();
   });
+}
+
+void GenerationSettings::apply_preset(const SamplingPreset& p) {
+  loading_ = true;
+  sample_->setChecked(p.sample);
+  if (p.sample) {
+    temperature_->setValue(p.temperature);
+    top_k_->setValue(p.top_k);
+    top_p_->setValue(p.top_p);
+  }
+  repetition_->setValue(1.0);
+  loading_ = false;
+  enable_sampling_fields();
+  save();
+  emit changed();
 }
 
 void GenerationSettings::enable_sampling_fields() {
@@ -148,6 +182,35 @@ void GenerationSettings::apply(GenerateRequest& r) const {
   r.max_new_tokens = max_new_->value();
   r.image_min_tokens = min_tokens_->value();
   r.image_max_tokens = max_tokens_->value();
+}
+
+QJsonObject GenerationSettings::chat_settings() const {
+  return {{"sample", sample_->isChecked()},           {"temperature", temperature_->value()},
+          {"top_k", top_k_->value()},                 {"top_p", top_p_->value()},
+          {"repetition_penalty", repetition_->value()}, {"max_new_tokens", max_new_->value()},
+          {"seed", seed_->value()},                   {"image_min_tokens", min_tokens_->value()},
+          {"image_max_tokens", max_tokens_->value()}};
+}
+
+void GenerationSettings::show_chat_settings(const QJsonObject& chat) {
+  if (chat.isEmpty()) {  // the defaults: the saved ones, or the model's
+    if (QSettings().value("generation/customised").toBool()) load();
+    else reset_to_model_defaults();
+    return;
+  }
+  loading_ = true;  // shown, not saved as the default
+  sample_->setChecked(chat.value("sample").toBool(sample_->isChecked()));
+  temperature_->setValue(chat.value("temperature").toDouble(temperature_->value()));
+  top_k_->setValue(chat.value("top_k").toInt(top_k_->value()));
+  top_p_->setValue(chat.value("top_p").toDouble(top_p_->value()));
+  repetition_->setValue(chat.value("repetition_penalty").toDouble(repetition_->value()));
+  max_new_->setValue(chat.value("max_new_tokens").toInt(max_new_->value()));
+  seed_->setValue(chat.value("seed").toInt(seed_->value()));
+  min_tokens_->setValue(chat.value("image_min_tokens").toInt(min_tokens_->value()));
+  max_tokens_->setValue(chat.value("image_max_tokens").toInt(max_tokens_->value()));
+  loading_ = false;
+  enable_sampling_fields();
+  emit changed();
 }
 
 QString GenerationSettings::system_prompt() const { return system_->toPlainText().trimmed(); }

@@ -1,7 +1,9 @@
 #pragma once
 // The sampling settings, the system prompt and the per-image token budget, starting from the model's
 // generation_config.json; kept in QSettings between runs; "Model defaults" puts the model's values back.
+#include <QJsonObject>
 #include <QWidget>
+#include <array>
 
 #include "io/model_config.h"
 #include "runtime/engine.h"
@@ -26,8 +28,23 @@ public:
   // an old chat without one once wiped the default for every new chat).
   void show_system_prompt(const QString& text);
   QString default_system_prompt() const;  // what new chats start with
+  // A chat's own sampling, token limit and image budget: what its last question was sent with (kept in the chat), and
+  // shown again when it opens, as its system prompt is, without becoming the default; an empty object shows the
+  // defaults (a new chat, or one saved before chats kept their settings).
+  QJsonObject chat_settings() const;
+  void show_chat_settings(const QJsonObject& settings);
   // The model's preprocessing with this panel's image budget (for the composer's token costs).
   PreprocessorConfig image_budget(const PreprocessorConfig& model) const;
+
+  struct SamplingPreset {
+    const char* name;
+    bool sample;
+    double temperature;
+    int top_k;
+    double top_p;
+  };
+  static const std::array<SamplingPreset, 3> kPresets;
+  void apply_preset(const SamplingPreset& preset);  // saved like an edit of the fields
 
 signals:
   void changed();

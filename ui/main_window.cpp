@@ -299,9 +299,10 @@ void MainWindow::build_actions() {
     a->setCheckable(true);
     a->setChecked(theme == name);
     themes->addAction(a);
-    connect(a, &QAction::triggered, this, [id = QString(name)] {
+    connect(a, &QAction::triggered, this, [this, id = QString(name)] {
       QSettings().setValue("view/theme", id);
       apply_theme(id);
+      style_notice();
     });
   }
   apply_theme(theme);
@@ -443,6 +444,7 @@ void MainWindow::connect_engine() {
     add_recent_model(info.folder);
     QSettings().setValue("model/last", info.folder);
     settings_->set_model_defaults(info.generation);
+    settings_->show_chat_settings(chat_->conversation().settings);  // the open chat keeps its own
     apply_model(info);
     if (!QSettings().contains("view/performance_panel")) show_performance_panel(has_device_memory(info));
     if (info.demo)
@@ -558,10 +560,19 @@ void MainWindow::show_move_progress() {
   model_label_->setText("Moving the model …");
 }
 
+// The banner's colours for the look in use: pale on a light palette, deep on a dark one (text readable on both).
+void MainWindow::style_notice() {
+  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
+  const char* colours = notice_is_error_ ? (dark ? "background: #4a2426; color: #f6d7d7;" : "background: #fde7e7; color: #3a0d0d;")
+                                         : (dark ? "background: #1f2f4a; color: #dce7fb;" : "background: #e8f0fe; color: #14243d;");
+  notice_->parentWidget()->setStyleSheet(QString("#notice_row { %1 } #notice_row QLabel { %2 }")
+                                             .arg(colours, QString(colours).section(';', 1)));
+}
+
 void MainWindow::show_notice(const QString& text, bool error) {
   notice_is_error_ = error;
   notice_->setText(text);
-  notice_->parentWidget()->setStyleSheet(error ? "#notice_row { background: #fde7e7; }" : "#notice_row { background: #e8f0fe; }");
+  style_notice();
   notice_->parentWidget()->show();
   emit noticeShown(text);
 }
@@ -611,6 +622,7 @@ void MainWindow::newChat() {
   Conversation c;
   c.system_prompt = settings_->default_system_prompt();
   settings_->show_system_prompt(c.system_prompt);
+  settings_->show_chat_settings({});  // a new chat starts from the defaults
   chat_->set_conversation(c);
   editing_from_ = -1;
   QSettings().remove("chat/last");  // closed now, the app reopens on a new chat, as it was left
@@ -645,6 +657,7 @@ bool MainWindow::openChat(const QString& id) {
 
 void MainWindow::show_chat(const Conversation& chat) {
   settings_->show_system_prompt(chat.system_prompt);
+  settings_->show_chat_settings(chat.settings);  // its own, not made the default
   chat_->set_conversation(chat);
   editing_from_ = -1;
   QSettings().setValue("chat/last", chat.id);  // the app reopens on it
@@ -720,6 +733,7 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
     }
     Conversation& c = chat_->conversation_for_saving();
     c.system_prompt = settings_->system_prompt();
+    c.settings = settings_->chat_settings();  // the chat keeps what it was asked with
     c.model_folder = engine_->model().folder;
     chat_->truncate(keep);  // the engine's kept keys and values are reused up to where the two differ
     editing_from_ = -1;

@@ -7,12 +7,14 @@
 #include <QScreen>
 #include <QSettings>
 #include <QTimer>
+#include <cstdio>
 
 #include "core/paths.h"
 #include "qvl/version.h"
 #include "ui/composer.h"
 #include "ui/engine_controller.h"
 #include "ui/main_window.h"
+#include "ui/theme.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -32,10 +34,30 @@ int main(int argc, char** argv) {
   const QCommandLineOption shot("screenshot", "Save the window as PNG while the answer streams, then quit.", "FILE");
   const QCommandLineOption shot_tokens("screenshot-at-tokens", "Tokens into the answer to take it (default 40).", "N", "40");
   const QCommandLineOption raise_dock("raise-dock", "Bring a dock to the front of its tabs (e.g. attention, pool).", "NAME");
-  cli.addOptions({model, prompt, image, shot, shot_tokens, raise_dock});
+  const QCommandLineOption theme("theme", "Use this look from now on: system, light or dark (View ▸ Theme).", "NAME");
+  const QCommandLineOption size("window-size", "Open the window at this size, e.g. 1920x1080.", "WxH");
+  cli.addOptions({model, prompt, image, shot, shot_tokens, raise_dock, theme, size});
   cli.process(app);
+  if (cli.isSet(theme)) {
+    if (!qvl::ui::kThemes.contains(cli.value(theme))) {
+      std::fprintf(stderr, "qvl-studio: --theme takes %s, not \"%s\"\n", qPrintable(qvl::ui::kThemes.join(", ")),
+                   qPrintable(cli.value(theme)));
+      return 2;
+    }
+    QSettings().setValue("view/theme", cli.value(theme));  // the window applies it, and its menu shows it
+  }
 
   qvl::ui::MainWindow window;
+  if (cli.isSet(size)) {
+    const QStringList wh = cli.value(size).split('x');
+    const int w = wh.value(0).toInt(), h = wh.size() == 2 ? wh.value(1).toInt() : 0;
+    if (w < 320 || h < 240 || w > 16384 || h > 16384) {
+      std::fprintf(stderr, "qvl-studio: --window-size takes WIDTHxHEIGHT (320x240 to 16384x16384), not \"%s\"\n",
+                   qPrintable(cli.value(size)));
+      return 2;
+    }
+    window.resize(w, h);
+  }
   const QString last = QSettings().value("model/last").toString();
   const QString folder = cli.isSet(model) ? cli.value(model)
                          : last.isEmpty() ? QString::fromStdString(qvl::default_model_dir().string())

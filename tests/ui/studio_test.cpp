@@ -1035,6 +1035,50 @@ private slots:
     QVERIFY(view->throttle_warning().isEmpty());
   }
 
+  // Sampling presets set the sampling fields in one choice, and the request samples as they say.
+  void aSamplingPresetSetsTheFields() {
+    auto* presets = child<QComboBox>("sampling_preset");
+    presets->setCurrentIndex(2);  // Balanced
+    emit presets->activated(2);
+    QVERIFY(child<QCheckBox>("sample")->isChecked());
+    QCOMPARE(child<QDoubleSpinBox>("temperature")->value(), 0.7);
+    set_max_new_tokens(5);
+    const Answer a = send("What shapes do you see?", {shapes_image()});
+    QVERIFY(!a.text.isEmpty());
+    presets->setCurrentIndex(1);  // Precise
+    emit presets->activated(1);
+    QVERIFY(!child<QCheckBox>("sample")->isChecked());
+    QCOMPARE(presets->currentIndex(), 0);  // back to "Choose a preset…": the fields are what counts
+    QCOMPARE(QSettings().value("generation/sample").toBool(), false);  // saved like an edit
+  }
+
+  // Each chat keeps the settings it was asked with and shows them when it opens, without making them the defaults
+  // (as its system prompt); a new chat starts from the defaults.
+  void aChatKeepsItsOwnSettings() {
+    set_max_new_tokens(3);
+    send("Hello");  // greedy, 3 tokens
+    const QString first = window().chat().conversation().id;
+    window().newChat();
+    child<QCheckBox>("sample")->setChecked(true);
+    child<QDoubleSpinBox>("temperature")->setValue(1.3);
+    set_max_new_tokens(7);  // edits: the new defaults
+    send("Hello again");
+    QVERIFY(window().openChat(first));
+    QVERIFY(!child<QCheckBox>("sample")->isChecked());
+    QCOMPARE(child<QSpinBox>("max_new_tokens")->value(), 3);
+    QCOMPARE(QSettings().value("generation/max_new_tokens").toInt(), 7);  // the defaults untouched by opening it
+    QVERIFY(QSettings().value("generation/sample").toBool());
+    window().newChat();
+    QVERIFY(child<QCheckBox>("sample")->isChecked());
+    QCOMPARE(child<QDoubleSpinBox>("temperature")->value(), 1.3);
+    QCOMPARE(child<QSpinBox>("max_new_tokens")->value(), 7);
+    // Kept in the chat's file across a restart.
+    QString error;
+    const auto saved = ChatStore(store_->path()).load(first, &error);
+    QVERIFY2(saved, qPrintable(error));
+    QCOMPARE(saved->settings.value("max_new_tokens").toInt(), 3);
+  }
+
   // Help ▸ About says what this is and what it runs on; the window has the app's icon; View ▸ Theme switches between
   // the desktop's look, light and dark, and the choice is kept.
   void theAboutBoxIconAndThemes() {
