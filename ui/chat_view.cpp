@@ -176,7 +176,11 @@ void ChatView::show_selectable(int row) {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   dialog->setWindowTitle(i.data(ChatModel::RoleRole).toString() == "user" ? "Your question" : "The answer");
   auto* text = new QTextBrowser;
-  text->setMarkdown(i.data(Qt::DisplayRole).toString());
+  text->setOpenExternalLinks(true);  // a link opens outside, not in place of the message
+  // As the bubble shows it: an answer as Markdown, a question or an error as the plain text it is.
+  const bool markdown = i.data(ChatModel::RoleRole).toString() == "assistant" && !i.data(ChatModel::FailedRole).toBool();
+  if (markdown) text->setMarkdown(i.data(Qt::DisplayRole).toString());
+  else text->setPlainText(i.data(Qt::DisplayRole).toString());
   text->setTextInteractionFlags(Qt::TextSelectableByMouse | Qt::TextSelectableByKeyboard | Qt::LinksAccessibleByMouse);
   auto* layout = new QVBoxLayout(dialog);
   layout->addWidget(text);

@@ -15,6 +15,7 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cmath>
 
 #include "ui/chat_store.h"
@@ -210,6 +211,8 @@ QStringList Composer::image_paths() const {
 }
 
 void Composer::clear() {
+  ++draft_;  // checks still running belong to the draft cleared
+  next_place_ = 0;
   edit_->clear();
   for (auto* chip : chips_) chip->deleteLater();
   chips_.clear();
@@ -242,12 +245,15 @@ void Composer::attach_files(const QStringList& paths) {
 void Composer::check_off_thread(std::function<ImageCheck()> check) {
   ++pending_;
   auto* watcher = new QFutureWatcher<ImageCheck>(this);
-  connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher] {
+  // Checks finish in any order: each chip takes the place its file was given in (an edited question's pictures keep
+  // their order), and a check of a draft cleared since is dropped.
+  connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher, draft = draft_, place = next_place_++] {
     const ImageCheck result = watcher->result();
     watcher->deleteLater();
     --pending_;
+    if (draft != draft_) return;
     if (result.too_large) offer_scaled_copy(result.attachment);
-    else if (result.error.isEmpty()) add_chip(result.attachment, result.thumbnail);
+    else if (result.error.isEmpty()) add_chip(result.attachment, result.thumbnail, place);
     else emit attachmentRejected(result.error);
   });
   watcher->setFuture(QtConcurrent::run(std::move(check)));
@@ -290,8 +296,9 @@ void Composer::attach_image(const QImage& image) {
   else attach_files({path});
 }
 
-void Composer::add_chip(const Attachment& a, const QImage& thumbnail) {
+void Composer::add_chip(const Attachment& a, const QImage& thumbnail, int place) {
   auto* chip = new AttachmentChip(a, thumbnail);
+  chip->setProperty("place", place);
   chip->set_cost(preprocessor_);
   connect(chip, &AttachmentChip::removeRequested, this, [this](AttachmentChip* c) {
     chips_.removeOne(c);
@@ -299,8 +306,10 @@ void Composer::add_chip(const Attachment& a, const QImage& thumbnail) {
     strip_->setVisible(!chips_.isEmpty());
     emit attachmentsChanged();
   });
-  chips_.append(chip);
-  strip_layout_->insertWidget(strip_layout_->count() - 1, chip);
+  const auto at = std::find_if(chips_.begin(), chips_.end(), [&](AttachmentChip* c) { return c->property("place").toInt() > place; });
+  const int index = int(at - chips_.begin());
+  chips_.insert(index, chip);
+  strip_layout_->insertWidget(index, chip);
   strip_->show();
   emit attachmentsChanged();
 }

@@ -94,7 +94,7 @@ protected:
   void dropEvent(QDropEvent* event) override;
 
 private:
-  void add_chip(const Attachment& a, const QImage& thumbnail);
+  void add_chip(const Attachment& a, const QImage& thumbnail, int place);  // place: the order files were given in
   // Runs `check` on a worker; its picture becomes a chip, is refused with the reason, or is offered scaled down.
   void check_off_thread(std::function<ImageCheck()> check);
   void offer_scaled_copy(const Attachment& picture);
@@ -110,6 +110,8 @@ private:
   ChatStore* store_ = nullptr;  // where pasted images are kept (the window's)
   bool busy_ = false, can_send_ = false;
   int pending_ = 0;  // images still being checked
+  quint64 draft_ = 0;  // bumped by clear()
+  int next_place_ = 0;
 };
 
 }  // namespace qvl::ui

@@ -7,6 +7,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "runtime/prompt_count.h"
+#include "ui/theme.h"
 
 namespace qvl::ui {
 
@@ -85,7 +86,7 @@ void ContextMeter::show_count(const ContextCount& count) {
   if (count.prompt_tokens == 0 && !count.fits()) {  // not a matter of the context: a picture that cannot be read, ...
     setText("⚠ cannot be counted");
     setToolTip(count.problem);
-    setStyleSheet("color: #b00020;");
+    setStyleSheet("color: " + error_colour() + ";");
     emit counted(count);
     return;
   }
@@ -97,7 +98,9 @@ void ContextMeter::show_count(const ContextCount& count) {
                                      l.toString(count.answer_tokens), l.toString(count.limit))
                           : count.problem);
   const bool near = used * 10 > count.limit * 9;
-  setStyleSheet(!count.fits() ? "color: #b00020; font-weight: bold;" : near ? "color: #a05a00;" : "");
+  setStyleSheet(!count.fits() ? "color: " + error_colour() + "; font-weight: bold;"
+                : near      ? "color: " + warning_colour() + ";"
+                            : QString());
   emit counted(count);
 }
 

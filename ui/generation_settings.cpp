@@ -163,7 +163,7 @@ void GenerationSettings::load() {
   seed_->setValue(s.value("seed", 0).toInt());
   min_tokens_->setValue(s.value("image_min_tokens", 0).toInt());
   max_tokens_->setValue(s.value("image_max_tokens", 0).toInt());
-  system_->setPlainText(s.value("system_prompt").toString());
+  // Not the system prompt: the box shows the open chat's own (show_system_prompt), and a new chat's is the default.
   loading_ = false;
   enable_sampling_fields();
   emit changed();

@@ -13,39 +13,52 @@ constexpr int kPeriodMs = 500;
 GpuVitalsPoller::GpuVitalsPoller(QObject* parent) : QObject(parent) {
   timer_.setInterval(kPeriodMs);
   connect(&timer_, &QTimer::timeout, this, &GpuVitalsPoller::sample_now);
-  connect(&watcher_, &QFutureWatcher<Reading>::finished, this, [this] {
-    const Reading r = watcher_.result();
-    if (r.error.isEmpty()) return emit sampled(QString::fromStdString(source_->device_name()), r.vitals);
-    timer_.stop();  // the driver refused a read: say so and stop asking
-    emit unavailable(r.error);
+  connect(&opening_, &QFutureWatcher<Opened>::finished, this, [this] {
+    const Opened opened = opening_.result();
+    source_ = opened.source;
+    if (!source_) return emit unavailable(opened.reason);
+    set_active(active_);
+  });
+  connect(&reading_, &QFutureWatcher<Reading>::finished, this, [this] {
+    const Reading r = reading_.result();
+    if (r.error.isEmpty()) emit sampled(QString::fromStdString(source_->device_name()), r.vitals);
+    else emit unavailable(r.error);
   });
 }
 
+GpuVitalsPoller::~GpuVitalsPoller() {
+  timer_.stop();
+  opening_.waitForFinished();
+  reading_.waitForFinished();  // the read in flight uses the source
+}
+
+void GpuVitalsPoller::start() {
+  opening_.setFuture(QtConcurrent::run([]() -> Opened {
+    std::string reason;
+    std::shared_ptr<GpuVitalsSource> source = open_gpu_vitals(cuda_device_uuid(0), &reason);
+    return {std::move(source), QString::fromStdString(reason)};
+  }));
+}
+
+void GpuVitalsPoller::set_active(bool on) {
+  active_ = on;
+  if (!source_) return;  // not open yet: applied once it is
+  if (!on) return timer_.stop();
+  if (!timer_.isActive()) {
+    timer_.start();
+    sample_now();
+  }
+}
+
 void GpuVitalsPoller::sample_now() {
-  if (watcher_.isRunning()) return;  // one read at a time: the source is not shared between threads
-  watcher_.setFuture(QtConcurrent::run([source = source_.get()]() -> Reading {
+  if (reading_.isRunning()) return;  // one read at a time: the source is not shared between threads
+  reading_.setFuture(QtConcurrent::run([source = source_]() -> Reading {
     try {
       return {source->sample(), {}};
     } catch (const std::exception& e) {
       return {{}, QString::fromStdString(e.what())};
     }
   }));
-}
-
-GpuVitalsPoller::~GpuVitalsPoller() {
-  timer_.stop();
-  watcher_.waitForFinished();  // the read in flight uses the source
-}
-
-void GpuVitalsPoller::start() {
-  std::string reason;
-  source_ = open_gpu_vitals(cuda_device_uuid(0), &reason);
-  if (!source_) {
-    emit unavailable(QString::fromStdString(reason));
-    return;
-  }
-  timer_.start();
-  sample_now();
 }
 
 }  // namespace qvl::ui

@@ -1,6 +1,7 @@
 #pragma once
-// Samples the GPU's vital signs (backend/gpu_vitals.h) twice a second off the GUI thread (an NVML read takes a few
-// ms) and hands each sample to the GUI thread; without NVML, says why once.
+// Samples the GPU's vital signs (backend/gpu_vitals.h) twice a second while the performance panel is open, off the GUI
+// thread (NVML is opened, and each read made, on a worker: a few ms each) and hands each sample to the GUI thread;
+// without NVML, says why. Not polling while nobody looks keeps a laptop's discrete GPU free to sleep.
 #include <QFutureWatcher>
 #include <QObject>
 #include <QTimer>
@@ -15,8 +16,9 @@ class GpuVitalsPoller : public QObject {
 public:
   explicit GpuVitalsPoller(QObject* parent = nullptr);
   ~GpuVitalsPoller() override;
-  // Opens the source for the CUDA device (its UUID), starts sampling; reports unavailable() when there is none.
+  // Opens the source for the CUDA device (its UUID) on a worker; reports unavailable() when there is none.
   void start();
+  void set_active(bool on);  // sample while on
 
 signals:
   void sampled(const QString& device, const qvl::GpuVitals& vitals);
@@ -25,13 +27,19 @@ signals:
 private:
   struct Reading {
     GpuVitals vitals;
-    QString error;  // the driver refused a read
+    QString error;  // the driver refused a read (said; the next read may work)
+  };
+  struct Opened {
+    std::shared_ptr<GpuVitalsSource> source;
+    QString reason;
   };
   void sample_now();
 
-  std::unique_ptr<GpuVitalsSource> source_;
+  std::shared_ptr<GpuVitalsSource> source_;
+  bool active_ = false;
   QTimer timer_;
-  QFutureWatcher<Reading> watcher_;
+  QFutureWatcher<Opened> opening_;
+  QFutureWatcher<Reading> reading_;
 };
 
 }  // namespace qvl::ui

@@ -113,6 +113,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   notice_layout->addWidget(notice_close_, 0, Qt::AlignTop);
   notice_row->hide();
   connect(notice_close_, &QToolButton::clicked, notice_row, &QWidget::hide);
+  connect(notice_close_, &QToolButton::clicked, this, [this] { end_editing(); });  // closing the banner cancels an edit
 
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
@@ -216,6 +217,8 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   vitals_ = new GpuVitalsPoller(this);
   connect(vitals_, &GpuVitalsPoller::sampled, throughput_, &ThroughputView::show_vitals);
   connect(vitals_, &GpuVitalsPoller::unavailable, throughput_, &ThroughputView::show_vitals_unavailable);
+  vitals_->set_active(performance_->isChecked());  // sampled while the panel is open
+  connect(performance_, &QAction::toggled, vitals_, &GpuVitalsPoller::set_active);
   vitals_->start();
 
   if (!reopen_last_chat()) newChat();
@@ -336,6 +339,7 @@ void MainWindow::build_actions() {
 
 void MainWindow::build_vulkan_views() {
   connect(engine_, &EngineController::viewFeedFailed, this, [this](const QString& reason) {
+    views_source_ = "Drawn by QPainter: " + reason;
     pool_->use_painter(reason);
     attention_->use_painter(reason);
   });
@@ -443,8 +447,11 @@ void MainWindow::connect_engine() {
     progress_->hide();
     add_recent_model(info.folder);
     QSettings().setValue("model/last", info.folder);
+    last_decode_tokens_per_s_ = 0;  // the rate was another model's or weights'
+
+    const QJsonObject shown = settings_->chat_settings();  // what the panel shows now, edits not yet sent included
     settings_->set_model_defaults(info.generation);
-    settings_->show_chat_settings(chat_->conversation().settings);  // the open chat keeps its own
+    if (!chat_->conversation().settings.isEmpty()) settings_->show_chat_settings(shown);  // the open chat keeps its own
     apply_model(info);
     if (!QSettings().contains("view/performance_panel")) show_performance_panel(has_device_memory(info));
     if (info.demo)
@@ -463,6 +470,7 @@ void MainWindow::connect_engine() {
     update_controls();
   });
   connect(engine_, &EngineController::deviceChanged, this, [this](const ModelInfo& info) {
+    last_decode_tokens_per_s_ = 0;  // the rate was another device's
     progress_->hide();
     apply_model(info);
   });
@@ -514,10 +522,10 @@ void MainWindow::apply_model(const ModelInfo& info) {
 }
 
 void MainWindow::update_controls() {
-  const bool busy = engine_->busy(), model = engine_->hasModel();
+  const bool busy = engine_->busy() || checking_send_, model = engine_->hasModel();  // a Send being counted too
   const ModelInfo& info = engine_->model();
-  composer_->set_busy(busy && !engine_->loading());
-  composer_->set_can_send(model && !busy && !checking_send_);
+  composer_->set_busy(engine_->busy() && !engine_->loading());
+  composer_->set_can_send(model && !busy);
   stop_->setEnabled(busy);
   new_chat_->setEnabled(!busy);
   open_model_->setEnabled(!busy);
@@ -624,7 +632,7 @@ void MainWindow::newChat() {
   settings_->show_system_prompt(c.system_prompt);
   settings_->show_chat_settings({});  // a new chat starts from the defaults
   chat_->set_conversation(c);
-  editing_from_ = -1;
+  end_editing();
   QSettings().remove("chat/last");  // closed now, the app reopens on a new chat, as it was left
   composer_->clear();
   hide_error_notice();
@@ -659,7 +667,7 @@ void MainWindow::show_chat(const Conversation& chat) {
   settings_->show_system_prompt(chat.system_prompt);
   settings_->show_chat_settings(chat.settings);  // its own, not made the default
   chat_->set_conversation(chat);
-  editing_from_ = -1;
+  end_editing();
   QSettings().setValue("chat/last", chat.id);  // the app reopens on it
   hide_error_notice();
   update_controls();
@@ -699,6 +707,7 @@ ChatRequest MainWindow::request_for(const QList<ChatTurn>& turns, const ChatTurn
 }
 
 void MainWindow::start_answer(const QList<ChatTurn>& context) {
+  chat_->conversation_for_saving().settings = settings_->chat_settings();  // the chat keeps what it was answered with
   ChatRequest request = request_for(context, nullptr);
   if (!request.image_paths.isEmpty()) attention_->set_picture(request.image_paths.back());
   request.request.conversation_id = chat_->engine_key().toStdString();
@@ -733,10 +742,9 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
     }
     Conversation& c = chat_->conversation_for_saving();
     c.system_prompt = settings_->system_prompt();
-    c.settings = settings_->chat_settings();  // the chat keeps what it was asked with
     c.model_folder = engine_->model().folder;
     chat_->truncate(keep);  // the engine's kept keys and values are reused up to where the two differ
-    editing_from_ = -1;
+    end_editing();
     chat_->append(draft);
     composer_->clear();
     hide_error_notice();  // about something before: this answer brings its own
@@ -753,21 +761,22 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
 void MainWindow::show_cpu_resources() {
   const ModelInfo& info = engine_->model();
   if (!engine_->hasModel() || has_device_memory(info)) return pool_->show_cpu_resources({});
-  QFile statm("/proc/self/statm");
-  qint64 resident_pages = 0;
-  if (statm.open(QIODevice::ReadOnly)) resident_pages = QString(statm.readAll()).split(' ').value(1).toLongLong();
   const double mib = 1 << 20;
-  QString text = QString("On the CPU: resident memory %1 MiB · the weights %2 MiB, mapped from the model's files · %3 "
-                         "threads")
-                     .arg(double(resident_pages) * double(sysconf(_SC_PAGESIZE)) / mib, 0, 'f', 0)
-                     .arg(double(info.weights_file_bytes) / mib, 0, 'f', 1)
-                     .arg(info.cpu_threads);
+  QStringList parts;
+  QFile statm("/proc/self/statm");
+  if (const QStringList fields = statm.open(QIODevice::ReadOnly) ? QString(statm.readAll()).split(' ') : QStringList();
+      fields.size() > 1)
+    parts << QString("resident memory %1 MiB").arg(fields[1].toDouble() * double(sysconf(_SC_PAGESIZE)) / mib, 0, 'f', 0);
+  const QString files = QString("%1 MiB").arg(double(info.weights_file_bytes) / mib, 0, 'f', 1);
+  parts << (info.weights == "bf16" ? "the weights " + files + ", mapped from the model's files"
+                                   : "the weights held as " + info.weights + " in memory (" + files + " of files)");
+  parts << QString("%1 threads").arg(info.cpu_threads);
   if (last_decode_tokens_per_s_ > 0)
-    text += QString(" · decode read %1 GB/s of weights (%2 MB a token at %3 tokens/s)")
-                .arg(double(info.decode_weight_bytes) * last_decode_tokens_per_s_ / 1e9, 0, 'f', 1)
-                .arg(double(info.decode_weight_bytes) / 1e6, 0, 'f', 1)
-                .arg(last_decode_tokens_per_s_, 0, 'f', 0);
-  pool_->show_cpu_resources(text);
+    parts << QString("decode read %1 GB/s of weights (%2 MB a token at %3 tokens/s)")
+                 .arg(double(info.decode_weight_bytes) * last_decode_tokens_per_s_ / 1e9, 0, 'f', 1)
+                 .arg(double(info.decode_weight_bytes) / 1e6, 0, 'f', 1)
+                 .arg(last_decode_tokens_per_s_, 0, 'f', 0);
+  pool_->show_cpu_resources("On the CPU: " + parts.join(" · "));
 }
 
 QIcon MainWindow::app_icon() {
@@ -790,8 +799,9 @@ void MainWindow::show_about() {
                                                    revision.isEmpty() ? QString() : " (git " + revision + ")"));
   box->setInformativeText(
       "Chat about pictures with a Qwen3-VL model on your own computer, offline, and watch what the GPU does while it "
-      "answers.<br><br>Model: " + (engine_->hasModel() ? engine_->model().folder : QString("none open")) +
-      "<br>Backends: " + (backends.isEmpty() ? QString("–") : backends.join("; ")) + "<br>Views: " + views_source_ +
+      "answers.<br><br>Model: " + (engine_->hasModel() ? engine_->model().folder.toHtmlEscaped() : QString("none open")) +
+      "<br>Backends: " + (backends.isEmpty() ? QString("–") : backends.join("; ").toHtmlEscaped()) +
+      "<br>Views: " + views_source_.toHtmlEscaped() +
       "<br>Qt " + qVersion() + "; the engine's own CUDA kernels, cuBLAS, Vulkan, OpenCV, nlohmann/json.");
   box->setStandardButtons(QMessageBox::Close);
   box->open();
@@ -799,16 +809,27 @@ void MainWindow::show_about() {
 
 void MainWindow::editQuestion(int row) {
   const auto& turns = chat_->conversation().turns;
-  if (engine_->busy() || row < 0 || row >= turns.size() || turns[row].role != "user") return;
+  if (engine_->busy() || checking_send_ || row < 0 || row >= turns.size() || turns[row].role != "user") return;
   editing_from_ = row;
   composer_->clear();
   composer_->set_text(turns[row].text);
-  composer_->attach_files(turns[row].images);  // already in the chat's store: kept as they are
-  show_notice("Editing an earlier question: sending it replaces it and everything after it.", false);
+  composer_->attach_files(turns[row].images);  // already in the chat's store: kept as they are, in their order
+  show_notice(kEditingNote, false);
+  update_context_meter();
+}
+
+const QString MainWindow::kEditingNote =
+    "Editing an earlier question: sending it replaces it and everything after it (close this note to cancel).";
+
+void MainWindow::end_editing() {
+  if (editing_from_ < 0) return;
+  editing_from_ = -1;
+  if (notice() == kEditingNote) notice_->parentWidget()->hide();
   update_context_meter();
 }
 
 void MainWindow::regenerate() {
+  end_editing();
   const auto& turns = chat_->conversation().turns;
   if (engine_->busy() || turns.isEmpty() || turns.last().role != "assistant") return;
   chat_->remove_last();
@@ -873,6 +894,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 // The bundled pictures in turn, each with the README demo's question, ready to send.
 void MainWindow::try_sample_picture() {
+  end_editing();
   const QDir samples(QString::fromStdString((resource_dir() / "samples").string()));
   const QStringList pictures = samples.entryList({"*.png"}, QDir::Files, QDir::Name);
   if (pictures.isEmpty()) {

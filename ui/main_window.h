@@ -55,6 +55,8 @@ public:
   void show_about();  // Help ▸ About: the version, the model, the backends and how the views are drawn
   void show_cpu_resources();  // the Memory pool dock's line while the model is on the CPU
   void style_notice();
+  void end_editing();  // an edit of an earlier question sent or cancelled
+  static const QString kEditingNote;
   static QIcon app_icon();
   void sendPrompt(const QString& text, const QStringList& images);
   void regenerate();

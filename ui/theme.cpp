@@ -21,6 +21,7 @@ QString& chosen() {
   static QString name = "system";
   return name;
 }
+bool dark_palette_in_use() { return QApplication::palette().color(QPalette::Window).lightness() < 128; }
 
 QPalette dark_palette() {
   QPalette p;
@@ -40,6 +41,11 @@ QPalette dark_palette() {
   p.setColor(QPalette::Highlight, accent);
   p.setColor(QPalette::HighlightedText, Qt::white);
   p.setColor(QPalette::Link, QColor(120, 170, 255));
+  p.setColor(QPalette::LinkVisited, QColor(170, 140, 255));
+  p.setColor(QPalette::Light, QColor(60, 63, 69));
+  p.setColor(QPalette::Midlight, QColor(50, 53, 58));
+  p.setColor(QPalette::Shadow, QColor(10, 10, 12));
+  p.setColor(QPalette::BrightText, Qt::white);
   for (const auto role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
     p.setColor(QPalette::Disabled, role, QColor(120, 123, 130));
   return p;
@@ -50,6 +56,7 @@ QPalette dark_palette() {
 void apply_theme(const QString& name) {
   const Desktop& d = desktop();  // remembered before the first change
   const QString theme = kThemes.contains(name) ? name : "system";
+  if (theme == chosen()) return;  // at start, "system": the desktop's look as it is
   chosen() = theme;
   if (theme == "system") {
     QApplication::setStyle(QStyleFactory::create(d.style));
@@ -60,6 +67,7 @@ void apply_theme(const QString& name) {
   QApplication::setPalette(theme == "dark" ? dark_palette() : QApplication::style()->standardPalette());
 }
 
-QString current_theme() { return chosen(); }
+QString warning_colour() { return dark_palette_in_use() ? "#f0b45a" : "#a05a00"; }
+QString error_colour() { return dark_palette_in_use() ? "#ff8a8a" : "#b00020"; }
 
 }  // namespace qvl::ui

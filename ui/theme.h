@@ -6,9 +6,11 @@
 
 namespace qvl::ui {
 
-// "system", "light" or "dark"; anything else is "system".
+// "system", "light" or "dark"; anything else is "system". "system" when nothing else was applied changes nothing.
 void apply_theme(const QString& name);
-QString current_theme();
+// A readable warning or error colour for the palette in use (the fixed ones were 2:1 on the dark theme's window).
+QString warning_colour();
+QString error_colour();
 inline const QStringList kThemes{"system", "light", "dark"};
 
 }  // namespace qvl::ui

@@ -4,6 +4,8 @@
 #include <QLabel>
 #include <QLocale>
 
+#include "ui/theme.h"
+
 namespace qvl::ui {
 
 ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
@@ -30,7 +32,6 @@ ThroughputView::ThroughputView(QWidget* parent) : QWidget(parent) {
   throttle_ = new QLabel;
   throttle_->setObjectName("gpu_throttle_warning");
   throttle_->setWordWrap(true);
-  throttle_->setStyleSheet("color: #a05a00; font-weight: bold;");
   throttle_->hide();
   grid->addWidget(vitals_, 5, 0, 1, 3);
   grid->addWidget(throttle_, 6, 0, 1, 3);
@@ -45,7 +46,7 @@ void ThroughputView::show_vitals(const QString& device, const GpuVitals& v) {
     text += QString(" · %1 W").arg(v.power_w, 0, 'f', 0);
     if (v.power_limit_w > 0) text += QString(" of %1 W").arg(v.power_limit_w, 0, 'f', 0);
   }
-  text += QString(" · busy %1%").arg(v.busy_percent);
+  if (v.busy_reported) text += QString(" · busy %1%").arg(v.busy_percent);
   vitals_->setText(text);
   vitals_->setToolTip(QString("Clocks held back by: %1").arg([&] {
     QStringList names;
@@ -53,10 +54,11 @@ void ThroughputView::show_vitals(const QString& device, const GpuVitals& v) {
     return names.isEmpty() ? QString("nothing") : names.join(", ");
   }()));
   const bool slowed = throttles_work(v.throttle_reasons);
+  throttle_->setStyleSheet("color: " + warning_colour() + "; font-weight: bold;");  // for the look in use
   throttle_->setVisible(slowed);
   if (slowed) {
     QStringList names;
-    for (const auto& n : throttle_names(v.throttle_reasons & ~uint64_t(0x3))) names << QString::fromStdString(n);
+    for (const auto& n : throttle_names(v.throttle_reasons & kSlowingReasons)) names << QString::fromStdString(n);
     throttle_->setText("The GPU is slowing down (" + names.join(", ") + "): answers come slower until it recovers. "
                        "A laptop's card often does this on battery or when warm.");
   }

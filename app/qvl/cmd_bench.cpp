@@ -304,14 +304,16 @@ int run_bench(const std::vector<std::string>& argv) {
   const std::unique_ptr<GpuVitalsSource> vitals_source =
       engine->device_identity() ? open_gpu_vitals(engine->device_identity()->uuid, &vitals_reason) : nullptr;
   if (!engine->device_identity()) vitals_reason = "the model runs on the CPU";
-  std::optional<GpuVitalsRecorder> vitals;
-  if (vitals_source) vitals.emplace(*vitals_source, 100);
+  std::optional<GpuVitalsRecorder> vitals;  // from the first timed run (the warm-up pages the weights in)
 
   std::vector<double> vision, prefill, decode, ttft, sample;
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
     last = engine->generate(request);
-    if (r == 0) continue;  // warm-up: page in the weights, fill caches
+    if (r == 0) {  // warm-up: page in the weights, fill caches
+      if (vitals_source) vitals.emplace(*vitals_source, 100);
+      continue;
+    }
     const auto& t = last.timing;
     vision.push_back(t.vision_ms);
     prefill.push_back(t.prefill_ms);

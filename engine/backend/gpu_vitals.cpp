@@ -21,6 +21,7 @@ struct NvmlUtilization {
   unsigned gpu, memory;
 };
 constexpr int kClockSm = 1, kClockMemory = 2, kTemperatureGpu = 0;
+constexpr NvmlReturn kNotSupported = 3;
 
 struct Nvml {
   NvmlReturn (*init)();
@@ -66,7 +67,8 @@ const Nvml* nvml(std::string* reason) {
     get(n.power, "nvmlDeviceGetPowerUsage");
     get(n.power_limit, "nvmlDeviceGetEnforcedPowerLimit");
     get(n.utilization, "nvmlDeviceGetUtilizationRates");
-    get(n.throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    n.throttle = reinterpret_cast<decltype(n.throttle)>(dlsym(handle, "nvmlDeviceGetCurrentClocksEventReasons"));
+    if (!n.throttle) get(n.throttle, "nvmlDeviceGetCurrentClocksThrottleReasons");  // its name before NVML 12.2
     if (!complete) {
       out.second = file + " lacks functions qvl reads (a driver older than NVML 10)";
     } else if (const NvmlReturn r = n.init(); r != 0) {
@@ -103,18 +105,21 @@ public:
     if (api_.power(device_, &milliwatts) == 0) v.power_w = milliwatts / 1e3;  // not every part reports power
     if (api_.power_limit(device_, &milliwatts) == 0) v.power_limit_w = milliwatts / 1e3;
     NvmlUtilization use{};
-    check(api_.utilization(device_, &use), "how busy it is");
+    v.busy_reported = check(api_.utilization(device_, &use), "how busy it is");
     v.busy_percent = use.gpu;
     unsigned long long reasons = 0;
-    check(api_.throttle(device_, &reasons), "why the clocks are held back");
+    v.reasons_reported = check(api_.throttle(device_, &reasons), "why the clocks are held back");
     v.throttle_reasons = reasons;
     return v;
   }
   const std::string& device_name() const override { return name_; }
 
 private:
-  void check(NvmlReturn r, const char* what) const {
+  // False when the part does not report it (NVML_ERROR_NOT_SUPPORTED); throws for anything else.
+  bool check(NvmlReturn r, const char* what) const {
+    if (r == kNotSupported) return false;
     if (r != 0) fail("NVML could not read ", what, " of ", name_, ": ", api_.error_string(r));
+    return true;
   }
   const Nvml& api_;
   NvmlDevice device_;
@@ -159,7 +164,8 @@ nlohmann::json to_json(const GpuVitals& v) {
           {"max_sm_clock_mhz", v.max_sm_clock_mhz}, {"memory_clock_mhz", v.memory_clock_mhz},
           {"temperature_c", v.temperature_c}, {"power_w", v.power_w},
           {"power_limit_w", v.power_limit_w}, {"busy_percent", v.busy_percent},
-          {"throttle_reasons", v.throttle_reasons}};
+          {"throttle_reasons", v.throttle_reasons}, {"busy_reported", v.busy_reported},
+          {"reasons_reported", v.reasons_reported}};
 }
 
 GpuVitals gpu_vitals_from_json(const nlohmann::json& j) {
@@ -168,16 +174,23 @@ GpuVitals gpu_vitals_from_json(const nlohmann::json& j) {
       fail("GPU vitals sample: \"", name, "\" is missing or not a number");
     return j[name];
   };
+  auto whole = [&](const char* name) -> const nlohmann::json& {  // counts: no sign, no fraction
+    const nlohmann::json& f = field(name);
+    if (!f.is_number_unsigned()) fail("GPU vitals sample: \"", name, "\" is not a whole number of 0 or more");
+    return f;
+  };
   GpuVitals v;
   v.seconds = field("seconds").get<double>();
-  v.sm_clock_mhz = field("sm_clock_mhz").get<unsigned>();
-  v.max_sm_clock_mhz = field("max_sm_clock_mhz").get<unsigned>();
-  v.memory_clock_mhz = field("memory_clock_mhz").get<unsigned>();
-  v.temperature_c = field("temperature_c").get<unsigned>();
+  v.sm_clock_mhz = whole("sm_clock_mhz").get<unsigned>();
+  v.max_sm_clock_mhz = whole("max_sm_clock_mhz").get<unsigned>();
+  v.memory_clock_mhz = whole("memory_clock_mhz").get<unsigned>();
+  v.temperature_c = whole("temperature_c").get<unsigned>();
   v.power_w = field("power_w").get<double>();
   v.power_limit_w = field("power_limit_w").get<double>();
-  v.busy_percent = field("busy_percent").get<unsigned>();
-  v.throttle_reasons = field("throttle_reasons").get<uint64_t>();
+  v.busy_percent = whole("busy_percent").get<unsigned>();
+  v.throttle_reasons = whole("throttle_reasons").get<uint64_t>();
+  v.busy_reported = j.value("busy_reported", true);
+  v.reasons_reported = j.value("reasons_reported", true);
   return v;
 }
 
@@ -203,7 +216,6 @@ std::vector<std::string> throttle_names(uint64_t reasons) {
   return names;
 }
 
-bool throttles_work(uint64_t reasons) { return reasons & (0x4 | 0x8 | 0x20 | 0x40 | 0x80); }
 
 std::unique_ptr<GpuVitalsSource> open_gpu_vitals(const std::optional<std::array<uint8_t, 16>>& uuid, std::string* reason) {
   if (const char* recording = std::getenv("QVL_GPU_VITALS_RECORDING"); recording && *recording) {

@@ -23,15 +23,18 @@ struct GpuVitals {
   double power_w = 0, power_limit_w = 0;
   unsigned busy_percent = 0;      // of the last sample period, a kernel was running
   uint64_t throttle_reasons = 0;  // NVML's clock-event reason bits
+  // What the part does not report (NVML_ERROR_NOT_SUPPORTED, common on GeForce and laptop parts): left out of the view.
+  bool busy_reported = true, reasons_reported = true;
 };
 nlohmann::json to_json(const GpuVitals& v);
 GpuVitals gpu_vitals_from_json(const nlohmann::json& j);  // throws qvl::Error naming a missing field
 
 // Every reason bit set, named ("thermal slowdown (software)", "power cap", ...).
 std::vector<std::string> throttle_names(uint64_t reasons);
-// The reasons that slow an answer: heat, the power cap, a hardware slowdown or power brake (not "idle" or an
-// application's clock setting).
-bool throttles_work(uint64_t reasons);
+// The reasons that slow an answer: heat, the power cap, a hardware slowdown or power brake (not "idle", sync boost
+// or a clock setting).
+constexpr uint64_t kSlowingReasons = 0x4 | 0x8 | 0x20 | 0x40 | 0x80;
+inline bool throttles_work(uint64_t reasons) { return reasons & kSlowingReasons; }
 
 class GpuVitalsSource {
 public:
@@ -41,8 +44,8 @@ public:
   virtual const std::string& device_name() const = 0;
 };
 
-// The NVML device with this UUID (CUDA's, so the numbers are the card the model runs on), else device 0; or the
-// recording $QVL_GPU_VITALS_RECORDING names. nullptr with *reason when neither can be had ($QVL_NVML_LIBRARY names
+// The NVML device with this UUID (CUDA's, so the numbers are the card the model runs on; without one, device 0); or
+// the recording $QVL_GPU_VITALS_RECORDING names. nullptr with *reason when neither can be had ($QVL_NVML_LIBRARY names
 // another library file; empty: none, for tests).
 std::unique_ptr<GpuVitalsSource> open_gpu_vitals(const std::optional<std::array<uint8_t, 16>>& uuid, std::string* reason);
 

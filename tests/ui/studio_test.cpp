@@ -37,6 +37,7 @@
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTableView>
+#include <QStyle>
 #include <QTest>
 #include <QHeaderView>
 #include <QUrl>
@@ -61,6 +62,7 @@
 #include "ui/context_meter.h"
 #include "ui/engine_controller.h"
 #include "ui/fusion_view.h"
+#include "ui/generation_settings.h"
 #include "ui/kernel_view.h"
 #include "ui/main_window.h"
 #include "ui/picture_loader.h"
@@ -172,6 +174,7 @@ private:
 
 private slots:
   void initTestCase() {
+    qputenv("QVL_NVML_LIBRARY", "");  // no real GPU readings in these tests (ctest sets it too): recordings instead
     QStandardPaths::setTestModeEnabled(true);
     QCoreApplication::setOrganizationName("qvl-test");
     QCoreApplication::setApplicationName("qvl-studio-test");
@@ -682,6 +685,7 @@ private slots:
     QCOMPARE(turns[0].text, QString("What shapes do you see?"));
     QCOMPARE(turns[2].text, QString("What colour is the circle?"));
     const QString edited_answer = turns[3].text;
+    QVERIFY(window().notice() != MainWindow::kEditingNote || !child<QWidget>("notice_row")->isVisible());  // ended
     const qint64 kept = finished.first().first().value<Answer>().timing.cached_tokens;
     QVERIFY2(kept > 0, "the kept start of the chat was computed again");
     // The same chat asked afresh.
@@ -1014,13 +1018,15 @@ private slots:
     qunsetenv("QVL_GPU_VITALS_RECORDING");
     window_->show();
     view = window_->findChild<ThroughputView*>();
-    QTRY_VERIFY2(view->vitals_text().startsWith("NVIDIA GeForce MX350 (recorded): SM 1,404 MHz of 1,468 · memory 3,504 "
-                                                "MHz · 94 °C · 25 W of 25 W · busy 99%"),
+    const QLocale l;
+    QTRY_VERIFY2(view->vitals_text().startsWith(QString("NVIDIA GeForce MX350 (recorded): SM %1 MHz of %2 · memory %3 MHz · "
+                                                        "94 °C · 25 W of 25 W · busy 99%")
+                                                    .arg(l.toString(1404), l.toString(1468), l.toString(3504))),
                  qPrintable(view->vitals_text()));
     QVERIFY2(view->throttle_warning().startsWith("The GPU is slowing down (power cap, thermal slowdown (software))"),
              qPrintable(view->throttle_warning()));
     // Half a second later, the next sample: hotter, and the hardware slowing too.
-    QTRY_VERIFY_WITH_TIMEOUT(view->vitals_text().contains("SM 1,227 MHz"), 3000);
+    QTRY_VERIFY_WITH_TIMEOUT(view->vitals_text().contains("SM " + l.toString(1227) + " MHz"), 3000);
     QVERIFY2(view->throttle_warning().contains("thermal slowdown (hardware)"), qPrintable(view->throttle_warning()));
     // A real recording (the GPU machine's H200 during qvl bench): its clocks, and no warning.
     window_.reset();
@@ -1029,8 +1035,9 @@ private slots:
     qunsetenv("QVL_GPU_VITALS_RECORDING");
     window_->show();
     view = window_->findChild<ThroughputView*>();
-    QTRY_VERIFY2(view->vitals_text().startsWith("NVIDIA H200 (recorded): SM 1,980 MHz of 1,980 · memory 3,201 MHz · 38 °C · "
-                                                "123 W of 700 W"),
+    QTRY_VERIFY2(view->vitals_text().startsWith(QString("NVIDIA H200 (recorded): SM %1 MHz of %1 · memory %2 MHz · 38 °C · "
+                                                        "123 W of 700 W")
+                                                    .arg(l.toString(1980), l.toString(3201))),
                  qPrintable(view->vitals_text()));
     QVERIFY(view->throttle_warning().isEmpty());
   }
@@ -1042,9 +1049,11 @@ private slots:
     emit presets->activated(2);
     QVERIFY(child<QCheckBox>("sample")->isChecked());
     QCOMPARE(child<QDoubleSpinBox>("temperature")->value(), 0.7);
-    set_max_new_tokens(5);
-    const Answer a = send("What shapes do you see?", {shapes_image()});
-    QVERIFY(!a.text.isEmpty());
+    qvl::GenerateRequest request;
+    window_->findChild<GenerationSettings*>()->apply(request);  // what a question is sent with
+    QCOMPARE(request.sampling.temperature, 0.7);
+    QCOMPARE(request.sampling.top_k, int64_t(20));
+    QCOMPARE(request.sampling.top_p, 0.8);
     presets->setCurrentIndex(1);  // Precise
     emit presets->activated(1);
     QVERIFY(!child<QCheckBox>("sample")->isChecked());
@@ -1077,6 +1086,15 @@ private slots:
     const auto saved = ChatStore(store_->path()).load(first, &error);
     QVERIFY2(saved, qPrintable(error));
     QCOMPARE(saved->settings.value("max_new_tokens").toInt(), 3);
+    // A chat saved before chats kept their settings: the defaults, and still its own system prompt.
+    Conversation old_chat;
+    old_chat.system_prompt = "Answer like a pirate.";
+    old_chat.turns = {{"user", "Ahoy", {}, {}, false}};
+    QVERIFY2(ChatStore(store_->path()).save(old_chat, &error), qPrintable(error));
+    child<QPlainTextEdit>("system_prompt")->setPlainText("Be brief.");  // the default for new chats
+    QVERIFY(window().openChat(old_chat.id));
+    QCOMPARE(child<QPlainTextEdit>("system_prompt")->toPlainText(), QString("Answer like a pirate."));
+    QCOMPARE(child<QSpinBox>("max_new_tokens")->value(), 7);  // the defaults
   }
 
   // Help ▸ About says what this is and what it runs on; the window has the app's icon; View ▸ Theme switches between
@@ -1095,6 +1113,7 @@ private slots:
     QVERIFY(window().windowIcon().availableSizes().contains(QSize(48, 48)) ||
             !QIcon::fromTheme("qvl-studio").isNull());  // the installed theme's icon where there is one
     const QColor desktop = QApplication::palette().color(QPalette::Window);
+    const QString desktop_style = QApplication::style()->name();
     child<QAction>("theme_dark")->trigger();
     QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
     QCOMPARE(QSettings().value("view/theme").toString(), QString("dark"));
@@ -1106,6 +1125,7 @@ private slots:
     QVERIFY(QApplication::palette().color(QPalette::Window).lightness() > 180);
     child<QAction>("theme_system")->trigger();
     QCOMPARE(QApplication::palette().color(QPalette::Window), desktop);
+    QCOMPARE(QApplication::style()->name(), desktop_style);
   }
 
   // #22 bug 14: the strip chart spans the answer's tokens (a 15-token answer was a sliver of a 300-token axis) and a
