@@ -1014,8 +1014,7 @@ private slots:
     QTRY_COMPARE(view->vitals_text(), QString("GPU vital signs: NVML is turned off ($QVL_NVML_LIBRARY is empty)"));
     window_.reset();
     qputenv("QVL_GPU_VITALS_RECORDING", QByteArray(QVL_SOURCE_DIR) + "/tests/ui/gpu-vitals-throttling.json");
-    window_ = std::make_unique<MainWindow>(store_->path());
-    qunsetenv("QVL_GPU_VITALS_RECORDING");
+    window_ = std::make_unique<MainWindow>(store_->path());  // the recording is opened on a worker: set until read
     window_->show();
     view = window_->findChild<ThroughputView*>();
     const QLocale l;
@@ -1028,17 +1027,18 @@ private slots:
     // Half a second later, the next sample: hotter, and the hardware slowing too.
     QTRY_VERIFY_WITH_TIMEOUT(view->vitals_text().contains("SM " + l.toString(1227) + " MHz"), 3000);
     QVERIFY2(view->throttle_warning().contains("thermal slowdown (hardware)"), qPrintable(view->throttle_warning()));
+    qunsetenv("QVL_GPU_VITALS_RECORDING");
     // A real recording (the GPU machine's H200 during qvl bench): its clocks, and no warning.
     window_.reset();
     qputenv("QVL_GPU_VITALS_RECORDING", QByteArray(QVL_SOURCE_DIR) + "/tests/ui/gpu-vitals-h200.json");
-    window_ = std::make_unique<MainWindow>(store_->path());
-    qunsetenv("QVL_GPU_VITALS_RECORDING");
+    window_ = std::make_unique<MainWindow>(store_->path());  // the recording is opened on a worker: set until read
     window_->show();
     view = window_->findChild<ThroughputView*>();
     QTRY_VERIFY2(view->vitals_text().startsWith(QString("NVIDIA H200 (recorded): SM %1 MHz of %1 · memory %2 MHz · 38 °C · "
                                                         "123 W of 700 W")
                                                     .arg(l.toString(1980), l.toString(3201))),
                  qPrintable(view->vitals_text()));
+    qunsetenv("QVL_GPU_VITALS_RECORDING");
     QVERIFY(view->throttle_warning().isEmpty());
   }
 
