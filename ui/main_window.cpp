@@ -770,7 +770,7 @@ void MainWindow::show_cpu_resources() {
   const QString files = QString("%1 MiB").arg(double(info.weights_file_bytes) / mib, 0, 'f', 1);
   parts << (info.weights == "bf16" ? "the weights " + files + ", mapped from the model's files"
                                    : "the weights held as " + info.weights + " in memory (" + files + " of files)");
-  parts << QString("%1 threads").arg(info.cpu_threads);
+  parts << QString("%1 thread%2").arg(info.cpu_threads).arg(info.cpu_threads == 1 ? "" : "s");
   if (last_decode_tokens_per_s_ > 0)
     parts << QString("decode read %1 GB/s of weights (%2 MB a token at %3 tokens/s)")
                  .arg(double(info.decode_weight_bytes) * last_decode_tokens_per_s_ / 1e9, 0, 'f', 1)

@@ -138,6 +138,10 @@ void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   // Without a pool the capacity has nothing to cap: hidden, not a disabled slider that looks like a working one.
   for (QWidget* w : std::initializer_list<QWidget*>{capacity_title_, capacity_, capacity_label_}) w->setVisible(device_memory);
   cpu_->setVisible(!device_memory && !cpu_->text().isEmpty());
+  // Without a pool the bar and the map have nothing to show (they were an empty bar and a black block).
+  bar_->setVisible(r.available);
+  if (!vulkan_map_) map_->setVisible(r.available);
+  else vulkan_map_->setVisible(r.available);
   if (!r.available) {
     summary_->setText(device_memory ? "No pool report yet."
                       : gpu_unavailable_.isEmpty()

@@ -73,13 +73,27 @@ int main(int argc, char** argv) {
 
   if (cli.isSet(prompt)) {
     auto& engine = window.engine();
+    // A picture that cannot be attached stops the question (it was once sent without it, the reason gone).
+    QObject::connect(&window.composer(), &qvl::ui::Composer::attachmentRejected, &app, [](const QString& error) {
+      qCritical("qvl-studio: %s", qPrintable(error));
+      QApplication::exit(1);
+    });
     QObject::connect(&engine, &qvl::ui::EngineController::modelLoaded, &window, [&] {
+      window.newChat();  // a question from the command line is a chat of its own, not a turn of the last one
       window.composer().attach_files(cli.values(image));
-      // Send once the attachments are checked (they are decoded off the GUI thread).
+      // Send once the attachments are checked (they are decoded off the GUI thread), and all of them were taken.
       auto* wait = new QTimer(&window);
       QObject::connect(wait, &QTimer::timeout, &window, [&, wait] {
         if (window.composer().pending_checks() > 0) return;
         wait->deleteLater();
+        if (window.composer().image_paths().size() != cli.values(image).size()) {
+          qCritical("qvl-studio: %lld of the %lld pictures given could not be attached (a picture over the pixel "
+                    "limit is offered scaled down in the window, not from the command line)",
+                    (long long)(cli.values(image).size() - window.composer().image_paths().size()),
+                    (long long)cli.values(image).size());
+          QApplication::exit(1);
+          return;
+        }
         window.sendPrompt(cli.value(prompt), window.composer().image_paths());
       });
       wait->start(20);

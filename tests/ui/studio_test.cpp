@@ -335,6 +335,8 @@ private slots:
     QVERIFY(pool->cpu_resources().contains(QString("the weights %1 MiB")
                                                .arg(double(window().engine().model().weights_file_bytes) / (1 << 20), 0, 'f', 1)));
     QVERIFY(!pool->cpu_resources().contains("decode read"));
+    QVERIFY(!pool->findChild<BlockMap*>()->isVisible());  // no pool: no empty bar or map beneath
+    QVERIFY(!pool->findChild<OwnerBar*>()->isVisible());
     set_max_new_tokens(30);
     send("What shapes do you see?", {shapes_image()});
     QTRY_VERIFY_WITH_TIMEOUT(pool->cpu_resources().contains("GB/s of weights"), 3000);
