@@ -34,8 +34,6 @@ private:
   std::chrono::steady_clock::time_point last_{};
 };
 
-double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
-
 nlohmann::json stats_json(const render::OffscreenViewStats& s) {
   return {{"frames_published", s.published}, {"frames_dropped", s.dropped}, {"frames_skipped", s.skipped},
           {"frames_drawn", s.drawn}, {"frames_drawn_from_cuda_memory", s.drawn_from_cuda_memory},

@@ -23,8 +23,6 @@ namespace qvl::cli {
 
 namespace {
 
-double median(std::vector<double> v) { return percentile(std::move(v), 0.5); }
-
 // A random-weight model of the preset's shapes, generated once into the user's cache folder.
 std::filesystem::path preset_model(const std::string& preset, DType dtype) {
   const char* xdg = std::getenv("XDG_CACHE_HOME");

@@ -16,6 +16,7 @@ namespace qvl {
 
 // The value at quantile q (0..1) of `values`, nearest rank (0 when empty): medians and tails of timings.
 double percentile(std::vector<double> values, double q);
+inline double median(std::vector<double> values) { return percentile(std::move(values), 0.5); }
 
 struct KernelSummary {
   std::string name;
