@@ -119,9 +119,8 @@ QString keep_attachment(const QString& store_dir, const QString& path, QString* 
   return kept;
 }
 
-QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error, PictureFormat format) {
-  const QString folder = store_dir + "/attachments";
-  QDir().mkpath(folder);
+QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error, PictureFormat format,
+                                const QString& name) {
   const bool jpeg = format == PictureFormat::Jpeg;
   QByteArray bytes;
   {
@@ -129,8 +128,10 @@ QString save_picture_attachment(const QString& store_dir, const QImage& image, Q
     buffer.open(QIODevice::WriteOnly);
     image.save(&buffer, jpeg ? "JPG" : "PNG", jpeg ? 95 : -1);
   }
-  const QString path = folder + "/" + QCryptographicHash::hash(bytes, QCryptographicHash::Sha1).toHex().left(16) +
-                       (jpeg ? ".jpg" : ".png");
+  const QString hash = QCryptographicHash::hash(bytes, QCryptographicHash::Sha1).toHex().left(16);
+  const QString folder = store_dir + "/attachments" + (name.isEmpty() ? QString() : "/" + hash);
+  QDir().mkpath(folder);
+  const QString path = folder + "/" + (name.isEmpty() ? hash : name) + (jpeg ? ".jpg" : ".png");
   if (bytes.isEmpty() || !write_whole(path, bytes, error)) {
     if (error && error->isEmpty()) *error = "cannot write the picture to " + path;
     return {};

@@ -23,12 +23,13 @@ struct ChatListing {
 // failure. Touches only files: safe on a worker thread (the composer's image check calls it there).
 QString keep_attachment(const QString& store_dir, const QString& path, QString* error);
 
-// Writes a picture into `store_dir`/attachments/<hash of the file>.png (or .jpg) and returns that path; empty with the
-// reason on failure. Touches only files: safe on a worker thread (a picture scaled down for the model is saved there).
-// PNG keeps a pasted picture exact; JPEG (quality 95) keeps a large photo scaled down small.
+// Writes a picture into `store_dir`/attachments/<hash of the file>.png (or .jpg) — or, given a `name` (without its
+// suffix), <hash>/<name>.png, so that a copy made of a file keeps a name the user knows — and returns that path; empty
+// with the reason on failure. Touches only files: safe on a worker thread (a picture scaled down for the model is
+// saved there). PNG keeps a pasted picture exact; JPEG (quality 95) keeps a large photo scaled down small.
 enum class PictureFormat { Png, Jpeg };
 QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error,
-                                PictureFormat format = PictureFormat::Png);
+                                PictureFormat format = PictureFormat::Png, const QString& name = {});
 
 class ChatStore {
 public:

@@ -44,15 +44,21 @@ Oriented oriented_size(QImageReader& reader) {
   return {turned ? reader.size().transposed() : reader.size(), turned};
 }
 
+// The formats the engine decodes itself (vision/image_load.cpp); others that Qt reads are attached as a PNG copy.
+bool engine_reads(const QByteArray& qt_format) {
+  return QByteArrayList{"png", "jpeg", "jpg", "bmp", "webp"}.contains(qt_format.toLower());
+}
+
 // Off the GUI thread: the picture sized from its header (more pixels than qvl reads: offered scaled down), decoded
-// (refused here if it cannot be read, as the engine would), its chip's thumbnail made from those pixels (an 8000 x
-// 8000 picture once stalled typing when its chip decoded it again on the GUI thread), and, with a chat store, a copy
-// kept there that the chat refers to (an attached file was referenced, and renaming it broke the chat).
-ImageCheck check_image(const QString& path, const QString& store_dir) {
+// (refused here if it cannot be read, as the engine would; a format only Qt reads, such as GIF, marked for a PNG
+// copy), its chip's thumbnail made from those pixels (an 8000 x 8000 picture once stalled typing when its chip
+// decoded it again on the GUI thread), and, with a chat store, a copy kept there that the chat refers to (an attached
+// file was referenced, and renaming it broke the chat).
+ImageCheck check_image(const QString& path, const QString& store_dir, const QString& origin = {}) {
+  QImageReader reader(path);
+  const QSize size = oriented_size(reader).size;
   try {
-    QImageReader reader(path);
-    if (const QSize size = oriented_size(reader).size;
-        size.isValid() && qint64(size.width()) * size.height() > ImageLimits{}.max_pixels)
+    if (size.isValid() && qint64(size.width()) * size.height() > ImageLimits{}.max_pixels)
       return {{path, size.width(), size.height()}, {}, {}, true};
     const RgbImage image = load_image(path.toStdString());
     const QImage whole(image.pixels.data(), int(image.width), int(image.height), int(image.width) * 3,
@@ -61,9 +67,11 @@ ImageCheck check_image(const QString& path, const QString& store_dir) {
     QString kept = path, error;
     if (!store_dir.isEmpty()) kept = keep_attachment(store_dir, path, &error);
     if (kept.isEmpty()) return {{path}, error};
-    return {{kept, int(image.width), int(image.height)}, {}, std::move(thumbnail)};
+    return {{kept, int(image.width), int(image.height), origin}, {}, std::move(thumbnail)};
   } catch (const std::exception& e) {
-    return {{path}, QString::fromStdString(e.what())};
+    ImageCheck refused{{path, size.width(), size.height()}, QString::fromStdString(e.what())};
+    refused.convertible = !engine_reads(reader.format()) && reader.canRead();
+    return refused;
   }
 }
 
@@ -71,6 +79,18 @@ ImageCheck check_image(const QString& path, const QString& store_dir) {
 QSize within_pixel_limit(int width, int height) {
   const double scale = std::sqrt(double(ImageLimits{}.max_pixels) / (double(width) * double(height)));
   return {std::max(1, int(width * scale)), std::max(1, int(height * scale))};
+}
+
+// A copy qvl made, saved into the chat store under the original's name, then checked as any picture (nothing
+// half-made is left in the store when that fails).
+ImageCheck keep_copy(const QImage& image, const Attachment& picture, const QString& name, PictureFormat format,
+                     const QString& origin, const QString& store_dir) {
+  QString error;
+  const QString saved = save_picture_attachment(store_dir, image, &error, format, name);
+  if (saved.isEmpty()) return {{picture.path}, error};
+  ImageCheck check = check_image(saved, store_dir, origin);
+  if (!check.error.isEmpty()) QFile::remove(saved);
+  return check;
 }
 
 // Off the GUI thread: a copy of the picture scaled down to `fit` (as it shows), written into the chat store as a
@@ -84,13 +104,35 @@ ImageCheck scaled_copy(const Attachment& picture, QSize fit, const QString& stor
   if (image.isNull())
     return {{picture.path}, QFileInfo(picture.path).fileName() + ": cannot be scaled down (" + reader.errorString() + ")"};
   if (image.size() != fit) image = image.scaled(fit, Qt::KeepAspectRatio, Qt::SmoothTransformation);  // ignored by the format
-  QString error;
-  const QString saved =
-      save_picture_attachment(store_dir, image.convertToFormat(QImage::Format_RGB888), &error, PictureFormat::Jpeg);
-  if (saved.isEmpty()) return {{picture.path}, error};
-  ImageCheck check = check_image(saved, store_dir);
-  if (!check.error.isEmpty()) QFile::remove(saved);  // nothing half-made left in the store
-  return check;
+  const QFileInfo original(picture.path);
+  return keep_copy(image.convertToFormat(QImage::Format_RGB888), picture, original.completeBaseName() + " (scaled down)",
+                   PictureFormat::Jpeg,
+                   QString("scaled down from %1 × %2").arg(picture.width).arg(picture.height), store_dir);
+}
+
+// Off the GUI thread: a picture in a format the engine does not decode (GIF, TIFF, ...) but Qt does, kept as a PNG
+// of the same pixels (an animation's first frame, as PIL's convert("RGB") takes it); a small GIF was refused while
+// the Attach dialog listed GIF.
+ImageCheck png_copy(const Attachment& picture, const QString& store_dir) {
+  QImageReader reader(picture.path);
+  reader.setAutoTransform(true);
+  reader.setAllocationLimit(allocation_limit_mib(ImageLimits{}.max_pixels));  // sized within the limit already
+  const QString format = QString(reader.format()).toUpper();
+  const int frames = reader.imageCount();
+  const QImage image = reader.read();
+  const QFileInfo original(picture.path);
+  if (image.isNull())
+    return {{picture.path}, original.fileName() + ": cannot be read (" + reader.errorString() + ")"};
+  const QString origin = QString("a PNG copy of a %1%2").arg(format, frames > 1 ? QString(", its first frame of %1").arg(frames) : "");
+  return keep_copy(image, picture, original.completeBaseName(), PictureFormat::Png, origin, store_dir);
+}
+
+// The Attach dialog's filter: the engine's formats and every other one Qt reads here (attached as a PNG copy).
+QString picture_filter() {
+  QStringList patterns{"*.png", "*.jpg", "*.jpeg", "*.bmp", "*.webp"};
+  for (const QByteArray& f : QImageReader::supportedImageFormats())
+    if (const QString p = "*." + QString(f).toLower(); !patterns.contains(p)) patterns << p;
+  return "Pictures (" + patterns.join(' ') + ");;All files (*)";
 }
 
 QStringList local_files(const QMimeData* data) {
@@ -131,7 +173,7 @@ void PromptEdit::insertFromMimeData(const QMimeData* source) {
 }
 
 AttachmentChip::AttachmentChip(const Attachment& a, const QImage& thumbnail, QWidget* parent)
-    : QFrame(parent), a_(a), info_(new QLabel) {
+    : QFrame(parent), a_(a), name_(new QLabel), info_(new QLabel) {
   setFrameShape(QFrame::StyledPanel);
   setObjectName("attachment");
   auto* layout = new QHBoxLayout(this);
@@ -145,10 +187,19 @@ AttachmentChip::AttachmentChip(const Attachment& a, const QImage& thumbnail, QWi
   remove->setToolTip("Remove this image");
   remove->setAutoRaise(true);
   connect(remove, &QToolButton::clicked, this, [this] { emit removeRequested(this); });
+  // The file's name first (a scaled-down copy once showed only its size), cut to the chip's width; a copy qvl made
+  // says of what.
+  name_->setObjectName("attachment_name");
+  const QString name = QFileInfo(a.path).fileName();
+  name_->setText(name_->fontMetrics().elidedText(name, Qt::ElideMiddle, 180));
+  auto* text = new QVBoxLayout;
+  text->setSpacing(0);
+  text->addWidget(name_);
+  text->addWidget(info_);
   layout->addWidget(thumb);
-  layout->addWidget(info_);
+  layout->addLayout(text);
   layout->addWidget(remove);
-  setToolTip(a.path);
+  setToolTip(a.origin.isEmpty() ? a.path : name + ": " + a.origin + "\n" + a.path);
 }
 
 void AttachmentChip::set_cost(const PreprocessorConfig& p) {
@@ -156,6 +207,7 @@ void AttachmentChip::set_cost(const PreprocessorConfig& p) {
   try {
     const auto [h, w] = model_input_size(a_.height, a_.width, p);
     line += QString(" → %1×%2\n%3 image tokens").arg(w).arg(h).arg(image_token_count(a_.height, a_.width, p));
+    if (!a_.origin.isEmpty()) line += "\n" + a_.origin;
   } catch (const std::exception& e) {
     line += "\n" + QString::fromStdString(e.what());
   }
@@ -170,7 +222,8 @@ Composer::Composer(QWidget* parent)
   strip_layout_->addStretch();
   strip_->hide();
   attach_->setText("Attach…");
-  attach_->setToolTip("Attach images (or drop them here, or paste one)");
+  attach_->setToolTip("Attach pictures (or drop them here, or paste one): PNG, JPEG, BMP and WebP as they are, other "
+                      "formats (GIF, TIFF, ...) as a PNG copy");
   send_->setObjectName("send");
   edit_->setObjectName("prompt");
   edit_->setMaximumHeight(72);
@@ -188,12 +241,12 @@ Composer::Composer(QWidget* parent)
   });
   connect(edit_, &QPlainTextEdit::textChanged, this, &Composer::draftChanged);
   connect(this, &Composer::attachmentsChanged, this, &Composer::draftChanged);
+  connect(this, &Composer::draftChanged, this, &Composer::update_send);
   connect(edit_, &PromptEdit::filesDropped, this, &Composer::attach_files);
   connect(edit_, &PromptEdit::imagePasted, this, &Composer::attach_image);
   connect(send_, &QPushButton::clicked, this, &Composer::send_or_stop);
   connect(attach_, &QToolButton::clicked, this, [this] {
-    const QStringList files = QFileDialog::getOpenFileNames(this, "Attach images", {},
-                                                            "Images (*.png *.jpg *.jpeg *.bmp *.webp *.tif *.tiff *.gif);;All files (*)");
+    const QStringList files = QFileDialog::getOpenFileNames(this, "Attach pictures", {}, picture_filter());
     attach_files(files);
   });
   set_can_send(false);
@@ -223,13 +276,21 @@ void Composer::clear() {
 void Composer::set_busy(bool busy) {
   busy_ = busy;
   send_->setText(busy ? "Stop" : "Send");
-  send_->setToolTip(busy ? "Stop the answer (Esc)" : "Send (Enter)");
-  send_->setEnabled(busy || can_send_);
+  update_send();
 }
 
 void Composer::set_can_send(bool on) {
   can_send_ = on;
-  send_->setEnabled(busy_ || on);
+  update_send();
+}
+
+// Send looked enabled with nothing to send (#22): it is enabled by something written or attached, and says why not.
+void Composer::update_send() {
+  const bool something = !text().isEmpty() || !chips_.isEmpty();
+  send_->setEnabled(busy_ || (can_send_ && something));
+  send_->setToolTip(busy_ ? "Stop the answer (Esc)"
+                          : !can_send_ ? "Open a model first (or wait for the answer)"
+                          : something ? "Send (Enter)" : "Write a question or attach a picture first");
 }
 
 void Composer::set_preprocessor(const PreprocessorConfig& preprocessor) {
@@ -252,9 +313,16 @@ void Composer::check_off_thread(std::function<ImageCheck()> check) {
     watcher->deleteLater();
     --pending_;
     if (draft != draft_) return;
-    if (result.too_large) offer_scaled_copy(result.attachment);
-    else if (result.error.isEmpty()) add_chip(result.attachment, result.thumbnail, place);
-    else emit attachmentRejected(result.error);
+    if (result.too_large) {
+      offer_scaled_copy(result.attachment);
+    } else if (result.convertible && store_) {
+      const QString store_dir = store_->dir();
+      check_off_thread([picture = result.attachment, store_dir] { return png_copy(picture, store_dir); });
+    } else if (result.error.isEmpty()) {
+      add_chip(result.attachment, result.thumbnail, place);
+    } else {
+      emit attachmentRejected(result.error);
+    }
   });
   watcher->setFuture(QtConcurrent::run(std::move(check)));
 }
@@ -262,21 +330,17 @@ void Composer::check_off_thread(std::function<ImageCheck()> check) {
 // Found when attached, not after sending: a picture over the model's pixel limit is offered as a copy scaled down to
 // the limit (kept in the chat store), with the numbers in words (the limit once read "67108864").
 void Composer::offer_scaled_copy(const Attachment& picture) {
-  const QString name = QFileInfo(picture.path).fileName();
-  const double megapixels = double(picture.width) * picture.height / 1e6;
-  const QString limit = QString::number(double(ImageLimits{}.max_pixels) / 1e6, 'f', 1);  // "67.1"
+  const QString sizes = QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels")
+                            .arg(QFileInfo(picture.path).fileName()).arg(picture.width).arg(picture.height)
+                            .arg(double(picture.width) * picture.height / 1e6, 0, 'f', 1)
+                            .arg(double(ImageLimits{}.max_pixels) / 1e6, 0, 'f', 1);  // "67.1", not "67108864"
   if (qint64(picture.width) * picture.height > kMostPixelsToScale || !store_) {
-    emit attachmentRejected(QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels%6.")
-                                .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1).arg(limit)
-                                .arg(store_ ? ", and it is too large to scale down here" : ""));
+    emit attachmentRejected(sizes + (store_ ? ", and it is too large to scale down here." : "."));
     return;
   }
   const QSize fit = within_pixel_limit(picture.width, picture.height);
   auto* box = new QMessageBox(QMessageBox::Question, "Picture too large",
-                              QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels.\n\n"
-                                      "Attach a copy scaled down to %6 × %7?")
-                                  .arg(name).arg(picture.width).arg(picture.height).arg(megapixels, 0, 'f', 1)
-                                  .arg(limit).arg(fit.width()).arg(fit.height()),
+                              sizes + QString(".\n\nAttach a copy scaled down to %1 × %2?").arg(fit.width()).arg(fit.height()),
                               QMessageBox::Yes | QMessageBox::No, this);
   box->setObjectName("scale_down");
   box->setAttribute(Qt::WA_DeleteOnClose);

@@ -38,15 +38,18 @@ protected:
 struct Attachment {
   QString path;
   int width = 0, height = 0;  // as decoded (EXIF orientation applied)
+  QString origin;             // for a copy qvl made: of what ("a PNG copy of clip.gif"), shown on its chip
 };
 
 // A picture checked off the GUI thread (composer.cpp): its attachment and chip thumbnail, or why it was refused, or
-// that it has more pixels than the model reads (too_large: the composer offers a copy scaled down).
+// that it has more pixels than the model reads (too_large: the composer offers a copy scaled down), or that it is in
+// a format Qt reads and the engine does not (convertible, with the engine's reason in `error`: a PNG copy is made).
 struct ImageCheck {
   Attachment attachment;
   QString error;
   QImage thumbnail;
   bool too_large = false;
+  bool convertible = false;
 };
 
 class AttachmentChip : public QFrame {
@@ -60,6 +63,7 @@ signals:
 
 private:
   Attachment a_;
+  QLabel* name_;
   QLabel* info_;
 };
 
@@ -99,6 +103,7 @@ private:
   void check_off_thread(std::function<ImageCheck()> check);
   void offer_scaled_copy(const Attachment& picture);
   void send_or_stop();
+  void update_send();  // enabled while busy (Stop), or with a model and something to send
 
   PromptEdit* edit_;
   QWidget* strip_;

@@ -15,13 +15,14 @@ QString Conversation::derived_title() const {
   return "New chat";
 }
 
-QString Conversation::to_markdown() const {
+QString Conversation::to_markdown(const std::function<QString(const QString& picture)>& link) const {
   QString md = "# " + (title.isEmpty() ? derived_title() : title) + "\n";
   if (!system_prompt.isEmpty()) md += "\n*System prompt:* " + system_prompt + "\n";
   for (const ChatTurn& t : turns) {
     md += "\n## " + QString(t.role == "user" ? "You" : "Assistant") + "\n\n";
     for (const QString& path : t.images)
-      md += "![" + QFileInfo(path).fileName() + "](" + QUrl::fromLocalFile(path).toString(QUrl::FullyEncoded) + ")\n\n";
+      md += "![" + QFileInfo(path).fileName() + "](" +
+            (link ? link(path) : QUrl::fromLocalFile(path).toString(QUrl::FullyEncoded)) + ")\n\n";
     md += (t.failed ? "*Failed:* " : "") + t.text + "\n";
     if (!t.stats.isEmpty()) md += "\n*" + t.stats + "*\n";
   }

@@ -5,6 +5,7 @@
 #include <QList>
 #include <QString>
 #include <QStringList>
+#include <functional>
 #include <optional>
 
 namespace qvl::ui {
@@ -27,8 +28,9 @@ struct Conversation {
   // The first words of the first user turn.
   QString derived_title() const;
   QJsonObject to_json() const;
-  // The chat as Markdown: its title, each turn under who said it, pictures as links to their files, answers' stats.
-  QString to_markdown() const;
+  // The chat as Markdown: its title, each turn under who said it, pictures as links (`link` gives each picture's;
+  // by default its file's URL), answers' stats.
+  QString to_markdown(const std::function<QString(const QString& picture)>& link = {}) const;
   // Throws nothing: a malformed file gives nullopt and the reason in *error.
   static std::optional<Conversation> from_json(const QJsonObject& json, QString* error);
 };

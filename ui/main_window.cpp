@@ -19,19 +19,21 @@
 #include <unistd.h>
 #include <QTimer>
 #include <QFile>
+#include <QFileInfo>
 #include <QMessageBox>
 #include <QIcon>
 #include <QActionGroup>
 #include <QScrollArea>
 #include <QtConcurrent/QtConcurrentRun>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
 
 #include "core/paths.h"
-#include "io/atomic_file.h"
+#include "ui/chat_export.h"
 #include "ui/chat_list_panel.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
@@ -44,6 +46,7 @@
 #include "ui/theme.h"
 #include "ui/gpu_vitals_poller.h"
 #include "ui/kernel_view.h"
+#include "ui/notice_bar.h"
 #include "ui/pool_view.h"
 #include "ui/throughput_view.h"
 #include "ui/vulkan_views.h"
@@ -60,6 +63,10 @@ namespace {
 bool has_device_memory(const ModelInfo& info) {
   const BackendChoice* b = info.current();
   return b && b->has_device_memory;
+}
+
+bool chat_has_pictures(const Conversation& chat) {
+  return std::any_of(chat.turns.begin(), chat.turns.end(), [](const ChatTurn& t) { return !t.images.isEmpty(); });
 }
 
 constexpr int kRecentModels = 8;
@@ -90,7 +97,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     : QMainWindow(parent), engine_(new EngineController(this)), store_(store_dir), chat_(new ChatModel(this)),
       view_(new ChatView), composer_(new Composer), meter_(new ContextMeter), settings_(new GenerationSettings), throughput_(new ThroughputView),
       kernels_(new KernelView), pool_(new PoolView), attention_(new AttentionPanel), fusion_(new FusionView), chat_list_(new ChatListPanel),
-      notice_(new QLabel), notice_close_(new QToolButton), model_label_(new QLabel("No model")),
+      notices_(new NoticeBar), model_label_(new QLabel("No model")),
       progress_(new QProgressBar), device_(new QComboBox), fusions_(new QCheckBox("Fused kernels")),
       sm61_(new QCheckBox("SM61 profile")), weights_(new QComboBox) {
   setWindowTitle("qvl studio");
@@ -99,27 +106,13 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   composer_->set_store(&store_);
   view_->setObjectName("chat_view");
 
-  // The notice: errors and notes inside the window (never a modal box that blocks the app).
-  auto* notice_row = new QWidget;
-  notice_row->setObjectName("notice_row");
-  auto* notice_layout = new QHBoxLayout(notice_row);
-  notice_layout->setContentsMargins(8, 4, 8, 4);
-  notice_->setWordWrap(true);
-  notice_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  notice_->setObjectName("notice");
-  notice_close_->setText("✕");
-  notice_close_->setAutoRaise(true);
-  notice_layout->addWidget(notice_, 1);
-  notice_layout->addWidget(notice_close_, 0, Qt::AlignTop);
-  notice_row->hide();
-  connect(notice_close_, &QToolButton::clicked, notice_row, &QWidget::hide);
-  connect(notice_close_, &QToolButton::clicked, this, [this] { end_editing(); });  // closing the banner cancels an edit
+  connect(notices_, &NoticeBar::noteClosed, this, [this] { end_editing(); });  // closing the note cancels an edit
 
   auto* central = new QWidget;
   auto* layout = new QVBoxLayout(central);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->setSpacing(0);
-  layout->addWidget(notice_row);
+  layout->addWidget(notices_);
   layout->addWidget(view_, 1);
   layout->addWidget(composer_);
   setCentralWidget(central);
@@ -166,8 +159,18 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   connect(chat_list_, &ChatListPanel::deleteRequested, this, &MainWindow::deleteChat);
   connect(chat_list_, &ChatListPanel::renameRequested, this, &MainWindow::renameChat);
   connect(chat_list_, &ChatListPanel::exportRequested, this, [this](const QString& id) {
-    const QString path = QFileDialog::getSaveFileName(this, "Export the chat as Markdown", {}, "Markdown (*.md)");
-    if (!path.isEmpty()) exportChat(id, path);
+    QString error;
+    const auto chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
+    if (!chat) return show_notice("Could not export the chat: " + error, true);
+    // Named after the chat, in the folder of the last export (at first the Documents folder; the dialog once opened
+    // in the app's working directory with no name).
+    const QString folder = QSettings().value("chat/export_folder",
+                                             QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).toString();
+    const QString path = QFileDialog::getSaveFileName(this, "Export the chat as Markdown",
+                                                      QDir(folder).filePath(suggested_export_name(*chat)), "Markdown (*.md)");
+    if (path.isEmpty()) return;
+    QSettings().setValue("chat/export_folder", QFileInfo(path).absolutePath());
+    exportChat(id, path);
   });
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
@@ -305,7 +308,7 @@ void MainWindow::build_actions() {
     connect(a, &QAction::triggered, this, [this, id = QString(name)] {
       QSettings().setValue("view/theme", id);
       apply_theme(id);
-      style_notice();
+      notices_->restyle();
     });
   }
   apply_theme(theme);
@@ -454,10 +457,8 @@ void MainWindow::connect_engine() {
     if (!chat_->conversation().settings.isEmpty()) settings_->show_chat_settings(shown);  // the open chat keeps its own
     apply_model(info);
     if (!QSettings().contains("view/performance_panel")) show_performance_panel(has_device_memory(info));
-    if (info.demo)
-      show_notice(kDemoModelNote, false);
-    else
-      notice_->parentWidget()->hide();
+    notices_->hide_error();  // about the model before
+    notices_->set_standing_note(info.demo ? kDemoModelNote : "");
   });
   connect(engine_, &EngineController::modelFailed, this, [this](const QString& folder, const QString& error, bool kept) {
     progress_->hide();
@@ -568,29 +569,17 @@ void MainWindow::show_move_progress() {
   model_label_->setText("Moving the model …");
 }
 
-// The banner's colours for the look in use: pale on a light palette, deep on a dark one (text readable on both).
-void MainWindow::style_notice() {
-  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
-  const char* colours = notice_is_error_ ? (dark ? "background: #4a2426; color: #f6d7d7;" : "background: #fde7e7; color: #3a0d0d;")
-                                         : (dark ? "background: #1f2f4a; color: #dce7fb;" : "background: #e8f0fe; color: #14243d;");
-  notice_->parentWidget()->setStyleSheet(QString("#notice_row { %1 } #notice_row QLabel { %2 }")
-                                             .arg(colours, QString(colours).section(';', 1)));
-}
-
 void MainWindow::show_notice(const QString& text, bool error) {
-  notice_is_error_ = error;
-  notice_->setText(text);
-  style_notice();
-  notice_->parentWidget()->show();
+  if (error) notices_->show_error(text);
+  else notices_->show_note(text);
   emit noticeShown(text);
 }
 
 // An error banner goes when the user moves on (a new question, another chat); a note (the demo model's) stays.
-void MainWindow::hide_error_notice() {
-  if (notice_is_error_) notice_->parentWidget()->hide();
-}
+void MainWindow::hide_error_notice() { notices_->hide_error(); }
 
-QString MainWindow::notice() const { return notice_->parentWidget()->isVisible() ? notice_->text() : QString(); }
+QString MainWindow::notice() const { return notices_->error().isEmpty() ? notices_->note() : notices_->error(); }
+QString MainWindow::note() const { return notices_->note(); }
 
 EngineSettings MainWindow::settings_from_toggles() const {
   EngineSettings s;
@@ -824,7 +813,7 @@ const QString MainWindow::kEditingNote =
 void MainWindow::end_editing() {
   if (editing_from_ < 0) return;
   editing_from_ = -1;
-  if (notice() == kEditingNote) notice_->parentWidget()->hide();
+  notices_->end_note(kEditingNote);
   update_context_meter();
 }
 
@@ -872,12 +861,9 @@ bool MainWindow::exportChat(const QString& id, const QString& path) {
   QString error;
   const std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
   if (chat) {
-    try {  // all or nothing: a full disk leaves no half-written export in place
-      write_file_atomically(path.toStdString(), chat->to_markdown().toStdString());
-      show_notice("Exported the chat to " + path, false);
+    if (const QString written = export_chat_markdown(*chat, path, &error); !written.isEmpty()) {
+      show_notice("Exported the chat to " + written + (chat_has_pictures(*chat) ? " (its pictures beside it)" : ""), false);
       return true;
-    } catch (const std::exception& e) {
-      error = QString::fromStdString(e.what());
     }
   }
   show_notice("Could not export the chat: " + error, true);

@@ -34,6 +34,7 @@ class EngineController;
 class FusionView;
 class GenerationSettings;
 class KernelView;
+class NoticeBar;
 class PoolView;
 class ThroughputView;
 
@@ -54,7 +55,6 @@ public:
   void editQuestion(int row);
   void show_about();  // Help ▸ About: the version, the model, the backends and how the views are drawn
   void show_cpu_resources();  // the Memory pool dock's line while the model is on the CPU
-  void style_notice();
   void end_editing();  // an edit of an earlier question sent or cancelled
   static const QString kEditingNote;
   static QIcon app_icon();
@@ -66,7 +66,8 @@ public:
   EngineController& engine() const { return *engine_; }
   ChatModel& chat() const { return *chat_; }
   Composer& composer() const { return *composer_; }
-  QString notice() const;
+  QString notice() const;  // the error banner's text, else the note's (empty: none shown)
+  QString note() const;
 
 signals:
   void noticeShown(const QString& text);
@@ -116,9 +117,7 @@ private:
   int attention_model_layers_ = -1, attention_model_heads_ = -1;  // a model of another shape resets the choices
   FusionView* fusion_;
   ChatListPanel* chat_list_;
-  QLabel* notice_;
-  QToolButton* notice_close_;
-  bool notice_is_error_ = false;  // the banner shows an error (hidden when the user moves on), not a note
+  NoticeBar* notices_;
   QLabel* model_label_;
   QProgressBar* progress_;
   QComboBox* device_;

@@ -122,4 +122,15 @@ std::optional<ImageHeader> read_image_header(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view image_signature(std::string_view s) {
+  const auto starts = [&](std::string_view magic) { return s.substr(0, magic.size()) == magic; };
+  if (starts("\x89PNG\r\n\x1a\n")) return "PNG";
+  if (starts("\xFF\xD8\xFF")) return "JPEG";
+  if (starts("GIF87a") || starts("GIF89a")) return "GIF";
+  if (starts("BM")) return "BMP";
+  if (starts("RIFF") && s.substr(8, 4) == "WEBP") return "WebP";
+  if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4))) return "TIFF";
+  return {};
+}
+
 }  // namespace qvl

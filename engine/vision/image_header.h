@@ -21,4 +21,9 @@ struct ImageHeader {
 // through its scans to the end marker.
 std::optional<ImageHeader> read_image_header(std::string_view file);
 
+// The format the first bytes announce ("PNG", "JPEG", "GIF", "BMP", "WebP", "TIFF"; empty if none of them), from the
+// signature alone: for the error when read_image_header finds no header (a PNG signature followed by garbage is a
+// damaged PNG, not "not a PNG"; a TIFF is a format qvl does not read).
+std::string_view image_signature(std::string_view file);
+
 }  // namespace qvl

@@ -104,7 +104,14 @@ std::string pixel_count(int64_t pixels) {
 ImageHeader checked_image_header(const std::string& where, std::string_view bytes, const ImageLimits& limits) {
   if (bytes.empty()) fail(where, ": the image file is empty");
   const auto h = read_image_header(bytes);
-  if (!h) fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
+  if (!h) {
+    const std::string_view announced = image_signature(bytes);
+    if (announced == "TIFF")
+      fail(where, ": a TIFF image; qvl reads PNG, JPEG, BMP and WebP (convert it to one of those)");
+    if (!announced.empty())
+      fail(where, ": starts as a ", announced, " image but its header is missing or damaged (a corrupt file)");
+    fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
+  }
   if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
   if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
     fail(where, ": ", h->width, "x", h->height, " is ", pixel_count(h->width * h->height), ", more than the limit of ",
@@ -133,6 +140,9 @@ RgbImage decode_image(const std::string& where, std::string_view bytes, const Im
   } catch (const cv::Exception& e) {
     fail(where, ": cannot decode the image (", e.what(), ")");
   }
+  if (decoded.empty() && header.format == "GIF")  // OpenCV decodes GIF from 4.11 on, and only when built to
+    fail(where, ": cannot decode GIF pictures in this build (OpenCV ", CV_VERSION, " has no GIF decoder); qvl reads PNG, "
+         "JPEG, BMP and WebP (convert it to one of those)");
   if (decoded.empty()) fail(where, ": not a readable ", header.format, " image (corrupt data, or a kind of ", header.format,
                             " this build's decoder does not read)");
   // 16-bit samples: PIL's convert("RGB") clips them to 255 rather than scaling, and transformers uses PIL.

@@ -126,13 +126,45 @@ TEST(LoadImage, RefusesTruncatedUnknownAndOverLargeFiles) {
     const std::string e = message_of([&] { load_image(dir / name); });
     EXPECT_NE(e.find("data ends before the image does"), std::string::npos) << e;
   }
-  test::write_bytes(dir / "image.tif", "II*\0\x08\0\0\0 a TIFF header qvl does not size");
+  test::write_bytes(dir / "image.tif", std::string("II*\0\x08\0\0\0 a TIFF header qvl does not size", 40));
   const std::string tiff = message_of([&] { load_image(dir / "image.tif"); });
-  EXPECT_NE(tiff.find("not a PNG, JPEG, BMP or WebP image"), std::string::npos) << tiff;
+  EXPECT_NE(tiff.find("a TIFF image; qvl reads PNG, JPEG, BMP and WebP"), std::string::npos) << tiff;
+  // A PNG signature followed by garbage was reported as "not a PNG": it is a damaged one.
+  test::write_bytes(dir / "damaged.png", std::string("\x89PNG\r\n\x1a\n", 8) + std::string(64, '\x5a'));
+  const std::string damaged = message_of([&] { load_image(dir / "damaged.png"); });
+  EXPECT_NE(damaged.find("starts as a PNG image but its header is missing or damaged"), std::string::npos) << damaged;
+  test::write_bytes(dir / "noise.bin", std::string(64, '\x5a'));
+  const std::string noise = message_of([&] { load_image(dir / "noise.bin"); });
+  EXPECT_NE(noise.find("not a PNG, JPEG, BMP or WebP image"), std::string::npos) << noise;
   ImageLimits small;
   small.max_file_bytes = 100;
   const std::string big = message_of([&] { load_image(kDecodeDir / "rgba.png", small); });
   EXPECT_NE(big.find("over the limit of 100 for an image file"), std::string::npos) << big;
+}
+
+// A well-formed GIF (one white pixel): decoded where the build's OpenCV has a GIF decoder, otherwise refused with
+// that reason and the formats qvl reads (it once said "corrupt data" about a good file).
+TEST(LoadImage, AGifIsDecodedOrRefusedForWhatItIs) {
+  test::TempDir dir;
+  test::write_bytes(dir / "pixel.gif", std::string("GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00"
+                                                   ",\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02" "D\x01\x00;", 35));
+  const auto header = read_image_header(test::read_bytes(dir / "pixel.gif"));
+  ASSERT_TRUE(header);
+  EXPECT_EQ(header->format, "GIF");
+  EXPECT_FALSE(header->truncated);
+  try {
+    const RgbImage image = load_image(dir / "pixel.gif");
+    EXPECT_EQ(image.width, 1);
+    EXPECT_EQ(image.pixels[0], 255);
+  } catch (const std::exception& e) {
+    const std::string m = e.what();
+#if QVL_TEST_DECODES_ALL_FORMATS
+    EXPECT_NE(m.find("cannot decode GIF pictures in this build"), std::string::npos) << m;
+    EXPECT_NE(m.find("qvl reads PNG, JPEG, BMP and WebP"), std::string::npos) << m;
+#else
+    EXPECT_NE(m.find("this build decodes PNG only"), std::string::npos) << m;
+#endif
+  }
 }
 
 TEST(ImageInput, IsSizedFromItsHeaderAndDecodedOnlyWhenAsked) {

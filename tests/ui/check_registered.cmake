@@ -1,0 +1,23 @@
+# Fails when the studio test binary has a test function that no CTest runs (the list in tests/CMakeLists.txt is
+# written by hand):  cmake -DCMD=qvl-test-studio "-DLISTED=a;b;c" -P check_registered.cmake
+cmake_policy(SET CMP0057 NEW)  # IN_LIST
+execute_process(COMMAND ${CMD} -functions RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${CMD} -functions failed (${rc}): ${err}")
+endif()
+string(REGEX MATCHALL "[A-Za-z0-9_]+\\(\\)" functions "${out}")
+set(missing "")
+foreach(f ${functions})
+  string(REPLACE "()" "" name "${f}")
+  if(NOT name IN_LIST LISTED)
+    list(APPEND missing ${name})
+  endif()
+endforeach()
+list(LENGTH functions count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "no test functions listed by ${CMD} -functions:\n${out}")
+endif()
+if(missing)
+  message(FATAL_ERROR "test functions no CTest runs (add them to tests/CMakeLists.txt): ${missing}")
+endif()
+message("${count} test functions, each registered")
