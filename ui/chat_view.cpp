@@ -122,6 +122,22 @@ void MessageDelegate::paint(QPainter* p, const QStyleOptionViewItem& option, con
   p->restore();
 }
 
+// A new chat was a blank page (#22, the new-user trial): it says how to begin.
+QString ChatView::empty_hint() const {
+  if (model() && model()->rowCount() > 0) return {};
+  return "Ask about a picture: attach one (Attach…, drop it here, or paste it) and type a question.\n"
+         "Help ▸ Try a sample picture gives you one to start with.";
+}
+
+void ChatView::paintEvent(QPaintEvent* event) {
+  QListView::paintEvent(event);
+  const QString hint = empty_hint();
+  if (hint.isEmpty()) return;
+  QPainter painter(viewport());
+  painter.setPen(palette().color(QPalette::PlaceholderText));
+  painter.drawText(viewport()->rect().adjusted(24, 24, -24, -24), Qt::AlignCenter | Qt::TextWordWrap, hint);
+}
+
 ChatView::ChatView(QWidget* parent) : QListView(parent), delegate_(new MessageDelegate(this)) {
   setItemDelegate(delegate_);
   setVerticalScrollMode(QAbstractItemView::ScrollPerPixel);

@@ -40,6 +40,7 @@ public:
   void setModel(QAbstractItemModel* model) override;
   void copy_current();  // the selected turn's text to the clipboard
   void show_selectable(int row);  // the turn in a window where any part of it can be selected and copied
+  QString empty_hint() const;     // what an empty chat shows (empty once it has a turn)
 
 signals:
   void editRequested(int row);  // "Edit and resend" on one of your questions
@@ -48,6 +49,7 @@ protected:
   void contextMenuEvent(QContextMenuEvent* event) override;
   void keyPressEvent(QKeyEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
+  void paintEvent(QPaintEvent* event) override;
 
 private:
   MessageDelegate* delegate_;

@@ -15,7 +15,7 @@ namespace {
 constexpr int kPauseMs = 250;  // typing pauses this long before the draft is counted
 }  // namespace
 
-ContextCount count_context(const ModelInfo& model, const ChatRequest& request) {
+ContextCount count_context(const PromptCounting& model, const ChatRequest& request) {
   ContextCount c;
   c.limit = model.context_tokens;
   c.answer_tokens = request.request.max_new_tokens;
@@ -64,7 +64,7 @@ ContextMeter::ContextMeter(QWidget* parent) : QLabel(parent), pause_(new QTimer(
   });
 }
 
-void ContextMeter::count_later(const ModelInfo& model, const ChatRequest& draft) {
+void ContextMeter::count_later(const PromptCounting& model, const ChatRequest& draft) {
   model_ = model;
   draft_ = draft;
   ++asked_;  // a count still running is of an older draft
@@ -90,8 +90,9 @@ void ContextMeter::show_count(const ContextCount& count) {
     emit counted(count);
     return;
   }
-  setText(QString("%1 + %2 of %3 tokens").arg(l.toString(count.prompt_tokens), l.toString(count.answer_tokens),
-                                              l.toString(count.limit)));
+  // The answer's room in words ("+512" alone was explained only on hover, #22).
+  setText(QString("%1 tokens + %2 for the answer, of %3").arg(l.toString(count.prompt_tokens), l.toString(count.answer_tokens),
+                                                              l.toString(count.limit)));
   setToolTip(count.fits() ? QString("The conversation and this question: %1 tokens (%2 of them pictures); the answer "
                                     "may take %3 more (Max new tokens). A request holds at most %4.")
                                 .arg(l.toString(count.prompt_tokens), l.toString(count.image_tokens),

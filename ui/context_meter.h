@@ -20,14 +20,14 @@ struct ContextCount {
 };
 
 // Counts `request` (its images from image_paths) for `model`. Any thread.
-ContextCount count_context(const ModelInfo& model, const ChatRequest& request);
+ContextCount count_context(const PromptCounting& model, const ChatRequest& request);
 
 class ContextMeter : public QLabel {
   Q_OBJECT
 public:
   explicit ContextMeter(QWidget* parent = nullptr);
   // The draft as it would be sent, counted once typing has paused (the newest draft wins).
-  void count_later(const ModelInfo& model, const ChatRequest& draft);
+  void count_later(const PromptCounting& model, const ChatRequest& draft);
   void clear_count();  // no model
   const ContextCount& last() const { return last_; }
 
@@ -37,7 +37,7 @@ signals:
 private:
   void show_count(const ContextCount& count);
   QTimer* pause_;
-  ModelInfo model_;
+  PromptCounting model_;
   ChatRequest draft_;
   quint64 asked_ = 0;  // drafts given; a count of an older one is dropped
   ContextCount last_;

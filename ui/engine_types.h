@@ -21,6 +21,16 @@ struct BackendChoice {
   bool has_profiles = false;       // architecture profiles (the SM61 toggle)
 };
 
+// What the context meter counts a prompt with (off the engine's thread, exactly as the engine will): the model's
+// tokenizer, its image token and picture costs, and the most tokens a request may hold (Engine::context_tokens).
+// Small: it is handed on with every keystroke (the whole ModelInfo, its pool map included, once was).
+struct PromptCounting {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  PreprocessorConfig preprocessor;
+  int image_token_id = 0;
+  qint64 context_tokens = 0;
+};
+
 // What is open and where it runs.
 struct ModelInfo {
   QString folder, summary;
@@ -40,11 +50,7 @@ struct ModelInfo {
   PreprocessorConfig preprocessor;  // image token costs
   GenerationConfig generation;      // the model's sampling defaults
   int layers = 0, heads = 0;        // of the text decoder: what the attention view offers
-  // What the context meter counts with (off the engine's thread): the model's tokenizer, its image token, and the
-  // most tokens a request may hold (Engine::context_tokens).
-  std::shared_ptr<const Tokenizer> tokenizer;
-  int image_token_id = 0;
-  qint64 context_tokens = 0;
+  PromptCounting counting;  // its preprocessor is the one above
   // What the CPU view shows: the weights' files (mapped, not copied, where the CPU reads them), the bytes a decode
   // step reads (times the decode rate: the bandwidth used), and the CPU's threads.
   quint64 weights_file_bytes = 0, decode_weight_bytes = 0;

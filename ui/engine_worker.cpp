@@ -109,9 +109,7 @@ ModelInfo EngineWorker::info() const {
     i.memory_plan = QString::fromStdString("Memory plan: " + plan->summary() + "\n" + plan->table()).trimmed();
   i.preprocessor = engine_->image_preprocessor();
   i.generation = m.generation;
-  i.tokenizer = engine_->shared_tokenizer();
-  i.image_token_id = int(m.config.image_token_id);
-  i.context_tokens = engine_->context_tokens();
+  i.counting = {engine_->shared_tokenizer(), i.preprocessor, int(m.config.image_token_id), engine_->context_tokens()};
   i.weights_file_bytes = m.checkpoint.total_bytes();
   i.decode_weight_bytes = engine_->decode_weight_bytes();
   i.cpu_threads = ThreadPool::global().size();

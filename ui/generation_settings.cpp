@@ -10,6 +10,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
+#include <QVBoxLayout>
 
 #include "vision/preprocess.h"
 
@@ -38,7 +39,7 @@ const std::array<GenerationSettings::SamplingPreset, 3> GenerationSettings::kPre
 }};
 
 GenerationSettings::GenerationSettings(QWidget* parent)
-    : QWidget(parent), system_(new QPlainTextEdit), sample_(new QCheckBox("Sample (off: greedy, always the most likely token)")),
+    : QWidget(parent), system_(new QPlainTextEdit), sample_(new QCheckBox("Sample")),
       temperature_(real(0.01, 5, 0.05, 2)), top_p_(real(0.01, 1, 0.05, 2)), repetition_(real(0.5, 3, 0.05, 2)),
       top_k_(integer(0, 10000, "off")), max_new_(integer(1, 32768)), seed_(integer(0, 2147483647, "random")),
       min_tokens_(integer(0, 16384, "model's")), max_tokens_(integer(0, 16384, "model's")) {
@@ -52,11 +53,20 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   for (const SamplingPreset& p : kPresets) presets->addItem(p.name);
   presets->setToolTip("Precise: greedy, the most likely answer. Balanced: Qwen's recommended sampling for "
                       "Qwen3-VL-Instruct. Creative: warmer and wider.");
+  // Sized to a few words, not to its longest item: the panel is narrow (the longest preset's text once set the form's
+  // width, and at 1600 x 1000 the fields were cut off under a horizontal scroll bar).
+  presets->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  presets->setMinimumContentsLength(10);
   connect(presets, &QComboBox::activated, this, [this, presets](int index) {
     if (index > 0) apply_preset(kPresets[size_t(index - 1)]);
     presets->setCurrentIndex(0);
   });
-  auto* form = new QFormLayout(this);
+  auto* outer = new QVBoxLayout(this);
+  auto* form = new QFormLayout;
+  form->setRowWrapPolicy(QFormLayout::WrapLongRows);  // a label above its field when the panel is narrower than both
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  outer->addLayout(form);
+  outer->addStretch();  // the rows keep together at the top of a tall panel (they were spread over its height)
   form->addRow(system_);
   form->addRow("Preset", presets);
   form->addRow(sample_);
@@ -70,6 +80,7 @@ GenerationSettings::GenerationSettings(QWidget* parent)
   form->addRow("Image max tokens", max_tokens_);
   form->addRow(reset);
   sample_->setObjectName("sample");
+  sample_->setToolTip("On: each token drawn at random by the settings below. Off: greedy, always the most likely token");
   max_new_->setObjectName("max_new_tokens");
   max_tokens_->setObjectName("image_max_tokens");
   temperature_->setObjectName("temperature");

@@ -211,9 +211,17 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
   });
 
-  // On the CPU, what matters there instead of a pool, once a second.
+  // On the CPU, what matters there instead of a pool, once a second while the Memory pool dock shows (not read from
+  // /proc while nobody looks), and at once when it comes into view.
   auto* cpu_timer = new QTimer(this);
-  connect(cpu_timer, &QTimer::timeout, this, &MainWindow::show_cpu_resources);
+  connect(cpu_timer, &QTimer::timeout, this, [this] {
+    if (pool_in_view_) show_cpu_resources();
+  });
+  // (A tab of a dock group not in front still counts as visible to isVisible(); this signal tells.)
+  connect(pool_dock_, &QDockWidget::visibilityChanged, this, [this](bool shown) {
+    pool_in_view_ = shown;
+    if (shown) show_cpu_resources();
+  });
   cpu_timer->start(1000);
 
   // The GPU's vital signs beside the throughput (NVML; on a machine without it, the reason).
@@ -410,6 +418,7 @@ void MainWindow::build_docks() {
     scroll->setWidget(w);
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);  // the forms fit the panel's width; scroll down only
     return scroll;
   };
   auto* c = dock("Chats", "chats_dock", chat_list_, Qt::LeftDockWidgetArea);
@@ -418,11 +427,13 @@ void MainWindow::build_docks() {
   c->raise();
   auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
   auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
-  auto* p = dock("Memory pool", "pool_dock", pool_, Qt::RightDockWidgetArea);
-  auto* f = dock("Fused vs unfused", "fusion_dock", scrolled(fusion_), Qt::RightDockWidgetArea);
+  // Short titles: five tabs share the panel's width, and longer ones were cut to "Throug…", "Memory …".
+  auto* p = dock("Memory", "pool_dock", pool_, Qt::RightDockWidgetArea);
+  auto* f = dock("Fusions", "fusion_dock", scrolled(fusion_), Qt::RightDockWidgetArea);
   auto* a = dock("Attention", "attention_dock", attention_, Qt::RightDockWidgetArea);
   performance_docks_ = {t, k, p, f, a};
   kernels_dock_ = k;
+  pool_dock_ = p;
   for (QDockWidget* d : {k, p, f, a}) tabifyDockWidget(t, d);
   k->raise();
   resizeDocks({c}, {250}, Qt::Horizontal);
@@ -545,6 +556,7 @@ void MainWindow::update_controls() {
   if (why_not.isEmpty() && !info.device_error.isEmpty()) why_not = "The GPU failed in this session: " + info.device_error;
   device_->setEnabled(model && !busy && why_not.isEmpty());
   pool_->set_gpu_unavailable(why_not);
+  throughput_->set_gpu_unavailable(why_not);
   device_->setToolTip(why_not.isEmpty() ? (info.fallback_reason.isEmpty() ? "Where the model runs" : "Started on the CPU: " + info.fallback_reason)
                                         : why_not);
   const bool profiles = std::any_of(info.backends.begin(), info.backends.end(),
@@ -560,7 +572,7 @@ void MainWindow::update_context_meter() {
   if (!engine_->hasModel()) return meter_->clear_count();
   const ChatTurn draft{"user", composer_->text(), composer_->image_paths(), {}, false};
   const auto& turns = chat_->conversation().turns;
-  meter_->count_later(engine_->model(), request_for(editing_from_ >= 0 ? turns.mid(0, editing_from_) : turns, &draft));
+  meter_->count_later(engine_->model().counting, request_for(editing_from_ >= 0 ? turns.mid(0, editing_from_) : turns, &draft));
 }
 
 void MainWindow::show_move_progress() {
@@ -742,7 +754,7 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
   checking_send_ = true;
   update_controls();  // Send waits for the count
   watcher->setFuture(
-      QtConcurrent::run(count_context, engine_->model(), request_for(chat_->conversation().turns.mid(0, keep), &draft)));
+      QtConcurrent::run(count_context, engine_->model().counting, request_for(chat_->conversation().turns.mid(0, keep), &draft)));
 }
 
 // Resident memory (from /proc/self/statm), the weights' files (mapped where the CPU reads them), the threads, and the

@@ -130,6 +130,8 @@ private:
   QAction* performance_ = nullptr;
   QList<QDockWidget*> performance_docks_;  // throughput, kernels, pool, fusion, attention
   QDockWidget* kernels_dock_ = nullptr;
+  QDockWidget* pool_dock_ = nullptr;
+  bool pool_in_view_ = false;  // the Memory pool dock is shown (its tab in front)
   bool checking_send_ = false;  // a question's count against the context is running
   int editing_from_ = -1;       // the turn an edited question replaces (-1: none)
   QString views_source_;        // how the Vulkan views are drawn, or why QPainter draws them

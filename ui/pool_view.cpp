@@ -162,6 +162,6 @@ void PoolView::show_cpu_resources(const QString& text) {
   cpu_->setVisible(!capacity_->isVisible() && !text.isEmpty());
 }
 
-QString PoolView::cpu_resources() const { return cpu_->isVisible() ? cpu_->text() : QString(); }
+QString PoolView::cpu_resources() const { return cpu_->isVisibleTo(this) ? cpu_->text() : QString(); }
 
 }  // namespace qvl::ui

@@ -65,7 +65,20 @@ void ThroughputView::show_vitals(const QString& device, const GpuVitals& v) {
 }
 
 void ThroughputView::show_vitals_unavailable(const QString& reason) {
-  vitals_->setText("GPU vital signs: " + reason);
+  vitals_reason_ = reason;
+  show_why_no_vitals();
+}
+
+void ThroughputView::set_gpu_unavailable(const QString& reason) {
+  gpu_reason_ = reason;
+  if (!vitals_reason_.isEmpty()) show_why_no_vitals();
+}
+
+// The same reason the Memory pool dock gives first (the trial saw NVML's "Driver Not Loaded" here and the CUDA
+// plugin's reason there, and could not tell which was true); NVML's own words after it.
+void ThroughputView::show_why_no_vitals() {
+  vitals_->setText(gpu_reason_.isEmpty() ? "GPU vital signs: " + vitals_reason_
+                                         : "GPU vital signs: none. " + gpu_reason_ + " (NVML: " + vitals_reason_ + ")");
   throttle_->hide();
 }
 

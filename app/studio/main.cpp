@@ -16,27 +16,52 @@
 #include "ui/main_window.h"
 #include "ui/theme.h"
 
-int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setOrganizationName("qvl");
-  QApplication::setApplicationName("qvl-studio");
-  QApplication::setApplicationVersion(QVL_VERSION);
-  app.setProperty("qvl_git_revision", QVL_GIT_REVISION);  // for the About box (ui/ has no build header)
-  QApplication::setWindowIcon(qvl::ui::MainWindow::app_icon());
+namespace {
 
-  QCommandLineParser cli;
+struct StudioOptions {
+  QCommandLineOption model{{"m", "model"}, "Model folder (default: the last one, or the embedded demo model).", "DIR"};
+  QCommandLineOption prompt{"prompt", "Send this message once the model is loaded.", "TEXT"};
+  QCommandLineOption image{"image", "Attach this image to --prompt (repeatable).", "PATH"};
+  QCommandLineOption shot{"screenshot", "Save the window as PNG while the answer streams, then quit.", "FILE"};
+  QCommandLineOption shot_tokens{"screenshot-at-tokens", "Tokens into the answer to take it (default 40).", "N", "40"};
+  QCommandLineOption raise_dock{"raise-dock", "Bring a dock to the front of its tabs (e.g. attention, pool).", "NAME"};
+  QCommandLineOption theme{"theme", "Use this look from now on: system, light or dark (View ▸ Theme).", "NAME"};
+  QCommandLineOption size{"window-size", "Open the window at this size, e.g. 1920x1080.", "WxH"};
+};
+
+void describe(QCommandLineParser& cli, const StudioOptions& o) {
+  QCoreApplication::setOrganizationName("qvl");
+  QCoreApplication::setApplicationName("qvl-studio");
+  QCoreApplication::setApplicationVersion(QVL_VERSION);
   cli.setApplicationDescription("Chat about images with a Qwen3-VL model, and watch the GPU while it answers.");
   cli.addHelpOption();
   cli.addVersionOption();
-  const QCommandLineOption model({"m", "model"}, "Model folder (default: the last one, or the embedded demo model).", "DIR");
-  const QCommandLineOption prompt("prompt", "Send this message once the model is loaded.", "TEXT");
-  const QCommandLineOption image("image", "Attach this image to --prompt (repeatable).", "PATH");
-  const QCommandLineOption shot("screenshot", "Save the window as PNG while the answer streams, then quit.", "FILE");
-  const QCommandLineOption shot_tokens("screenshot-at-tokens", "Tokens into the answer to take it (default 40).", "N", "40");
-  const QCommandLineOption raise_dock("raise-dock", "Bring a dock to the front of its tabs (e.g. attention, pool).", "NAME");
-  const QCommandLineOption theme("theme", "Use this look from now on: system, light or dark (View ▸ Theme).", "NAME");
-  const QCommandLineOption size("window-size", "Open the window at this size, e.g. 1920x1080.", "WxH");
-  cli.addOptions({model, prompt, image, shot, shot_tokens, raise_dock, theme, size});
+  cli.addOptions({o.model, o.prompt, o.image, o.shot, o.shot_tokens, o.raise_dock, o.theme, o.size});
+}
+
+// --help and --version are answered without a display: QApplication needs one, and aborted without it.
+bool asks_only_to_print(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (QByteArrayList{"-h", "--help", "-?", "--help-all", "-v", "--version"}.contains(QByteArray(argv[i]))) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const StudioOptions o;
+  if (asks_only_to_print(argc, argv)) {
+    QCoreApplication app(argc, argv);
+    QCommandLineParser cli;
+    describe(cli, o);
+    cli.process(app);  // prints and exits
+  }
+  QApplication app(argc, argv);
+  QCommandLineParser cli;
+  describe(cli, o);
+  app.setProperty("qvl_git_revision", QVL_GIT_REVISION);  // for the About box (ui/ has no build header)
+  QApplication::setWindowIcon(qvl::ui::MainWindow::app_icon());
+  const auto& [model, prompt, image, shot, shot_tokens, raise_dock, theme, size] = o;
   cli.process(app);
   if (cli.isSet(theme)) {
     if (!qvl::ui::kThemes.contains(cli.value(theme))) {

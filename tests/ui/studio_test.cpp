@@ -20,6 +20,7 @@
 #include <QLocale>
 #include <QMessageBox>
 #include <QPainter>
+#include <QTableWidget>
 #include <QToolButton>
 #include <QFile>
 #include <QJsonArray>
@@ -333,6 +334,11 @@ private slots:
   // after an answer, the bandwidth its decode used.
   void theCpuResourcesShowWhereThereIsNoPool() {
     auto* pool = window_->findChild<PoolView*>();
+    child<QDockWidget>("kernels_dock")->raise();
+    pool->show_cpu_resources({});
+    QTest::qWait(1200);  // a tick of the once-a-second reading
+    QVERIFY2(pool->cpu_resources().isEmpty(), qPrintable(pool->cpu_resources()));  // not read while hidden
+    child<QDockWidget>("pool_dock")->raise();
     QTRY_VERIFY2(pool->cpu_resources().startsWith("On the CPU: resident memory "), qPrintable(pool->cpu_resources()));
     QVERIFY(pool->cpu_resources().contains(QString("the weights %1 MiB")
                                                .arg(double(window().engine().model().weights_file_bytes) / (1 << 20), 0, 'f', 1)));
@@ -350,6 +356,11 @@ private slots:
     QVERIFY2(!summary.contains("Switch to the GPU"), qPrintable(summary));
     QVERIFY2(summary.contains("no GPU to switch to: No usable"), qPrintable(summary));
     QVERIFY(child<QSlider>("pool_capacity")->isHidden());
+    // The GPU vital signs give the same reason first, NVML's after it (the two docks once disagreed).
+    const QString why = summary.mid(summary.indexOf("No usable"));
+    auto* throughput = window_->findChild<ThroughputView*>();
+    QTRY_VERIFY2(throughput->vitals_text().startsWith("GPU vital signs: none. " + why + " (NVML: "),
+                 qPrintable(throughput->vitals_text() + " | " + why));
   }
 
   void aFullTurnStreamsIntoTheView() {
@@ -670,6 +681,22 @@ private slots:
     QTRY_VERIFY_WITH_TIMEOUT(send_button->isEnabled(), 10000);
   }
 
+  // A new chat was a blank page: it says how to begin, until it has a turn.
+  void anEmptyChatSaysHowToBegin() {
+    window().newChat();
+    auto* view = child<ChatView>("chat_view");
+    QVERIFY2(view->empty_hint().contains("Try a sample picture"), qPrintable(view->empty_hint()));
+    const QImage shown = view->viewport()->grab().toImage();
+    const QRgb background = shown.pixel(1, 1);
+    qint64 drawn = 0;
+    for (int y = 0; y < shown.height(); ++y)
+      for (int x = 0; x < shown.width(); ++x) drawn += shown.pixel(x, y) != background;
+    QVERIFY2(drawn > 200, qPrintable(QString::number(drawn)));  // the words are on the page
+    set_max_new_tokens(2);
+    send("Hello?");
+    QVERIFY(view->empty_hint().isEmpty());
+  }
+
   // An error once took the demo model's note's place, and the note was gone after it: they are two rows.
   void anErrorDoesNotTakeTheDemoNotesPlace() {
     window().openModel(resources() + "/models/demo-shapes");
@@ -940,6 +967,10 @@ private slots:
     window().composer().attach_files({shapes_image()});
     QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(1), 10000);
     auto* view = window().findChild<FusionView*>();
+    window().findChild<QDockWidget*>("fusion_dock")->raise();
+    const auto tables = view->findChildren<QTableWidget*>();
+    QCOMPARE(tables.size(), qsizetype(2));
+    for (auto* t : tables) QVERIFY(t->isHidden());  // no empty tables before there is something to show
     QSignalSpy done(&window().engine(), &EngineController::fusionCompared);
     QTest::mouseClick(child<QPushButton>("compare_fusion"), Qt::LeftButton);
     QVERIFY(done.wait(60000));
@@ -953,6 +984,7 @@ private slots:
     QVERIFY2(view->summary().contains("no fused kernel for them (it runs the reference either way): linear q+k+v"),
              qPrintable(view->summary()));
     QVERIFY(view->kernel_rows() > 3);
+    for (auto* t : tables) QVERIFY(!t->isHidden());
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
                              "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));  // left as it was
   }
@@ -1005,6 +1037,7 @@ private slots:
     QVERIFY(before.image_tokens > 0);
     QCOMPARE(before.answer_tokens, qint64(5));
     QVERIFY2(meter->text().contains(QLocale().toString(before.prompt_tokens)), qPrintable(meter->text()));
+    QVERIFY2(meter->text().contains(QLocale().toString(before.answer_tokens) + " for the answer"), qPrintable(meter->text()));
     QSignalSpy finished(&window().engine(), &EngineController::answerFinished);
     QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
     QVERIFY(finished.wait(30000));
@@ -1127,7 +1160,9 @@ private slots:
   // a recording (no GPU on this machine; ctest turns NVML off for the ui tests, which the first check sees).
   void theGpuVitalSignsShowAndWarnWhenTheCardThrottles() {
     auto* view = window_->findChild<ThroughputView*>();
-    QTRY_COMPARE(view->vitals_text(), QString("GPU vital signs: NVML is turned off ($QVL_NVML_LIBRARY is empty)"));
+    QTRY_VERIFY2(view->vitals_text().startsWith("GPU vital signs: ") &&
+                     view->vitals_text().contains("NVML is turned off ($QVL_NVML_LIBRARY is empty)"),
+                 qPrintable(view->vitals_text()));
     window_.reset();
     qputenv("QVL_GPU_VITALS_RECORDING", QByteArray(QVL_SOURCE_DIR) + "/tests/ui/gpu-vitals-throttling.json");
     window_ = std::make_unique<MainWindow>(store_->path());  // the recording is opened on a worker: set until read
