@@ -17,7 +17,6 @@ namespace qvl::ui {
 
 namespace {
 
-constexpr qint64 kSnapshotIntervalMs = 33;  // live views need no more than ~30 updates a second
 
 QString summarise(const ModelFolder& m) {
   const auto& t = m.config.text;
@@ -29,7 +28,7 @@ QString summarise(const ModelFolder& m) {
       .arg(double(m.checkpoint.total_bytes()) / (1 << 20), 0, 'f', 1);
 }
 
-// Streams tokens to the GUI and, at most every kSnapshotIntervalMs, the live numbers.
+// Streams tokens to the GUI and, at most every kLiveViewInterval, the live numbers.
 class SignalSink final : public TokenSink {
 public:
   SignalSink(EngineWorker& worker, quint64 id, std::function<PerfSnapshot()> snapshot)
@@ -45,7 +44,7 @@ public:
     else steps_.push_back(now - last_ms_);
     last_ms_ = now;
     ++tokens_;
-    if (now - emitted_ms_ >= kSnapshotIntervalMs) {
+    if (now - emitted_ms_ >= kLiveViewInterval.count()) {
       emitted_ms_ = now;
       emit worker_.perfUpdated(live());
       worker_.publish_pool_frame(false);

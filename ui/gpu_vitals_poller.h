@@ -1,6 +1,7 @@
 #pragma once
 // Samples the GPU's vital signs (backend/gpu_vitals.h) twice a second while the performance panel is open, off the GUI
-// thread (NVML is opened, and each read made, on a worker: a few ms each) and hands each sample to the GUI thread;
+// thread (NVML is opened, and each read made, on a worker: the driver's calls may block, and the first loads a
+// library) and hands each sample to the GUI thread;
 // without NVML, says why. Not polling while nobody looks keeps a laptop's discrete GPU free to sleep.
 #include <QFutureWatcher>
 #include <QObject>

@@ -12,8 +12,7 @@ namespace qvl::cli {
 namespace {
 
 // The app's feed during an answer (ui/engine_worker.cpp's sink): the pool looked at with the live numbers, at most
-// every 33 ms (a frame only when it changed), and each decode step's heat (the channel keeps one in 15 ms).
-constexpr auto kPoolLook = std::chrono::milliseconds(33);
+// every kLiveViewInterval (a frame only when it changed), and each decode step's heat (the channel keeps one in 15 ms).
 // The heatmap's picture: a dock's worth of pixels (the window fits it to its own size, at most kMaxPictureSide).
 constexpr uint32_t kPictureSide = 448;
 class ViewsSink final : public TokenSink {
@@ -22,7 +21,7 @@ public:
   void on_token(int32_t id, const std::string&) override {
     if (id < 0) return;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_ < kPoolLook) return;
+    if (now - last_ < kLiveViewInterval) return;
     last_ = now;
     feed_.publish_pool(engine_, false);
   }

@@ -241,11 +241,8 @@ GpuVitalsRecorder::GpuVitalsRecorder(GpuVitalsSource& source, int period_ms) : s
   thread_ = std::thread([this, period_ms] {
     for (auto next = std::chrono::steady_clock::now(); !stopping_; next += std::chrono::milliseconds(period_ms)) {
       try {
-        const GpuVitals v = source_.sample();
-        std::lock_guard lock(mutex_);
-        samples_.push_back(v);
+        samples_.push_back(source_.sample());
       } catch (const std::exception& e) {
-        std::lock_guard lock(mutex_);
         error_ = e.what();
         return;
       }

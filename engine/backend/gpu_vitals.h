@@ -7,7 +7,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -63,7 +62,7 @@ private:
   GpuVitalsSource& source_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  std::mutex mutex_;
+  // The thread's alone until stop() has joined it (nothing reads them while it runs).
   std::vector<GpuVitals> samples_;
   std::string error_;
 };

@@ -3,6 +3,7 @@
 // Everything a caller (the CLI, the GUI's worker thread) needs goes through here.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <functional>
 #include <filesystem>
@@ -111,6 +112,10 @@ struct AttentionFrame {
   int64_t image = 0;  // which image of the request
   int64_t layer = 0, head = -1, step = 0;
 };
+
+// How often a sink that feeds live views (qvl-studio's worker, `qvl bench --views`, which measures what that costs)
+// looks at the pool and hands on the live numbers: about 30 times a second, all a view people watch needs.
+inline constexpr std::chrono::milliseconds kLiveViewInterval{33};
 
 class TokenSink {
 public:
