@@ -12,6 +12,8 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
+#include <QSettings>
+#include <QStandardPaths>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -247,7 +249,11 @@ Composer::Composer(QWidget* parent)
   connect(edit_, &PromptEdit::imagePasted, this, &Composer::attach_image);
   connect(send_, &QPushButton::clicked, this, &Composer::send_or_stop);
   connect(attach_, &QToolButton::clicked, this, [this] {
-    const QStringList files = QFileDialog::getOpenFileNames(this, "Attach pictures", {}, picture_filter());
+    // In the folder pictures last came from (at first the Pictures folder; it opened in the app's working directory).
+    const QString folder =
+        QSettings().value("composer/attach_folder", QStandardPaths::writableLocation(QStandardPaths::PicturesLocation)).toString();
+    const QStringList files = QFileDialog::getOpenFileNames(this, "Attach pictures", folder, picture_filter());
+    if (!files.isEmpty()) QSettings().setValue("composer/attach_folder", QFileInfo(files.first()).absolutePath());
     attach_files(files);
   });
   set_can_send(false);

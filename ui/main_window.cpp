@@ -243,6 +243,9 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  // The docks go with QWidget's destructor, after this one: hidden as they go, the pool dock would tell a window
+  // that is no longer a MainWindow (UBSan caught it).
+  pool_dock_->disconnect(this);
   if (!vulkan_) return;
   // The Vulkan views go before their device, in this order: the engine's thread (it may be drawing into the pool
   // channel; its worker drops the channel's imports into the backend), the window (its swapchain), the device.
@@ -256,7 +259,10 @@ void MainWindow::build_actions() {
   open_model_ = new QAction("&Open model folder…", this);
   open_model_->setShortcut(QKeySequence::Open);
   connect(open_model_, &QAction::triggered, this, [this] {
-    const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder");
+    // Beside the last model (where the others were likely downloaded), else the home folder.
+    const QString last = QSettings().value("model/last").toString();
+    const QString start = last.isEmpty() ? QDir::homePath() : QFileInfo(last).absolutePath();
+    const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder", start);
     if (!folder.isEmpty()) openModel(folder);
   });
   new_chat_ = new QAction("&New chat", this);

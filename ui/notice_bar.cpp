@@ -49,6 +49,7 @@ NoticeBar::Row NoticeBar::add_row(const QString& name) {
 }
 
 void NoticeBar::show_row(const Row& row, const QString& text) {
+  restyle();  // the look may have changed since (the theme is applied after the window is built)
   row.text->setText(text);
   row.row->show();
 }
