@@ -4,7 +4,7 @@
 //   that chunks x pairs fill the GPU twice; a block of 4 warps takes one chunk of one pair, merges its warps'
 //   (max, sum, accumulator) triples in shared memory (4 KB at D = 256) and writes them as a partial; the last block
 //   of a pair to finish (a counter per pair) merges the pair's partials. The step's only traffic here is the cache,
-//   2·T·Hkv·D·4 bytes, read once. (A second kernel for the merge took 5 µs of a decode step's 16 a layer on an H100:
+//   2·T·Hkv·D·4 bytes in f32 and half that in bf16 (kv_cache.cuh), read once. (A second kernel for the merge took 5 µs of a decode step's 16 a layer on an H100:
 //   a launch and a dependent round trip for a few KB.)
 // - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair.
 // Both walk the keys in tiles of 16 keys (8 at D > 128), two (four) lanes a key, every load of a tile issued before
@@ -16,7 +16,7 @@
 #include "attention.cuh"
 #include "attention_mask.cuh"
 #include "common.cuh"
-#include "weights.cuh"
+#include "kv_cache.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -40,21 +40,21 @@ struct SoftmaxState {
 // q_scaled: the query times the scale, in shared memory (read as broadcasts).
 template <int kPerLane>
 constexpr int kTileKeys = kPerLane >= 8 ? 8 : 16;  // 16 keys: twice the loads in flight; 8 at D = 256 (registers)
-template <int kPerLane>
-__device__ void warp_attend(SoftmaxState<kPerLane>& st, const float* q_scaled, const float* k, const float* v,
+template <int kPerLane, typename KV>
+__device__ void warp_attend(SoftmaxState<kPerLane>& st, const float* q_scaled, const KV* k, const KV* v,
                             int64_t hkv, int64_t kvh, int64_t d, int64_t first, int64_t hi, int64_t tile_step, int lane) {
   constexpr int kTile = kTileKeys<kPerLane>, kLanesPerKey = 32 / kTile;
   constexpr int kQuads = 8 * kPerLane / kLanesPerKey;  // float4s of a lane's share of a key: d / (4 * lanes per key)
   const int part = lane % kLanesPerKey;
   for (int64_t tile = first; tile < hi; tile += tile_step) {
     const int64_t t = tile + lane / kLanesPerKey;
-    const float* key = k + (min(t, hi - 1) * hkv + kvh) * d;
+    const KV* key = k + (min(t, hi - 1) * hkv + kvh) * d;
     float values[kTile][kPerLane];
 #pragma unroll
     for (int jj = 0; jj < kTile; ++jj) {
-      const float* value = v + (min(tile + jj, hi - 1) * hkv + kvh) * d;
+      const KV* value = v + (min(tile + jj, hi - 1) * hkv + kvh) * d;
 #pragma unroll
-      for (int j = 0; j < kPerLane; ++j) values[jj][j] = lane + 32 * j < d ? value[lane + 32 * j] : 0.0f;
+      for (int j = 0; j < kPerLane; ++j) values[jj][j] = lane + 32 * j < d ? load_kv(value + lane + 32 * j) : 0.0f;
     }
     float dot = 0.0f;
     if (d % 4 == 0) {
@@ -62,7 +62,7 @@ __device__ void warp_attend(SoftmaxState<kPerLane>& st, const float* q_scaled, c
 #pragma unroll
       for (int i = 0; i < kQuads; ++i) {
         const int64_t c = 4 * part + 4 * kLanesPerKey * i;
-        keys[i] = c < d ? *reinterpret_cast<const float4*>(key + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        keys[i] = c < d ? load_kv4(key + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
 #pragma unroll
       for (int i = 0; i < kQuads; ++i) {
@@ -71,7 +71,7 @@ __device__ void warp_attend(SoftmaxState<kPerLane>& st, const float* q_scaled, c
                           q_scaled[c + 3] * keys[i].w;
       }
     } else {
-      for (int64_t c = part; c < d; c += kLanesPerKey) dot += q_scaled[c] * key[c];
+      for (int64_t c = part; c < d; c += kLanesPerKey) dot += q_scaled[c] * load_kv(key + c);
     }
 #pragma unroll
     for (int lanes = 1; lanes < kLanesPerKey; lanes *= 2) dot += __shfl_xor_sync(0xffffffffu, dot, lanes);
@@ -95,8 +95,8 @@ __device__ void load_scaled(float* dst, const float* q, int64_t d, float scale, 
   for (int64_t e = threadIdx.x - first_thread; e < d; e += threads) dst[e] = q[e] * scale;
 }
 
-template <int kPerLane>
-__global__ void attention_kernel(const float* q, const float* k, const float* v, float* out, int64_t s, int64_t hq,
+template <int kPerLane, typename KV>
+__global__ void attention_kernel(const float* q, const KV* k, const KV* v, float* out, int64_t s, int64_t hq,
                                  int64_t hkv, int64_t d, int64_t kv_len, bool causal, int64_t past, const int64_t* bounds,
                                  int64_t segments, float scale) {
   __shared__ float q_scaled[4][32 * kMaxPerLane];
@@ -174,8 +174,8 @@ __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64
 // or, when there is a single chunk, as the output itself. With several chunks, the pair's last block to finish
 // merges the partials; it finds it is last from the pair's counter in `arrivals`, and sets the counter back to 0 for
 // the next call (they start at 0: the caller zeroes them once).
-template <int kPerLane>
-__global__ void attention_chunk_kernel(const float* q, const float* k, const float* v, float* out, float* partials,
+template <int kPerLane, typename KV>
+__global__ void attention_chunk_kernel(const float* q, const KV* k, const KV* v, float* out, float* partials,
                                        unsigned* arrivals, int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len,
                                        bool causal, int64_t past, const int64_t* past_on_device, const int64_t* bounds,
                                        int64_t segments, float scale) {
@@ -265,20 +265,26 @@ void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t st
   const auto pick = [&](auto kernel1, auto kernel2, auto kernel4, auto kernel8) {
     return per_lane <= 1 ? kernel1 : per_lane <= 2 ? kernel2 : per_lane <= 4 ? kernel4 : kernel8;
   };
-  if (split.split_keys) {
-    const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, a.d, split.multiprocessors);
-    launch_kernel(pick(attention_chunk_kernel<1>, attention_chunk_kernel<2>, attention_chunk_kernel<4>,
-                       attention_chunk_kernel<8>),
-                  dim3(unsigned(chunks), unsigned(a.s * a.hq)), dim3(kSplitWarps * 32), 0, stream, split.overlap, a.q, a.k,
-                  a.v, a.out, split.workspace, split.arrivals, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past,
-                  split.past_on_device, a.bounds, a.segments, a.scale);
-    return;
-  }
-  const int warps = 4;
-  const auto kernel = pick(attention_kernel<1>, attention_kernel<2>, attention_kernel<4>, attention_kernel<8>);
-  kernel<<<unsigned((a.s * a.hq + warps - 1) / warps), warps * 32, 0, stream>>>(
-      a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.scale);
-  CUDA_CHECK_LAUNCH();
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    const auto* k = static_cast<const KV*>(a.k);
+    const auto* v = static_cast<const KV*>(a.v);
+    if (split.split_keys) {
+      const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, a.d, split.multiprocessors);
+      launch_kernel(pick(attention_chunk_kernel<1, KV>, attention_chunk_kernel<2, KV>, attention_chunk_kernel<4, KV>,
+                         attention_chunk_kernel<8, KV>),
+                    dim3(unsigned(chunks), unsigned(a.s * a.hq)), dim3(kSplitWarps * 32), 0, stream, split.overlap, a.q,
+                    k, v, a.out, split.workspace, split.arrivals, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past,
+                    split.past_on_device, a.bounds, a.segments, a.scale);
+      return;
+    }
+    const int warps = 4;
+    const auto kernel = pick(attention_kernel<1, KV>, attention_kernel<2, KV>, attention_kernel<4, KV>,
+                             attention_kernel<8, KV>);
+    kernel<<<unsigned((a.s * a.hq + warps - 1) / warps), warps * 32, 0, stream>>>(
+        a.q, k, v, a.out, a.s, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.scale);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace qvl::cuda

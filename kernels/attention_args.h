@@ -9,8 +9,10 @@ namespace qvl::cuda {
 
 struct AttentionArgs {
   const float* q = nullptr;
-  const float* k = nullptr;
-  const float* v = nullptr;
+  // f32, or bf16 where kv_bf16 (a bf16 KV cache: kv_cache.cuh).
+  const void* k = nullptr;
+  const void* v = nullptr;
+  bool kv_bf16 = false;
   float* out = nullptr;
   int64_t s = 0, hq = 0, hkv = 0, d = 0, kv_len = 0;
   float scale = 1.0f;

@@ -10,7 +10,8 @@ namespace qvl::cuda {
 
 struct AttentionTapArgs {
   const float* q = nullptr;        // [heads, head_dim]
-  const float* cache_k = nullptr;  // [capacity, kv_heads, head_dim]
+  const void* cache_k = nullptr;   // [capacity, kv_heads, head_dim], f32 or bf16 (kv_bf16)
+  bool kv_bf16 = false;
   int64_t kv_len = 0;
   const int64_t* past = nullptr;   // set: kv_len = min(*past + 1, capacity)
   int64_t capacity = 0;            // rows the cache holds

@@ -1,4 +1,5 @@
-// The unfused attention sequence (attention_unfused.cuh). Plain and f32 on purpose: it is the reference for the
+// The unfused attention sequence (attention_unfused.cuh). Plain and f32 arithmetic on purpose (a bf16 cache is
+// widened as it is read): it is the reference for the
 // fused kernels' speed-up and output difference, not a fast path. One block per (query, head) row of scores.
 #include <cfloat>
 
@@ -6,7 +7,7 @@
 #include "attention_unfused.cuh"
 #include "common.cuh"
 #include "flash_attention.cuh"  // kFlashLayoutBlock
-#include "weights.cuh"
+#include "kv_cache.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -14,7 +15,8 @@ namespace {
 constexpr int kThreads = 128;
 
 // workspace row (r, h) = P[h, first + r, :], laid out [rows][hq][kv_len].
-__global__ void scores_kernel(const float* __restrict__ q, const float* __restrict__ k, float* __restrict__ p,
+template <typename KV>
+__global__ void scores_kernel(const float* __restrict__ q, const KV* __restrict__ k, float* __restrict__ p,
                               int64_t first, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, bool causal,
                               int64_t past, const int64_t* __restrict__ bounds, int64_t segments,
                               const int64_t* __restrict__ layout, int64_t layout_side, float scale) {
@@ -29,9 +31,9 @@ __global__ void scores_kernel(const float* __restrict__ q, const float* __restri
   for (int64_t t = threadIdx.x; t < kv_len; t += kThreads) {
     float dot = -INFINITY;
     if (t >= lo && t < hi && (!allowed || allowed[t / kFlashLayoutBlock])) {
-      const float* key = k + (t * hkv + kvh) * d;
+      const KV* key = k + (t * hkv + kvh) * d;
       dot = 0.0f;
-      for (int64_t e = 0; e < d; ++e) dot += q_row[e] * key[e];
+      for (int64_t e = 0; e < d; ++e) dot += q_row[e] * load_kv(key + e);
       dot *= scale;
     }
     row[t] = dot;
@@ -59,13 +61,14 @@ __global__ void softmax_kernel(float* __restrict__ p, int64_t kv_len) {
   for (int64_t t = threadIdx.x; t < kv_len; t += kThreads) row[t] *= inverse;
 }
 
-__global__ void weighted_sum_kernel(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ out,
+template <typename KV>
+__global__ void weighted_sum_kernel(const float* __restrict__ p, const KV* __restrict__ v, float* __restrict__ out,
                                     int64_t first, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len) {
   const int64_t r = blockIdx.x / hq, h = blockIdx.x % hq, i = first + r, kvh = h / (hq / hkv);
   const float* row = p + (r * hq + h) * kv_len;
   for (int64_t e = threadIdx.x; e < d; e += kThreads) {
     float acc = 0.0f;
-    for (int64_t t = 0; t < kv_len; ++t) acc += row[t] * v[(t * hkv + kvh) * d + e];  // lanes read adjacent v
+    for (int64_t t = 0; t < kv_len; ++t) acc += row[t] * load_kv(v + (t * hkv + kvh) * d + e);  // lanes read adjacent v
     out[(i * hq + h) * d + e] = acc;
   }
 }
@@ -74,10 +77,13 @@ __global__ void weighted_sum_kernel(const float* __restrict__ p, const float* __
 
 void attention_scores(const AttentionArgs& a, int64_t first, int64_t rows, float* workspace, cudaStream_t stream) {
   if (rows * a.hq == 0) return;
-  scores_kernel<<<unsigned(rows * a.hq), kThreads, std::size_t(a.d) * sizeof(float), stream>>>(
-      a.q, a.k, workspace, first, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds, a.segments, a.layout,
-      a.layout_side, a.scale);
-  CUDA_CHECK_LAUNCH();
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    scores_kernel<KV><<<unsigned(rows * a.hq), kThreads, std::size_t(a.d) * sizeof(float), stream>>>(
+        a.q, static_cast<const KV*>(a.k), workspace, first, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds,
+        a.segments, a.layout, a.layout_side, a.scale);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 void attention_softmax(float* workspace, int64_t rows, int64_t hq, int64_t kv_len, cudaStream_t stream) {
@@ -89,9 +95,12 @@ void attention_softmax(float* workspace, int64_t rows, int64_t hq, int64_t kv_le
 void attention_weighted_sum(const AttentionArgs& a, int64_t first, int64_t rows, const float* workspace,
                             cudaStream_t stream) {
   if (rows * a.hq == 0) return;
-  weighted_sum_kernel<<<unsigned(rows * a.hq), kThreads, 0, stream>>>(workspace, a.v, a.out, first, a.hq, a.hkv, a.d,
-                                                                      a.kv_len);
-  CUDA_CHECK_LAUNCH();
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    weighted_sum_kernel<KV><<<unsigned(rows * a.hq), kThreads, 0, stream>>>(
+        workspace, static_cast<const KV*>(a.v), a.out, first, a.hq, a.hkv, a.d, a.kv_len);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace qvl::cuda

@@ -12,16 +12,16 @@
 #include "attention_mask.cuh"
 #include "common.cuh"
 #include "flash_attention.cuh"
-#include "weights.cuh"
+#include "kv_cache.cuh"
 
 namespace qvl::cuda {
 namespace {
 
 constexpr int kWarps = 4, kQueriesPerWarp = 4, kQueries = kWarps * kQueriesPerWarp, kKeys = 32;
 
-template <int kChunks>  // D <= 32 · kChunks
+template <int kChunks, typename KV>  // D <= 32 · kChunks; K and V f32 or bf16 (widened as they are staged)
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    flash_attention_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
                            float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int d, int64_t kv_len,
                            bool causal, int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale,
                            const int64_t* __restrict__ layout, int64_t layout_side) {
@@ -84,8 +84,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t t = t0 + r;
       float4 kv = make_float4(0, 0, 0, 0), vv = kv;
       if (t < block_hi) {
-        kv = *reinterpret_cast<const float4*>(k + (t * hkv + kvh) * d + c);
-        vv = *reinterpret_cast<const float4*>(v + (t * hkv + kvh) * d + c);
+        kv = load_kv4(k + (t * hkv + kvh) * d + c);
+        vv = load_kv4(v + (t * hkv + kvh) * d + c);
       }
       *reinterpret_cast<float4*>(ks + r * k_stride + c) = kv;
       *reinterpret_cast<float4*>(vs + r * d + c) = vv;
@@ -148,11 +148,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int kChunks> void launch(const AttentionArgs& a, cudaStream_t stream) {
   const std::size_t shared = std::size_t(kQueries * a.d + kKeys * (a.d + 4) + kKeys * a.d) * sizeof(float);
   const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
-  flash_attention_kernel<kChunks><<<grid, kWarps * 32, shared, stream>>>(a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv,
-                                                                         int(a.d), a.kv_len, a.causal, a.past,
-                                                                         a.bounds, a.segments, a.scale, a.layout,
-                                                                         a.layout_side);
-  CUDA_CHECK_LAUNCH();
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    flash_attention_kernel<kChunks, KV><<<grid, kWarps * 32, shared, stream>>>(
+        a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out, a.s, a.hq, a.hkv, int(a.d), a.kv_len,
+        a.causal, a.past, a.bounds, a.segments, a.scale, a.layout, a.layout_side);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace

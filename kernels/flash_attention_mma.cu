@@ -19,6 +19,7 @@
 #include "attention_mask.cuh"
 #include "common.cuh"
 #include "flash_attention_mma.cuh"
+#include "kv_cache.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -58,9 +59,10 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half
 #endif
 }
 
-// Rows [tile start, + 64) of k or v (f32, row stride hkv·D) into shared memory as f16; rows at or past `end` are 0.
-template <int D>
-__device__ __forceinline__ void stage_tile(const float* __restrict__ src, __half* dst, int64_t t0, int64_t end,
+// Rows [tile start, + 64) of k or v (f32 or bf16, row stride hkv·D) into shared memory as f16; rows at or past `end`
+// are 0.
+template <int D, typename KV>
+__device__ __forceinline__ void stage_tile(const KV* __restrict__ src, __half* dst, int64_t t0, int64_t end,
                                            int64_t hkv, int64_t kvh) {
   constexpr int kVecs = D / 4, kStride = D + 8;
 #pragma unroll 4
@@ -68,15 +70,15 @@ __device__ __forceinline__ void stage_tile(const float* __restrict__ src, __half
     const int r = e / kVecs, c = (e % kVecs) * 4;
     const int64_t t = t0 + r;
     float4 x = make_float4(0, 0, 0, 0);
-    if (t < end) x = *reinterpret_cast<const float4*>(src + (t * hkv + kvh) * D + c);
+    if (t < end) x = load_kv4(src + (t * hkv + kvh) * D + c);
     *reinterpret_cast<uint2*>(dst + r * kStride + c) = make_uint2(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
   }
 }
 #endif
 
-template <int D>
+template <int D, typename KV>
 __global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_mma_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+    flash_attention_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
                                float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int64_t kv_len, bool causal,
                                int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale,
                                const int64_t* __restrict__ layout, int64_t layout_side) {
@@ -225,10 +227,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <int D> void launch(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
-  flash_attention_mma_kernel<D><<<grid, kWarps * 32, 0, stream>>>(a.q, a.k, a.v, a.out, a.s, a.hq, a.hkv, a.kv_len,
-                                                                  a.causal, a.past, a.bounds, a.segments, a.scale,
-                                                                  a.layout, a.layout_side);
-  CUDA_CHECK_LAUNCH();
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    flash_attention_mma_kernel<D, KV><<<grid, kWarps * 32, 0, stream>>>(
+        a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out, a.s, a.hq, a.hkv, a.kv_len, a.causal,
+        a.past, a.bounds, a.segments, a.scale, a.layout, a.layout_side);
+    CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace
@@ -241,7 +246,7 @@ bool flash_attention_mma_available() {
   CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   if (props.major < 8) return false;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64, float>) != cudaSuccess) {
     (void)cudaGetLastError();  // no image for this device: not an error of this call's caller
     return false;
   }

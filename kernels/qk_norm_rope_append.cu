@@ -3,8 +3,8 @@
 // as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give the same
 // bits.
 #include "common.cuh"
+#include "kv_cache.cuh"
 #include "qk_norm_rope_append.cuh"
-#include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -32,10 +32,10 @@ template <int kThreads> __device__ float sum_of_squares(float a, float b, int64_
 }
 
 // Threads per block: one per pair (64 for the usual D = 128; 256 up to D = 512).
-template <int kThreads>
+template <int kThreads, typename KV>
 __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, const void* q_norm, WeightType qt,
                                            const void* k_norm, WeightType kt, float eps, const float* cos,
-                                           const float* sin, float* cache_k, float* cache_v, int64_t row,
+                                           const float* sin, KV* cache_k, KV* cache_v, int64_t row,
                                            const int64_t* row_on_device, int64_t hq, int64_t hkv, int64_t d) {
   const int64_t s = blockIdx.x, head = blockIdx.y, half = d / 2, t = threadIdx.x;
   const bool is_q = head < hq;
@@ -57,13 +57,13 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   x[t + half] = rb;
   if (is_q) return;
   const int64_t at = (row_on_device ? *row_on_device : row) + s;
-  float* ck = cache_k + (at * hkv + kv_head) * d;
-  float* cv = cache_v + (at * hkv + kv_head) * d;
+  KV* ck = cache_k + (at * hkv + kv_head) * d;
+  KV* cv = cache_v + (at * hkv + kv_head) * d;
   const float* vs = v + (s * hkv + kv_head) * d;
-  ck[t] = ra;
-  ck[t + half] = rb;
-  cv[t] = vs[t];
-  cv[t + half] = vs[t + half];
+  store_kv(ck + t, ra);
+  store_kv(ck + t + half, rb);
+  store_kv(cv + t, vs[t]);
+  store_kv(cv + t + half, vs[t + half]);
 }
 
 }  // namespace
@@ -71,9 +71,13 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
 void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream) {
   if (a.s == 0) return;
   const dim3 grid(unsigned(a.s), unsigned(a.hq + a.hkv));
-  launch_kernel(a.d <= 128 ? qk_norm_rope_append_kernel<64> : qk_norm_rope_append_kernel<256>, grid,
-                dim3(a.d <= 128 ? 64 : 256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
-                a.k_norm_type, a.eps, a.cos, a.sin, a.cache_k, a.cache_v, a.row, a.row_on_device, a.hq, a.hkv, a.d);
+  with_kv_type(a.kv_bf16, [&](auto element) {
+    using KV = decltype(element);
+    launch_kernel(a.d <= 128 ? qk_norm_rope_append_kernel<64, KV> : qk_norm_rope_append_kernel<256, KV>, grid,
+                  dim3(a.d <= 128 ? 64 : 256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
+                  a.k_norm_type, a.eps, a.cos, a.sin, static_cast<KV*>(a.cache_k), static_cast<KV*>(a.cache_v), a.row,
+                  a.row_on_device, a.hq, a.hkv, a.d);
+  });
 }
 
 }  // namespace qvl::cuda

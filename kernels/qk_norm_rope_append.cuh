@@ -25,8 +25,9 @@ struct QkNormRopeAppendArgs {
   float eps = 0;
   const float* cos = nullptr;
   const float* sin = nullptr;
-  float* cache_k = nullptr;
-  float* cache_v = nullptr;
+  void* cache_k = nullptr;  // f32, or bf16 where kv_bf16 (rounded to nearest even as they are appended)
+  void* cache_v = nullptr;
+  bool kv_bf16 = false;
   int64_t row = 0;
   const int64_t* row_on_device = nullptr;
   int64_t s = 0, hq = 0, hkv = 0, d = 0;

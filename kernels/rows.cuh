@@ -12,8 +12,17 @@ namespace qvl::cuda {
 // y[i] = table[ids[i]] for i < count; ids on the device.
 void gather_rows(const void* table, WeightType type, const int64_t* ids, float* y, int64_t count, int64_t width,
                  cudaStream_t stream);
-// dst rows [*row, *row + count) = src rows; row on the device (the caller checked the bounds).
-void copy_rows_at(const float* src, float* dst, const int64_t* row, int64_t count, int64_t width, cudaStream_t stream);
+// dst rows [first, first + count) = src rows, first = *row_on_device where that is set (the caller checked the
+// bounds); dst f32, or bf16 where dst_bf16 (a bf16 KV cache: rounded to nearest even).
+struct CopyRowsTo {
+  const float* src = nullptr;
+  void* dst = nullptr;
+  bool dst_bf16 = false;
+  int64_t first = 0;
+  const int64_t* row_on_device = nullptr;
+  int64_t count = 0, width = 0;
+};
+void copy_rows_to(const CopyRowsTo& args, cudaStream_t stream);
 // x[rows[i]] (+)= src[i]; rows on the device.
 void scatter_rows(float* x, const float* src, const int64_t* rows, int64_t count, int64_t width, bool accumulate,
                   cudaStream_t stream);

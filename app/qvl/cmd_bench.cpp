@@ -356,6 +356,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"weights", engine->weights()},
+      {"kv_cache", engine->backend_kind() == BackendKind::Cuda ? options.kv_cache : "f32"},
       {"device", engine->device()},
       {"cuda_graphs", backend_info(engine->backend_kind()).records_work && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},

@@ -12,11 +12,16 @@ std::vector<OptionSpec> gpu_option_specs() {
        "the GPU's memory budget in MiB, e.g. 1848 for a 2 GB card less a 200 MiB reserve (default: what the driver has "
        "free, less 200 MiB); the memory plan places the model within it"},
       {"plan-context", "N", "tokens of context the memory plan keeps room for on the GPU (default 2048)"},
+      {"kv-cache", "TYPE", "the GPU's KV cache: bf16 (default: half the bytes, as transformers keeps a bf16 model's) "
+                           "or f32"},
   };
 }
 
 void apply_gpu_options(const Args& args, EngineOptions& options) {
   options.cuda_profile = args.get("profile", "auto");
+  options.kv_cache = args.get("kv-cache", "bf16");
+  if (options.kv_cache != "bf16" && options.kv_cache != "f32")
+    fail("--kv-cache takes bf16 or f32, not \"", options.kv_cache, "\"");
   const int64_t mib = args.get_int("gpu-memory-mb", 0);
   if (mib < 0 || mib > (int64_t(1) << 24))  // 16 TiB: no GPU has more
     fail("--gpu-memory-mb takes 0 (the driver's free memory) to ", int64_t(1) << 24, " MiB, not ", mib);

@@ -64,6 +64,10 @@ void check_attention_tap(const AttentionTap& t) {
          t.first, "+", t.count, ", head ", t.head, ", heat of ", t.heat->numel());
 }
 
+void Backend::set_cache_type(DType type) {
+  if (type != DType::F32) fail(name(), " keeps its KV cache in f32 (not ", dtype_name(type), ")");
+}
+
 void qk_norm_rope_append_unfused(Backend& be, const HeadNormRopeAppend& op) {
   check_head_norm_rope_append(op);
   be.rms_norm(*op.q, *op.q_norm, op.eps, *op.q);

@@ -22,6 +22,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
+// EngineOptions::kv_cache as the type the GPU's cache keeps.
+DType kv_cache_type(const std::string& name) {
+  if (name == "bf16") return DType::BF16;
+  if (name == "f32") return DType::F32;
+  fail("the KV cache type must be bf16 or f32, not \"", name, "\"");
+}
+
 class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(ModelFolder model, const EngineOptions& options)
@@ -97,6 +104,7 @@ private:
       if (kind_ == BackendKind::Cuda) release_model();
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
+        gpu->set_cache_type(kv_cache_type(options_.kv_cache));
         const MemoryPlanRequest request = memory_plan_request(model_, options_, gpu.get());
         const WeightPolicy policy = weights_for(model_, options_.weights, request);
         MemoryPlan plan = plan_memory(model_.config, request);
@@ -166,8 +174,11 @@ private:
     if (plan_) budget = std::min(budget, kv_bytes_per_token() * uint64_t(std::max<int64_t>(0, plan_->context_room)));
     return budget;
   }
-  uint64_t kv_bytes_per_token() const {  // keys and values of every layer, f32 on every backend
-    return qvl::kv_bytes_per_token(model_.config.text, model_.config.text.num_hidden_layers, DType::F32);
+  uint64_t kv_bytes_per_token() const {  // keys and values of every layer, in each part's cache type
+    uint64_t bytes = 0;
+    for (const DecoderPart& part : decoder_parts())
+      bytes += qvl::kv_bytes_per_token(model_.config.text, part.end_layer - part.first_layer, part.backend->cache_type());
+    return bytes;
   }
   // The most positions a request may hold: the options', the model's, and on a GPU the memory plan's.
   int64_t context_limit() const {
@@ -581,8 +592,10 @@ MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOpti
     r.reserved = uint64_t(std::max<int64_t>(0, pool.reserved));
     r.gpu_floats = gpu->weight_storage(r.checkpoint_floats);
     r.gpu_activations = gpu->activation_type();
-  } else {  // the CUDA backend's own storage: f32 activations and KV cache; the SM61 profile keeps bf16 as f16
+    r.gpu_cache = gpu->cache_type();
+  } else {  // the CUDA backend's own storage: f32 activations, the KV cache asked for; the SM61 profile keeps bf16 as f16
     r.gpu_activations = DType::F32;
+    r.gpu_cache = kv_cache_type(options.kv_cache);
     r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
   }
   r.formats = model.config.quantization ? model.config.quantization : weights_for(model, options.weights, r).quantise;

@@ -40,6 +40,8 @@ struct EngineOptions {
                                         // the driver has free less a reserve). The memory plan places parts within it.
   int64_t plan_context = 2048;          // tokens of KV cache the memory plan keeps room for on the GPU
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
+  std::string kv_cache = "bf16";        // the GPU's KV cache: "bf16" (half the bytes; what transformers keeps in a
+                                        // bf16 model) or "f32" (the CPU's is f32 either way)
   std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)

@@ -157,12 +157,12 @@ std::string layers_text(int64_t first, int64_t end) {
 
 }  // namespace
 
-uint64_t kv_bytes_per_token(const TextConfig& t, int64_t layers, DType activations) {
-  return 2 * u(layers) * u(t.num_key_value_heads * t.head_dim) * dtype_size(activations);
+uint64_t kv_bytes_per_token(const TextConfig& t, int64_t layers, DType cache) {
+  return 2 * u(layers) * u(t.num_key_value_heads * t.head_dim) * dtype_size(cache);
 }
 
-uint64_t kv_cache_pool_bytes(const TextConfig& t, int64_t layers, int64_t tokens, DType activations) {
-  return pool_bytes(2 * u(layers), u(tokens) * kv_bytes_per_token(t, 1, activations) / 2);
+uint64_t kv_cache_pool_bytes(const TextConfig& t, int64_t layers, int64_t tokens, DType cache) {
+  return pool_bytes(2 * u(layers), u(tokens) * kv_bytes_per_token(t, 1, cache) / 2);
 }
 
 MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
@@ -170,7 +170,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const int64_t n_layers = c.text.num_hidden_layers;
   const WeightBytes gpu = weight_bytes(c, r, true), cpu = weight_bytes(c, r, false);
   const ActivationModel act{c, r};
-  const uint64_t kv_block = u(r.context) * kv_bytes_per_token(c.text, 1, r.gpu_activations) / 2;
+  const uint64_t kv_block = u(r.context) * kv_bytes_per_token(c.text, 1, r.gpu_cache) / 2;
   const int64_t image_tokens = r.image_tokens > 0 ? std::min(r.image_tokens, r.context) : r.context;
 
   // The pool's peak for one arrangement: weights, then the larger of the vision phase and the decoder phase (the
@@ -192,7 +192,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
                              (p.head_on_gpu ? gpu.head : 0);
     const uint64_t vision_phase = p.vision_on_gpu ? act.vision(vision_tokens, gpu.widest_vision_quantised) : 0;
-    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_activations) +
+    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_cache) +
                                    act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
                                    act.outputs(vision_tokens);
     return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack(p);
@@ -244,7 +244,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
-        kv_cache_pool_bytes(c.text, k, r.context, r.gpu_activations));
+        kv_cache_pool_bytes(c.text, k, r.context, r.gpu_cache));
   if (k < n_layers)
     add("kv cache, layers " + layer_range(k, n_layers) + ", " + tokens, false,
         kv_bytes_per_token(c.text, n_layers - k, DType::F32) * u(r.context));

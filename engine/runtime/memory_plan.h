@@ -23,7 +23,8 @@ struct MemoryPlanRequest {
   std::optional<QuantizationConfig> formats;  // the weights' quantisation (the folder's or --weights'); nullopt: floats
   DType checkpoint_floats = DType::BF16;      // the checkpoint's float type (the CPU computes on it in place)
   DType gpu_floats = DType::BF16;             // what the GPU stores float weights in (the SM61 profile: f16)
-  DType gpu_activations = DType::F32;         // the GPU's activations and KV cache
+  DType gpu_activations = DType::F32;         // the GPU's activations
+  DType gpu_cache = DType::BF16;              // the GPU's KV cache (Backend::cache_type; the CPU's is f32)
 };
 
 struct PlannedPart {
@@ -56,9 +57,9 @@ struct MemoryPlan {
 MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanRequest& request);
 
 // Bytes the GPU's KV cache takes per token of context for `layers` decoder layers.
-uint64_t kv_bytes_per_token(const TextConfig& text, int64_t layers, DType activations);
+uint64_t kv_bytes_per_token(const TextConfig& text, int64_t layers, DType cache);
 // The pool bytes of that cache for `tokens` tokens: each layer's K and V is its own block, placed as the pool places
 // blocks (shared 20 MiB segments under 10 MiB, the rest rounded to 2 MiB).
-uint64_t kv_cache_pool_bytes(const TextConfig& text, int64_t layers, int64_t tokens, DType activations);
+uint64_t kv_cache_pool_bytes(const TextConfig& text, int64_t layers, int64_t tokens, DType cache);
 
 }  // namespace qvl

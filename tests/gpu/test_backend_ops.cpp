@@ -71,6 +71,19 @@ struct Runner {
   }
 
   LinearWeights on_gpu(const Tensor& w, const Tensor* bias = nullptr) { return gpu.upload_linear(w, bias); }
+  // Keys or values as a KV cache of `type` holds them: on the GPU through the cache's own append (copy_rows narrows
+  // f32 rows to bf16, to nearest even), and the same values for the CPU (f32 holding the bf16 ones), so both read
+  // the very same keys and values.
+  struct CacheTensors {
+    Tensor gpu, cpu;
+  };
+  CacheTensors as_cache(const Tensor& host, DType type) {
+    gpu.set_cache_type(type);
+    Tensor g = gpu.alloc_cache(host.shape());
+    gpu.copy_rows(gpu.from_host(host), g, 0);
+    return {g, type == DType::F32 ? host.to(DType::F32) : host.to(type).to(DType::F32)};
+  }
+  static std::string cache_name(DType type) { return type == DType::F32 ? "" : " (" + std::string(dtype_name(type)) + " cache)"; }
   NormWeights on_gpu(const NormWeights& n) {
     return {gpu.upload(n.weight, WeightRole::Vector), n.bias.raw() ? gpu.upload(n.bias, WeightRole::Vector) : Tensor()};
   }
@@ -294,15 +307,19 @@ struct Runner {
   }
 
   // The fused attention prologue against the CPU's unfused sequence: q, k and both caches, host and device rows.
+  // With a bf16 cache the appended rows are the CPU's rounded to bf16: equal, or one bf16 step apart where the f32
+  // results differ in their last bit across a rounding boundary (NMSE of that order at most).
   void qk_norm_rope_append() {
+    for (DType kv : {DType::F32, DType::BF16})
     for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}})
       for (bool on_device : {false, true}) {
         const int64_t cap = s + 9, row = 7;
         const Tensor q = random({s, hq, d}), k = random({s, hkv, d}), v = random({s, hkv, d});
         const Tensor qn = random({d}, DType::BF16), kn = random({d}, DType::BF16);
-        const Tensor cos = random({s, d}), sin = random({s, d}), cache = random({cap, hkv, d});
-        Tensor cq = q.to(DType::F32), ck = k.to(DType::F32), cck = cache.to(DType::F32), ccv = cache.to(DType::F32);
-        Tensor gq = gpu.from_host(q), gk = gpu.from_host(k), gck = gpu.from_host(cache), gcv = gpu.from_host(cache);
+        const Tensor cos = random({s, d}), sin = random({s, d});
+        const CacheTensors cache_k = as_cache(random({cap, hkv, d}), kv), cache_v = as_cache(random({cap, hkv, d}), kv);
+        Tensor cq = q.to(DType::F32), ck = k.to(DType::F32), cck = cache_k.cpu.to(DType::F32), ccv = cache_v.cpu.to(DType::F32);
+        Tensor gq = gpu.from_host(q), gk = gpu.from_host(k), gck = cache_k.gpu, gcv = cache_v.gpu;
         Tensor cpu_row = cpu.alloc_indices(1), gpu_row = gpu.alloc_indices(1);
         cpu.write_indices(cpu_row, std::vector<int64_t>{row});
         gpu.write_indices(gpu_row, std::vector<int64_t>{row});
@@ -313,14 +330,17 @@ struct Runner {
         gpu.qk_norm_rope_append({&gq, &gk, &vg, &qng, &kng, 1e-6f, &cosg, &sing, &gck, &gcv, on_device ? 0 : row,
                                  on_device ? &gpu_row : nullptr});
         const std::string what = "qk_norm+rope+append s=" + std::to_string(s) + " hq=" + std::to_string(hq) + " hkv=" +
-                                 std::to_string(hkv) + " d=" + std::to_string(d) + (on_device ? " (row on device)" : "");
+                                 std::to_string(hkv) + " d=" + std::to_string(d) + (on_device ? " (row on device)" : "") +
+                                 cache_name(kv);
         check(what + " q", gq, cq, kF32);
         check(what + " k", gk, ck, kF32);
-        check(what + " cache k", gck, cck, kF32);
-        check(what + " cache v", gcv, ccv, 0.0);
+        const bool narrow = kv != DType::F32;
+        check(what + " cache k", gck, narrow ? cck.to(kv).to(DType::F32) : cck, narrow ? 1e-5 : kF32);
+        check(what + " cache v", gcv, narrow ? ccv.to(kv).to(DType::F32) : ccv, 0.0);
         // Against the GPU's own unfused sequence: the same bits where the kernel sums as the RMSNorm kernel does.
         if (d <= 256) {
-          Tensor uq = gpu.from_host(q), uk = gpu.from_host(k), uck = gpu.from_host(cache), ucv = gpu.from_host(cache);
+          Tensor uq = gpu.from_host(q), uk = gpu.from_host(k), uck = as_cache(cache_k.cpu, kv).gpu,
+                 ucv = as_cache(cache_v.cpu, kv).gpu;
           qk_norm_rope_append_unfused(gpu, {&uq, &uk, &vg, &qng, &kng, 1e-6f, &cosg, &sing, &uck, &ucv,
                                             on_device ? 0 : row, on_device ? &gpu_row : nullptr});
           check(what + " q = unfused on the GPU", gq, gpu.to_host(uq), 0.0);
@@ -333,11 +353,13 @@ struct Runner {
   // may differ by one where f32's exp puts a value across a rounding boundary; rows past the keys are 0 both ways.
   void attention_tap() {
     const int64_t hq = 16, hkv = 8, d = 128;
+    for (DType kv : {DType::F32, DType::BF16})
     for (int64_t kv_len : {int64_t(1), int64_t(300), int64_t(4096)})
       for (int64_t head : {int64_t(-1), int64_t(5)})
         for (bool on_device : {false, true}) {
           const int64_t cap = kv_len + 3, first = std::min<int64_t>(kv_len - 1, 7), count = std::min<int64_t>(256, cap - first);
-          const Tensor q = random({1, hq, d}), k = random({cap, hkv, d}), qg = gpu.from_host(q), kg = gpu.from_host(k);
+          const CacheTensors keys = as_cache(random({cap, hkv, d}), kv);
+          const Tensor q = random({1, hq, d}), &k = keys.cpu, qg = gpu.from_host(q), &kg = keys.gpu;
           Tensor heat_cpu = cpu.alloc({count}), heat_gpu = gpu.alloc({count});
           Tensor cpu_row = cpu.alloc_indices(1), gpu_row = gpu.alloc_indices(1);
           cpu.write_indices(cpu_row, std::vector<int64_t>{kv_len - 1});
@@ -346,7 +368,7 @@ struct Runner {
           gpu.attention_tap({&qg, &kg, on_device ? 0 : kv_len, on_device ? &gpu_row : nullptr, first, count, head, 0.088f, &heat_gpu});
           const std::string what = "attention_tap keys=" + std::to_string(kv_len) + " rows " + std::to_string(first) + "+" +
                                    std::to_string(count) + (head < 0 ? " mean of heads" : " head 5") +
-                                   (on_device ? " (position on device)" : "");
+                                   (on_device ? " (position on device)" : "") + cache_name(kv);
           check(what, heat_gpu, heat_cpu, 1e-4);
           const Tensor got = gpu.to_host(heat_gpu);
           float worst = 0;
@@ -493,17 +515,22 @@ struct Runner {
     }
   }
 
-  void attention_case(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, const AttentionMask& mask) {
-    const Tensor q = random({s, hq, d}), k = random({kv_len, hkv, d}), v = random({kv_len, hkv, d});
+  // kv: the keys' and values' type (f32 activations, or a bf16 KV cache: the same arithmetic on the same values, so
+  // the same limits).
+  void attention_case(int64_t s, int64_t hq, int64_t hkv, int64_t d, int64_t kv_len, const AttentionMask& mask,
+                      DType kv = DType::F32) {
+    const Tensor q = random({s, hq, d});
+    const CacheTensors k = as_cache(random({kv_len, hkv, d}), kv), v = as_cache(random({kv_len, hkv, d}), kv);
     const float scale = 1.0f / std::sqrt(float(d));
     Tensor a = cpu.alloc({s, hq, d}), g = gpu.alloc({s, hq, d});
-    cpu.attention(q, k, v, kv_len, mask, scale, a);
-    gpu.attention(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, g);
+    cpu.attention(q, k.cpu, v.cpu, kv_len, mask, scale, a);
+    gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, g);
     std::string what = "attention " + std::string(mask.kind == AttentionMask::Kind::Causal ? "causal" : "segments") +
                        " s=" + std::to_string(s) + " kv=" + std::to_string(kv_len) + " hq=" + std::to_string(hq) +
                        " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d);
     if (mask.kind == AttentionMask::Kind::Segments) what += " (" + std::to_string(mask.bounds.size() - 1) + " blocks)";
     if (!mask.block_layout.empty()) what += " past=" + std::to_string(mask.past) + " block-sparse";
+    what += cache_name(kv);
     // The native profile's tiled kernel runs on tensor cores where the GPU has them (flash_attention_mma_fits).
     const bool tensor_cores = narrow_for_gemm && s >= 16 && d % 16 == 0 && d <= 128;
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
@@ -511,7 +538,7 @@ struct Runner {
     Tensor u = gpu.alloc({s, hq, d});
     Fusions unfused;
     unfused.flash_attention = false;
-    with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), gpu.from_host(k), gpu.from_host(v), kv_len, mask, scale, u); });
+    with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, u); });
     check(what + " unfused", u, a, kF32);
   }
 
@@ -523,15 +550,24 @@ struct Runner {
                                                                   {4096, 4, 1, 128}, {70, 4, 2, 32},  {200, 6, 3, 96},
                                                                   {65, 2, 1, 48},    {129, 4, 4, 16}})
       attention_case(s, hq, hkv, d, s, AttentionMask::causal(0));
-    // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
-    attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100));
-    // Decode: the split kernel over GQA ratios 1 to 8 and odd head sizes, key counts from one to 32,768 (every chunk
-    // count up to the GPU's fill: one tile per warp at 1-32 keys, the most chunks from a few hundred on).
-    for (auto [hq, hkv, d] : std::vector<std::array<int64_t, 3>>{{16, 8, 128}, {16, 2, 128}, {32, 4, 64}, {8, 8, 64}, {12, 4, 72}, {6, 2, 36}})
-      for (int64_t t : {1, 2, 31, 32, 33, 257, 1000, 4096})
-        attention_case(1, hq, hkv, d, t, AttentionMask::causal(t - 1));
-    for (int64_t t : {8192, 32768}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1));
-    attention_case(3, 16, 8, 128, 3000, AttentionMask::causal(2997));  // a few queries: split, one unit per query
+    // The decoder's attention reads its KV cache, f32 or bf16 (kv_cache.cuh): prefill through it (the tiled kernels),
+    // decode and a few queries (the split kernel).
+    for (DType kv : {DType::F32, DType::BF16}) {
+      if (kv != DType::F32)
+        for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{7, 4, 2, 16}, {64, 16, 8, 128}, {130, 6, 2, 72},
+                                                                      {512, 16, 8, 128}, {37, 2, 2, 160}})
+          attention_case(s, hq, hkv, d, s, AttentionMask::causal(0), kv);
+      // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
+      attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100), kv);
+      // Decode: the split kernel over GQA ratios 1 to 8 and odd head sizes, key counts from one to 32,768 (every chunk
+      // count up to the GPU's fill: one tile per warp at 1-32 keys, the most chunks from a few hundred on).
+      for (auto [hq, hkv, d] : std::vector<std::array<int64_t, 3>>{{16, 8, 128}, {16, 2, 128}, {32, 4, 64}, {8, 8, 64}, {12, 4, 72}, {6, 2, 36}})
+        for (int64_t t : {1, 2, 31, 32, 33, 257, 1000, 4096})
+          attention_case(1, hq, hkv, d, t, AttentionMask::causal(t - 1), kv);
+      for (int64_t t : {8192, 32768}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1), kv);
+      attention_case(3, 16, 8, 128, 3000, AttentionMask::causal(2997), kv);  // a few queries: split, one unit per query
+    }
+    gpu.set_cache_type(DType::BF16);  // as the backend starts
     // Vision: block-diagonal, one block per image, bidirectional inside.
     attention_case(784, 16, 16, 64, 784, AttentionMask::segments({0, 784}));
     attention_case(300, 4, 4, 64, 300, AttentionMask::segments({0, 64, 100, 300}));
@@ -547,10 +583,13 @@ struct Runner {
       const int64_t side = (past + s + 63) / 64;
       return AttentionMask::causal_block_sparse(past, AttentionMask::local_global_layout(side, window, global), side);
     };
-    attention_case(512, 16, 8, 128, 512, sparse(0, 512, 2, 1));
-    attention_case(300, 4, 2, 64, 337, sparse(37, 300, 2, 1));
-    attention_case(200, 4, 4, 72, 200, sparse(0, 200, 2, 1));
-    attention_case(256, 2, 1, 128, 256, sparse(0, 256, 1, 0));
+    for (DType kv : {DType::F32, DType::BF16}) {
+      attention_case(512, 16, 8, 128, 512, sparse(0, 512, 2, 1), kv);
+      attention_case(300, 4, 2, 64, 337, sparse(37, 300, 2, 1), kv);
+      attention_case(200, 4, 4, 72, 200, sparse(0, 200, 2, 1), kv);
+      attention_case(256, 2, 1, 128, 256, sparse(0, 256, 1, 0), kv);
+    }
+    gpu.set_cache_type(DType::BF16);
   }
   // A decode step's device-side inputs: ids, the cache position and the attention's position read on the device,
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
@@ -558,7 +597,8 @@ struct Runner {
     const int64_t capacity = 300, hq = 16, hkv = 8, d = 128, vocab = 1000;
     const LinearWeights table = LinearWeights::of(random({vocab, hq * d}, DType::BF16)),
                         table_g = gpu.upload_linear(table, WeightRole::EmbeddingTable);
-    Tensor cache_cpu = random({capacity, hkv, d}), cache_gpu = gpu.from_host(cache_cpu);
+    for (DType kv : {DType::F32, DType::BF16}) {
+    auto [cache_gpu, cache_cpu] = as_cache(random({capacity, hkv, d}), kv);
     Tensor ids = gpu.alloc_indices(1), past = gpu.alloc_indices(1);
     Tensor x = gpu.alloc({1, hq * d}), out = gpu.alloc({1, hq, d});
     const Tensor kv_src = random({1, hkv, d}), kv_src_g = gpu.from_host(kv_src);
@@ -587,15 +627,18 @@ struct Runner {
         else step();
         Tensor x_cpu = cpu.alloc({1, hq * d}), out_cpu = cpu.alloc({1, hq, d});
         cpu.embed(table, std::vector<int32_t>{int32_t(id)}, x_cpu);
-        cpu.copy_rows(kv_src, cache_cpu, position);
+        cpu.copy_rows(kv != DType::F32 ? kv_src.to(kv).to(DType::F32) : kv_src, cache_cpu, position);  // as appended
         cpu.attention(x_cpu.reshaped({1, hq, d}), cache_cpu, cache_cpu, position + 1, AttentionMask::causal(position), 0.088f,
                       out_cpu);
-        const std::string how = std::string(record ? "replayed" : "direct") + " at position " + std::to_string(position);
+        const std::string how = std::string(record ? "replayed" : "direct") + " at position " + std::to_string(position) +
+                                cache_name(kv);
         check("embed_at, " + how, x, x_cpu, stored_table_limit(DType::BF16));
         check("copy_rows_at, " + how, cache_gpu, cache_cpu, 0.0);
         check("attention with the position on the device, " + how, out, out_cpu, kF32);
       }
     }
+    }
+    gpu.set_cache_type(DType::BF16);
   }
 };
 
@@ -701,9 +744,18 @@ void perf(Backend& gpu) {
   // Decode attention against the context length: the cache is its only traffic (GB/s is the figure of merit).
   const Tensor q1 = gpu.from_host(random({1, hq, d}));
   Tensor out1 = gpu.alloc({1, hq, d});
-  for (int64_t t : {256, 1024, 4096})
+  // f32 and bf16 caches (half the bytes: kv_cache.cuh), 16 query heads over 8 kv heads of 128 (the 2B's).
+  gpu.set_cache_type(DType::BF16);
+  Tensor kb = gpu.alloc_cache({4096, hkv, d}), vb = gpu.alloc_cache({4096, hkv, d});
+  gpu.copy_rows(kc, kb, 0);
+  gpu.copy_rows(vc, vb, 0);
+  for (int64_t t : {256, 1024, 4096, 32768}) {
+    if (t > kc.dim(0)) break;
     time_attention("decode attention, " + std::to_string(t) + " keys", q1, kc, vc, t, AttentionMask::causal(t - 1),
                    0.088f, out1);
+    time_attention("decode attention, " + std::to_string(t) + " keys, bf16 cache", q1, kb, vb, t,
+                   AttentionMask::causal(t - 1), 0.088f, out1);
+  }
   // The attention view's tap, recorded into every decode step while the view is open: a 448 x 448 picture's 196
   // merged patches among 256 and 4,096 keys, the mean of the heads (what it adds to a step).
   for (int64_t t : {256, 4096}) {

@@ -25,9 +25,12 @@ struct CudaBackend::DeviceMask {
   // The kernels' arguments for this mask.
   cuda::AttentionArgs args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                            float scale, Tensor& out) const {
+    const KvData keys = kv_data(k), values = kv_data(v);
+    if (keys.bf16 != values.bf16) fail("attention: keys and values of different types");
     return {.q = f32(q),
-            .k = f32(k),
-            .v = f32(v),
+            .k = keys.data,
+            .v = values.data,
+            .kv_bf16 = keys.bf16,
             .out = f32(out),
             .s = q.dim(0),
             .hq = q.dim(1),
@@ -121,7 +124,7 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
   Tensor scores = ctx_.device_tensor(DType::F32, {std::max<int64_t>(1, chunk * hq * kv_len)}, pool::Owner::Workspace);
   for (int64_t first = 0; first < s; first += chunk) {
     const int64_t rows = std::min(chunk, s - first);
-    const double matrix = double(rows * hq * kv_len) * 4, keys = double(kv_len * hkv * d) * 4;
+    const double matrix = double(rows * hq * kv_len) * 4, keys = double(kv_len * hkv * d) * double(dtype_size(k.dtype()));
     {
       const GpuTimer timer = timed([&] {
         return op_cost::make("attention scores d=" + std::to_string(d), matrix + keys, 2.0 * matrix / 4 * double(d));
@@ -144,6 +147,8 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
   if (!fusions_.qk_norm_rope_append) return qk_norm_rope_append_unfused(*this, op);
   check_head_norm_rope_append(op);
   const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
+  const KvData keys = kv_data(cache_k), values = kv_data(*op.cache_v);
+  if (keys.bf16 != values.bf16) fail("qk_norm_rope_append: the caches of keys and values differ in type");
   const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
   const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
   const cuda::QkNormRopeAppendArgs args{.q = f32(q),
@@ -156,8 +161,9 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
                                         .eps = op.eps,
                                         .cos = f32(*op.cos),
                                         .sin = f32(*op.sin),
-                                        .cache_k = f32(cache_k),
-                                        .cache_v = f32(*op.cache_v),
+                                        .cache_k = keys.data,
+                                        .cache_v = values.data,
+                                        .kv_bf16 = keys.bf16,
                                         .row = op.row,
                                         .row_on_device = op.row_on_device ? op.row_on_device->data<int64_t>() : nullptr,
                                         .s = s,
@@ -172,7 +178,7 @@ void CudaBackend::attention_tap(const AttentionTap& t) {
   const int64_t hq = t.q->dim(1), d = t.q->dim(2), used = t.head < 0 ? hq : 1;
   const GpuTimer timer = timed([&] {
     const double keys = double(t.past_on_device ? t.cache_k->dim(0) : t.kv_len);
-    return op_cost::make("attention tap", double(used) * (keys + double(t.count)) * double(d) * 4.0,
+    return op_cost::make("attention tap", double(used) * (keys + double(t.count)) * double(d) * double(dtype_size(t.cache_k->dtype())),
                          2.0 * double(used) * (keys + double(t.count)) * double(d));
   });
   if (used > cuda::kMaxTapHeads) fail("attention_tap: ", used, " heads, over the ", cuda::kMaxTapHeads, " the merge holds");
@@ -180,7 +186,9 @@ void CudaBackend::attention_tap(const AttentionTap& t) {
   const Tensor scratch = ctx_.device_tensor(DType::F32, {used * (t.count + 2 * splits)}, pool::Owner::Workspace);
   cuda::AttentionTapArgs args;
   args.q = f32(*t.q);
-  args.cache_k = f32(*t.cache_k);
+  const KvData keys = kv_data(*t.cache_k);
+  args.cache_k = keys.data;
+  args.kv_bf16 = keys.bf16;
   args.kv_len = t.kv_len;
   args.past = t.past_on_device ? t.past_on_device->data<int64_t>() : nullptr;
   args.capacity = t.cache_k->dim(0);

@@ -122,7 +122,12 @@ Tensor CudaBackend::upload(const Tensor& host, WeightRole) {
 
 Tensor CudaBackend::alloc(Shape shape) { return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
 
-Tensor CudaBackend::alloc_cache(Shape shape) { return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::KvCache); }
+Tensor CudaBackend::alloc_cache(Shape shape) { return ctx_.device_tensor(cache_type_, std::move(shape), pool::Owner::KvCache); }
+
+void CudaBackend::set_cache_type(DType type) {
+  if (type != DType::F32 && type != DType::BF16) fail(name(), ": a KV cache of f32 or bf16, not ", dtype_name(type));
+  cache_type_ = type;
+}
 
 DType CudaBackend::weight_storage(DType stored) const {
   return ctx_.profile->weights_as_f16 && stored == DType::BF16 ? DType::F16 : stored;

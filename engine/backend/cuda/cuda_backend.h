@@ -49,6 +49,8 @@ public:
   Tensor upload(const Tensor& host, WeightRole role) override;
   Tensor alloc(Shape shape) override;
   Tensor alloc_cache(Shape shape) override;
+  DType cache_type() const override { return cache_type_; }
+  void set_cache_type(DType type) override;
   DType weight_storage(DType stored) const override;
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
   Tensor from_host(const Tensor& host) override;
@@ -130,6 +132,7 @@ private:
   CudaEventTimer timer_;
   std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
+  DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
 };
 

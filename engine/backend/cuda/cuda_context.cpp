@@ -80,6 +80,11 @@ float* f32(const Tensor& t) {
   if (t.dtype() != DType::F32 || t.device() != Device::CUDA) fail("CUDA backend: expected an f32 device tensor");
   return const_cast<float*>(t.data<float>());
 }
+KvData kv_data(const Tensor& t) {
+  if (t.device() != Device::CUDA || (t.dtype() != DType::F32 && t.dtype() != DType::BF16))
+    fail("CUDA backend: keys and values must be an f32 or bf16 device tensor, not ", dtype_name(t.dtype()));
+  return {const_cast<void*>(t.raw()), t.dtype() == DType::BF16};
+}
 ActivationOut activation_out(const Tensor& t) {
   if (t.device() != Device::CUDA || (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16))
     fail("CUDA backend: expected an f32, bf16 or f16 device tensor");

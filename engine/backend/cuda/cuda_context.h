@@ -60,6 +60,12 @@ cuda::WeightType weight_type(DType t);
 int64_t last_dim(const Tensor& t);
 int64_t rows_of(const Tensor& t);
 float* f32(const Tensor& t);  // throws unless an f32 device tensor
+// Keys and values as the attention kernels read them: f32 (activations, an f32 cache) or bf16 (a bf16 cache).
+struct KvData {
+  void* data;
+  bool bf16;
+};
+KvData kv_data(const Tensor& t);  // throws unless an f32 or bf16 device tensor
 // An activation a norm writes: f32, or a 16-bit operand for cuBLAS (the norm slot of a projection).
 struct ActivationOut {
   void* data;

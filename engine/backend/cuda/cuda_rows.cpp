@@ -109,21 +109,37 @@ void CudaBackend::rope(Tensor& x, const Tensor& cos, const Tensor& sin) {
   cuda::rope(f32(x), f32(cos), f32(sin), x.dim(0), x.dim(1), x.dim(2), ctx_.stream);
 }
 
+// Rows along the first dimension (a cache row is [kv heads, head_dim]): copied as they are between tensors of one
+// type (a kept conversation's cache), or f32 rows narrowed into a bf16 cache (the unfused append).
 void CudaBackend::copy_rows(const Tensor& src, Tensor& dst, int64_t row) {
-  const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
-  if (row + src.dim(0) > dst.dim(0) || src.nbytes() != std::size_t(src.dim(0)) * row_bytes) fail("copy_rows: does not fit");
+  const int64_t rows = src.dim(0), width = src.numel() / std::max<int64_t>(1, rows);
+  if (row < 0 || row + rows > dst.dim(0) || dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width)
+    fail("copy_rows: ", shape_to_string(src.shape()), " does not fit ", shape_to_string(dst.shape()), " at row ", row);
   const GpuTimer timer = timed([&] { return op_cost::rows("copy_rows", src, 2); });
-  CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
-                             cudaMemcpyDeviceToDevice, ctx_.stream));
+  if (src.dtype() == dst.dtype()) {
+    const std::size_t row_bytes = dst.nbytes() / std::size_t(dst.dim(0));
+    CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst.raw()) + std::size_t(row) * row_bytes, src.raw(), src.nbytes(),
+                               cudaMemcpyDeviceToDevice, ctx_.stream));
+    return;
+  }
+  const KvData to = kv_data(dst);
+  cuda::copy_rows_to({.src = f32(src), .dst = to.data, .dst_bf16 = to.bf16, .first = row, .count = rows, .width = width},
+                     ctx_.stream);
 }
 
 // The position is on the device: the caller keeps it below dst rows - src rows (the KV cache's capacity).
 void CudaBackend::copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) {
-  // Rows along the first dimension, as copy_rows: a cache row is [kv heads, head_dim].
   const int64_t rows = src.dim(0), width = src.numel() / std::max<int64_t>(1, rows);
   if (dst.numel() / std::max<int64_t>(1, dst.dim(0)) != width) fail("copy_rows_at: row sizes differ");
   const GpuTimer timer = timed([&] { return op_cost::rows("copy_rows", src, 2); });
-  cuda::copy_rows_at(f32(src), f32(dst), row.data<int64_t>(), rows, width, ctx_.stream);
+  const KvData to = kv_data(dst);
+  cuda::copy_rows_to({.src = f32(src),
+                      .dst = to.data,
+                      .dst_bf16 = to.bf16,
+                      .row_on_device = row.data<int64_t>(),
+                      .count = rows,
+                      .width = width},
+                     ctx_.stream);
 }
 
 void CudaBackend::add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) { scatter(x, src, rows, true); }
