@@ -1,4 +1,6 @@
 // Entry points of libqvl-cuda that the core finds with dlsym.
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -30,15 +32,22 @@ nlohmann::json probe() {
     result["error"] = "no NVIDIA driver is installed";
     return result;
   }
+  // Without the kernel module no GPU can be used, whatever the user-space library says: the library's version (found
+  // in a container or left by an uninstall) once sent a user to update a driver for a machine with no GPU.
+  const bool module_loaded = access("/proc/driver/nvidia/version", F_OK) == 0;
   if (driver < runtime) {
-    result["error"] = "the NVIDIA driver supports CUDA " + std::to_string(driver / 1000) + "." +
-                      std::to_string(driver % 1000 / 10) + " but the plugin needs " + std::to_string(runtime / 1000) +
-                      "." + std::to_string(runtime % 1000 / 10) + ": update the driver";
+    const std::string versions = "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
+                                 ", the plugin needs " + std::to_string(runtime / 1000) + "." +
+                                 std::to_string(runtime % 1000 / 10);
+    result["error"] = module_loaded ? "the NVIDIA driver supports " + versions + ": update the driver"
+                                    : "no NVIDIA GPU driver is loaded (/proc/driver/nvidia is missing: no NVIDIA GPU, "
+                                      "or its driver is not installed); the CUDA library found here supports " + versions;
     return result;
   }
   int count = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    result["error"] = std::string("CUDA initialisation failed: ") + cudaGetErrorString(e);
+    result["error"] = std::string(module_loaded ? "" : "no NVIDIA GPU driver is loaded (/proc/driver/nvidia is missing); ") +
+                      "CUDA initialisation failed: " + cudaGetErrorString(e);
     return result;
   }
   if (count == 0) {

@@ -1,6 +1,8 @@
 #include "ui/chat_list_panel.h"
 
 #include <QAction>
+#include <QLabel>
+#include <QMenu>
 #include <QLineEdit>
 #include <QListWidget>
 #include <QSignalBlocker>
@@ -20,7 +22,12 @@ ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent), search_(new QLi
   list_->setEditTriggers(QAbstractItemView::EditKeyPressed);  // F2; one click opens, so no edit on click
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  no_match_ = new QLabel("No chat has all these words.");
+  no_match_->setObjectName("no_chat_matches");
+  no_match_->setWordWrap(true);
+  no_match_->hide();
   layout->addWidget(search_);
+  layout->addWidget(no_match_);
   layout->addWidget(list_, 1);
 
   // One click opens a chat (it only selected one, bug 10); Enter too.
@@ -37,7 +44,9 @@ ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent), search_(new QLi
     if (!title.isEmpty() && title != title_of_.value(id))
       QMetaObject::invokeMethod(this, [this, id, title] { emit renameRequested(id, title); }, Qt::QueuedConnection);
   });
-  list_->setContextMenuPolicy(Qt::ActionsContextMenu);
+  // The menu acts on the row it was opened on; afterwards the open chat's row is the selected one again.
+  list_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(list_, &QListWidget::customContextMenuRequested, this, &ChatListPanel::show_menu);
   auto add_action = [this](const char* name, const QString& text, QKeySequence key, auto&& then) {
     auto* action = new QAction(text, list_);
     action->setObjectName(name);
@@ -45,28 +54,58 @@ ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent), search_(new QLi
       action->setShortcut(key);
       action->setShortcutContext(Qt::WidgetShortcut);
     }
-    list_->addAction(action);
+    list_->addAction(action);  // its key, on the list
+    actions_ << action;
     connect(action, &QAction::triggered, this, then);
   };
   add_action("rename_chat", "Rename chat", QKeySequence(Qt::Key_F2), [this] {
-    if (QListWidgetItem* item = list_->currentItem()) {
+    if (QListWidgetItem* item = row_of(target_id())) {
+      list_->setCurrentItem(item);  // the row being edited
       const QSignalBlocker quiet(list_);  // the row shows the title as stored while it is edited
       item->setText(title_of_.value(item->data(Qt::UserRole).toString()));
       list_->editItem(item);
     }
   });
   add_action("export_chat", "Export as Markdown…", {}, [this] {
-    if (const QString id = current_id(); !id.isEmpty()) emit exportRequested(id);
+    if (const QString id = target_id(); !id.isEmpty()) emit exportRequested(id);
   });
   add_action("delete_chat", "Delete chat", QKeySequence::Delete, [this] {
-    if (const QString id = current_id(); !id.isEmpty()) emit deleteRequested(id);
+    if (const QString id = target_id(); !id.isEmpty()) emit deleteRequested(id);
   });
   connect(search_, &QLineEdit::textChanged, this, &ChatListPanel::apply_search);
+  // An edit ended without a rename (Esc): the open chat's row is selected again.
+  connect(list_->itemDelegate(), &QAbstractItemDelegate::closeEditor, this, [this] { set_open(open_id_); },
+          Qt::QueuedConnection);
 }
 
-QString ChatListPanel::current_id() const {
+QString ChatListPanel::selected_id() const {
   const QListWidgetItem* item = list_->currentItem();
   return item ? item->data(Qt::UserRole).toString() : QString();
+}
+
+QString ChatListPanel::target_id() const { return menu_id_.isEmpty() ? selected_id() : menu_id_; }
+
+void ChatListPanel::show_menu(const QPoint& at) {
+  const QListWidgetItem* item = list_->itemAt(at);
+  if (!item) return;
+  menu_id_ = item->data(Qt::UserRole).toString();
+  QMenu menu(this);
+  menu.addActions(actions_);
+  const QAction* chosen = menu.exec(list_->viewport()->mapToGlobal(at));
+  menu_id_.clear();
+  if (!chosen || chosen->objectName() != "rename_chat") set_open(open_id_);  // a rename's editor ends it (below)
+}
+
+QListWidgetItem* ChatListPanel::row_of(const QString& id) const {
+  for (int i = 0; i < list_->count(); ++i)
+    if (list_->item(i)->data(Qt::UserRole).toString() == id) return list_->item(i);
+  return nullptr;
+}
+
+void ChatListPanel::set_open(const QString& id) {
+  open_id_ = id;
+  const QSignalBlocker quiet(list_);
+  list_->setCurrentItem(row_of(id));
 }
 
 void ChatListPanel::set_chats(const QList<ChatListing>& chats) {
@@ -87,6 +126,7 @@ void ChatListPanel::set_chats(const QList<ChatListing>& chats) {
     text_of_.insert(l.id, l.title.toLower() + "\n" + l.text);
     title_of_.insert(l.id, l.title);
   }
+  set_open(open_id_);
   apply_search();
 }
 
@@ -99,6 +139,7 @@ void ChatListPanel::apply_search() {
     const QString& text = text_of_[item->data(Qt::UserRole).toString()];
     item->setHidden(!std::all_of(words.begin(), words.end(), [&](const QString& w) { return text.contains(w); }));
   }
+  no_match_->setVisible(!words.isEmpty() && shown_titles().isEmpty() && list_->count() > 0);
 }
 
 QStringList ChatListPanel::shown_titles() const {

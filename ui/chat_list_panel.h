@@ -7,6 +7,7 @@
 
 #include "ui/chat_store.h"
 
+class QLabel;
 class QLineEdit;
 class QListWidget;
 class QListWidgetItem;
@@ -19,7 +20,11 @@ public:
   explicit ChatListPanel(QWidget* parent = nullptr);
   void set_chats(const QList<ChatListing>& chats);  // the search stays applied
   void set_search(const QString& text);
+  // The chat the window shows: its row is the one selected (a right-clicked row once stayed selected while another
+  // chat was shown).
+  void set_open(const QString& id);
   QStringList shown_titles() const;  // the rows the search leaves, top to bottom
+  QString selected_id() const;       // the selected row's chat
 
 signals:
   void openRequested(const QString& id);
@@ -29,10 +34,15 @@ signals:
 
 private:
   void apply_search();
-  QString current_id() const;
+  QString target_id() const;  // the row a context menu is open for, else the current row
+  QListWidgetItem* row_of(const QString& id) const;
+  void show_menu(const QPoint& at);
 
   QLineEdit* search_;
   QListWidget* list_;
+  QLabel* no_match_;
+  QList<QAction*> actions_;  // rename, export, delete: in the context menu, and their keys on the list
+  QString open_id_, menu_id_;
   QHash<QString, QString> text_of_;  // by id: the chat's words, lowercased, for the search
   QHash<QString, QString> title_of_;  // by id: the title as stored (the row may add a number)
 };

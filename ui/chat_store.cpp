@@ -3,6 +3,7 @@
 #include <QBuffer>
 #include <QCryptographicHash>
 #include <QDir>
+#include <QRandomGenerator>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -109,14 +110,17 @@ QString keep_attachment(const QString& store_dir, const QString& path, QString* 
   const QString kept_dir = folder + "/" + hash.result().toHex().left(16);
   const QString kept = kept_dir + "/" + source.fileName();
   if (QFileInfo::exists(kept)) return kept;
-  const QString partial = kept + ".part";
-  QFile::remove(partial);  // a copy cut short by a crash
-  if (!QDir().mkpath(kept_dir) || !QFile::copy(path, partial) || !QFile::rename(partial, kept)) {
+  // A partial file of this call's own: the same picture attached twice at once is kept by two workers (they shared
+  // one ".part" name, and one of the two was refused as if the disk were full).
+  const QString partial = kept + QString(".part-%1").arg(QRandomGenerator::global()->generate64(), 16, 16, QChar('0'));
+  const bool copied = QDir().mkpath(kept_dir) && QFile::copy(path, partial);
+  if (copied && (QFile::rename(partial, kept) || QFileInfo::exists(kept))) {  // renamed, or the other worker's is there
     QFile::remove(partial);
-    if (error) *error = "cannot keep a copy of " + path + " in " + kept_dir + " (is the disk full?)";
-    return {};
+    return kept;
   }
-  return kept;
+  QFile::remove(partial);
+  if (error) *error = "cannot keep a copy of " + path + " in " + kept_dir + " (is the disk full?)";
+  return {};
 }
 
 QString save_picture_attachment(const QString& store_dir, const QImage& image, QString* error, PictureFormat format,

@@ -1,5 +1,6 @@
 #include "ui/composer.h"
 
+#include <QDir>
 #include <QDragEnterEvent>
 #include <QFileDialog>
 #include <QFutureWatcher>
@@ -12,6 +13,8 @@
 #include <QMessageBox>
 #include <QMimeData>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QToolButton>
@@ -219,11 +222,18 @@ void AttachmentChip::set_cost(const PreprocessorConfig& p) {
 
 Composer::Composer(QWidget* parent)
     : QWidget(parent), edit_(new PromptEdit), strip_(new QWidget), strip_layout_(new QHBoxLayout(strip_)),
+      strip_area_(new QScrollArea),
       send_(new QPushButton("Send")), attach_(new QToolButton) {
   setAcceptDrops(true);
   strip_layout_->setContentsMargins(0, 0, 0, 0);
   strip_layout_->addStretch();
-  strip_->hide();
+  strip_area_->setObjectName("attachments");
+  strip_area_->setWidget(strip_);
+  strip_area_->setWidgetResizable(true);
+  strip_area_->setFrameShape(QFrame::NoFrame);
+  strip_area_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  strip_area_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Fixed);  // its chips never widen the window
+  strip_area_->hide();
   attach_->setText("Attach…");
   attach_->setToolTip("Attach pictures (or drop them here, or paste one): PNG, JPEG, BMP and WebP as they are, other "
                       "formats (GIF, TIFF, ...) as a PNG copy");
@@ -236,7 +246,7 @@ Composer::Composer(QWidget* parent)
   row->addWidget(send_, 0, Qt::AlignBottom);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(8, 4, 8, 8);
-  layout->addWidget(strip_);
+  layout->addWidget(strip_area_);
   layout->addLayout(row);
 
   connect(edit_, &PromptEdit::submit, this, [this] {
@@ -250,8 +260,9 @@ Composer::Composer(QWidget* parent)
   connect(send_, &QPushButton::clicked, this, &Composer::send_or_stop);
   connect(attach_, &QToolButton::clicked, this, [this] {
     // In the folder pictures last came from (at first the Pictures folder; it opened in the app's working directory).
-    const QString folder =
+    QString folder =
         QSettings().value("composer/attach_folder", QStandardPaths::writableLocation(QStandardPaths::PicturesLocation)).toString();
+    if (!QDir(folder).exists()) folder = QDir::homePath();  // a missing folder ended up as the file name
     const QStringList files = QFileDialog::getOpenFileNames(this, "Attach pictures", folder, picture_filter());
     if (!files.isEmpty()) QSettings().setValue("composer/attach_folder", QFileInfo(files.first()).absolutePath());
     attach_files(files);
@@ -276,7 +287,7 @@ void Composer::clear() {
   edit_->clear();
   for (auto* chip : chips_) chip->deleteLater();
   chips_.clear();
-  strip_->hide();
+  strip_area_->hide();
   emit attachmentsChanged();
 }
 
@@ -374,14 +385,16 @@ void Composer::add_chip(const Attachment& a, const QImage& thumbnail, int place)
   connect(chip, &AttachmentChip::removeRequested, this, [this](AttachmentChip* c) {
     chips_.removeOne(c);
     c->deleteLater();
-    strip_->setVisible(!chips_.isEmpty());
+    strip_area_->setVisible(!chips_.isEmpty());
     emit attachmentsChanged();
   });
   const auto at = std::find_if(chips_.begin(), chips_.end(), [&](AttachmentChip* c) { return c->property("place").toInt() > place; });
   const int index = int(at - chips_.begin());
   chips_.insert(index, chip);
   strip_layout_->insertWidget(index, chip);
-  strip_->show();
+  // As tall as a chip, and its scroll bar when the chips are wider than the composer.
+  strip_area_->setFixedHeight(chip->sizeHint().height() + strip_area_->horizontalScrollBar()->sizeHint().height());
+  strip_area_->show();
   emit attachmentsChanged();
 }
 

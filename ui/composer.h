@@ -14,6 +14,7 @@
 class QHBoxLayout;
 class QLabel;
 class QPushButton;
+class QScrollArea;
 class QToolButton;
 
 namespace qvl::ui {
@@ -108,6 +109,7 @@ private:
   PromptEdit* edit_;
   QWidget* strip_;
   QHBoxLayout* strip_layout_;
+  QScrollArea* strip_area_;  // the chips scroll sideways (five of them once widened the whole window)
   QPushButton* send_;
   QToolButton* attach_;
   QList<AttachmentChip*> chips_;

@@ -23,6 +23,7 @@
 #include <QMessageBox>
 #include <QIcon>
 #include <QActionGroup>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QtConcurrent/QtConcurrentRun>
 #include <QSettings>
@@ -148,6 +149,9 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
   composer_->set_footer(meter_);
   connect(view_, &ChatView::editRequested, this, &MainWindow::editQuestion);
   connect(composer_, &Composer::draftChanged, this, &MainWindow::update_context_meter);
+  connect(meter_, &ContextMeter::counted, this, [this](const ContextCount& count) {
+    if (count.fits() && !context_error_.isEmpty() && notices_->error() == context_error_) notices_->hide_error();
+  });
   connect(composer_, &Composer::sendRequested, this, &MainWindow::sendPrompt);
   connect(composer_, &Composer::stopRequested, this, &MainWindow::stop);
   connect(composer_, &Composer::attachmentRejected, this, [this](const QString& e) { show_notice(e, true); });
@@ -164,8 +168,9 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     if (!chat) return show_notice("Could not export the chat: " + error, true);
     // Named after the chat, in the folder of the last export (at first the Documents folder; the dialog once opened
     // in the app's working directory with no name).
-    const QString folder = QSettings().value("chat/export_folder",
-                                             QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).toString();
+    QString folder = QSettings().value("chat/export_folder",
+                                       QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).toString();
+    if (!QDir(folder).exists()) folder = QDir::homePath();
     const QString path = QFileDialog::getSaveFileName(this, "Export the chat as Markdown",
                                                       QDir(folder).filePath(suggested_export_name(*chat)), "Markdown (*.md)");
     if (path.isEmpty()) return;
@@ -261,7 +266,8 @@ void MainWindow::build_actions() {
   connect(open_model_, &QAction::triggered, this, [this] {
     // Beside the last model (where the others were likely downloaded), else the home folder.
     const QString last = QSettings().value("model/last").toString();
-    const QString start = last.isEmpty() ? QDir::homePath() : QFileInfo(last).absolutePath();
+    QString start = last.isEmpty() ? QDir::homePath() : QFileInfo(last).absolutePath();
+    if (!QDir(start).exists()) start = QDir::homePath();
     const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder", start);
     if (!folder.isEmpty()) openModel(folder);
   });
@@ -431,6 +437,7 @@ void MainWindow::build_docks() {
   auto* g = dock("Generation", "generation_dock", scrolled(settings_), Qt::LeftDockWidgetArea);
   tabifyDockWidget(c, g);
   c->raise();
+  chats_dock_ = c;
   auto* t = dock("Throughput", "throughput_dock", throughput_, Qt::RightDockWidgetArea);
   auto* k = dock("Kernels", "kernels_dock", kernels_, Qt::RightDockWidgetArea);
   // Short titles: five tabs share the panel's width, and longer ones were cut to "Throug…", "Memory …".
@@ -448,6 +455,26 @@ void MainWindow::build_docks() {
     QSettings().setValue("view/performance_panel", on);  // the user's choice, from now on
     show_performance_panel(on);
   });
+}
+
+// At 1024 x 640 with the panel open the chat once had 95 px of composer and the panel 60% of the window: when the
+// chat has under half the width, the side docks give it back (the panel to 30% of the window, the chats to 20%, each
+// no narrower than its contents allow). Queued, after Qt has laid the docks out at the new size.
+void MainWindow::resizeEvent(QResizeEvent* event) {
+  QMainWindow::resizeEvent(event);
+  if (balancing_) return;
+  balancing_ = true;
+  QTimer::singleShot(0, this, [this] {
+    balancing_ = false;
+    keep_the_chat_wide();
+  });
+}
+
+void MainWindow::keep_the_chat_wide() {
+  const int w = width();
+  if (centralWidget()->width() * 2 >= w) return;
+  if (performance_->isChecked()) resizeDocks({performance_docks_.first()}, {w * 30 / 100}, Qt::Horizontal);
+  if (chats_dock_->isVisible()) resizeDocks({chats_dock_}, {w * 20 / 100}, Qt::Horizontal);
 }
 
 void MainWindow::show_performance_panel(bool on) {
@@ -593,8 +620,12 @@ void MainWindow::show_notice(const QString& text, bool error) {
   emit noticeShown(text);
 }
 
-// An error banner goes when the user moves on (a new question, another chat); a note (the demo model's) stays.
-void MainWindow::hide_error_notice() { notices_->hide_error(); }
+// An error banner and a passing note ("Exported the chat to …") go when the user moves on (a new question, another
+// chat); the standing note (the demo model's) stays. (Both once stayed through later answers and new chats.)
+void MainWindow::hide_error_notice() {
+  notices_->hide_error();
+  notices_->end_passing_note();
+}
 
 QString MainWindow::notice() const { return notices_->error().isEmpty() ? notices_->note() : notices_->error(); }
 QString MainWindow::note() const { return notices_->note(); }
@@ -639,6 +670,7 @@ void MainWindow::newChat() {
   settings_->show_system_prompt(c.system_prompt);
   settings_->show_chat_settings({});  // a new chat starts from the defaults
   chat_->set_conversation(c);
+  chat_list_->set_open({});
   end_editing();
   QSettings().remove("chat/last");  // closed now, the app reopens on a new chat, as it was left
   composer_->clear();
@@ -674,6 +706,7 @@ void MainWindow::show_chat(const Conversation& chat) {
   settings_->show_system_prompt(chat.system_prompt);
   settings_->show_chat_settings(chat.settings);  // its own, not made the default
   chat_->set_conversation(chat);
+  chat_list_->set_open(chat.id);
   end_editing();
   QSettings().setValue("chat/last", chat.id);  // the app reopens on it
   hide_error_notice();
@@ -745,6 +778,7 @@ void MainWindow::sendPrompt(const QString& text, const QStringList& images) {
     if (!same_chat || engine_->busy() || !engine_->hasModel()) return update_controls();  // it changed meanwhile
     if (!count.fits()) {
       show_notice(count.problem, true);
+      context_error_ = count.problem;  // goes once the draft fits (the meter's next count)
       return update_controls();
     }
     Conversation& c = chat_->conversation_for_saving();
@@ -852,7 +886,10 @@ void MainWindow::save_chat() {
   refresh_chat_list();
 }
 
-void MainWindow::refresh_chat_list() { chat_list_->set_chats(store_.list()); }
+void MainWindow::refresh_chat_list() {
+  chat_list_->set_chats(store_.list());
+  chat_list_->set_open(chat_->conversation().id);
+}
 
 bool MainWindow::renameChat(const QString& id, const QString& title) {
   if (engine_->busy() || title.trimmed().isEmpty()) {

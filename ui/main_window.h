@@ -74,6 +74,7 @@ signals:
 
 protected:
   void closeEvent(QCloseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
 
 private:
   void build_actions();
@@ -89,6 +90,7 @@ private:
   void update_controls();
   void update_context_meter();  // the draft against the context, counted off the GUI thread
   void show_performance_panel(bool on);  // the performance views' docks, as one
+  void keep_the_chat_wide();  // side docks narrowed when they leave the chat under half the window
   void refresh_chat_list();
   void save_chat();
   void add_recent_model(const QString& folder);
@@ -118,6 +120,7 @@ private:
   FusionView* fusion_;
   ChatListPanel* chat_list_;
   NoticeBar* notices_;
+  QString context_error_;  // the last "does not fit the context" error shown (it goes when the draft fits)
   QLabel* model_label_;
   QProgressBar* progress_;
   QComboBox* device_;
@@ -131,6 +134,8 @@ private:
   QList<QDockWidget*> performance_docks_;  // throughput, kernels, pool, fusion, attention
   QDockWidget* kernels_dock_ = nullptr;
   QDockWidget* pool_dock_ = nullptr;
+  QDockWidget* chats_dock_ = nullptr;
+  bool balancing_ = false;  // keep_the_chat_wide is queued
   bool pool_in_view_ = false;  // the Memory pool dock is shown (its tab in front)
   bool checking_send_ = false;  // a question's count against the context is running
   int editing_from_ = -1;       // the turn an edited question replaces (-1: none)

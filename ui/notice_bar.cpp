@@ -8,6 +8,20 @@
 
 namespace qvl::ui {
 
+namespace {
+
+// Word-wrapped text as tall as its lines at the width it has: a note that grew a line as the window narrowed once
+// drew its last line over the chat below (the layout above the chat did not ask for the height for the width).
+class WrappedLabel : public QLabel {
+protected:
+  void resizeEvent(QResizeEvent* event) override {
+    QLabel::resizeEvent(event);
+    setMinimumHeight(heightForWidth(width()));
+  }
+};
+
+}  // namespace
+
 NoticeBar::NoticeBar(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
@@ -22,7 +36,7 @@ NoticeBar::Row NoticeBar::add_row(const QString& name) {
   row->setObjectName(name + "_row");
   auto* layout = new QHBoxLayout(row);
   layout->setContentsMargins(8, 4, 8, 4);
-  auto* text = new QLabel;
+  QLabel* text = new WrappedLabel;
   text->setObjectName(name);
   text->setWordWrap(true);
   text->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -51,6 +65,7 @@ NoticeBar::Row NoticeBar::add_row(const QString& name) {
 void NoticeBar::show_row(const Row& row, const QString& text) {
   restyle();  // the look may have changed since (the theme is applied after the window is built)
   row.text->setText(text);
+  row.text->setMinimumHeight(row.text->heightForWidth(row.text->width()));
   row.row->show();
 }
 
@@ -66,7 +81,14 @@ void NoticeBar::set_standing_note(const QString& text) {
 void NoticeBar::show_note(const QString& text) { show_row(note_, text); }
 
 void NoticeBar::end_note(const QString& text) {
-  if (note() != text) return;
+  if (note() == text) show_standing_note();
+}
+
+void NoticeBar::end_passing_note() {
+  if (!note().isEmpty() && note() != standing_note_) show_standing_note();
+}
+
+void NoticeBar::show_standing_note() {
   if (standing_note_.isEmpty()) note_.row->hide();
   else show_row(note_, standing_note_);
 }

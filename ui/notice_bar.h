@@ -20,6 +20,7 @@ public:
   void set_standing_note(const QString& text);
   void show_note(const QString& text);  // a passing note, until end_note or the user closes it
   void end_note(const QString& text);   // if `text` is the note showing: the standing note comes back
+  void end_passing_note();              // whichever passing note shows (the user moved on): the standing one back
   // What each row shows (empty when hidden).
   QString error() const;
   QString note() const;
@@ -34,6 +35,7 @@ private:
     QLabel* text;
   };
   Row add_row(const QString& name);
+  void show_standing_note();
   void show_row(const Row& row, const QString& text);
   Row error_, note_;
   QString standing_note_;

@@ -8,6 +8,21 @@
 
 namespace qvl::ui {
 
+namespace {
+
+// The picture as the engine itself decodes it (what the model sees), for what Qt cannot read: a WebP was answered
+// while its bubble read "(missing)" on a Qt without the WebP plugin.
+QImage engine_decoded(const QString& path) {
+  try {
+    const RgbImage rgb = load_image(path.toStdString());
+    return QImage(rgb.pixels.data(), int(rgb.width), int(rgb.height), int(rgb.width) * 3, QImage::Format_RGB888).copy();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
 QImage load_scaled_picture(const QString& path, QSize fit) {
   QImageReader reader(path);
   reader.setAutoTransform(true);
@@ -18,6 +33,7 @@ QImage load_scaled_picture(const QString& path, QSize fit) {
   if (size.isValid() && (size.width() > fit.width() || size.height() > fit.height()))
     reader.setScaledSize(size.scaled(fit, Qt::KeepAspectRatio));
   QImage image = reader.read();
+  if (image.isNull()) image = engine_decoded(path);  // a format this Qt has no plugin for (WebP without qt6-image-formats)
   if (image.isNull()) return {};
   if (image.width() > fit.width() || image.height() > fit.height())  // a format that ignored the scaled size
     image = image.scaled(fit, Qt::KeepAspectRatio, Qt::SmoothTransformation);

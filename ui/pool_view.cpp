@@ -142,6 +142,7 @@ void PoolView::update_from(const MemoryReport& r, bool device_memory) {
   bar_->setVisible(r.available);
   if (!vulkan_map_) map_->setVisible(r.available);
   else vulkan_map_->setVisible(r.available);
+  source_->setVisible(r.available);  // how a map is drawn, only under a map (it once captioned a blank)
   if (!r.available) {
     summary_->setText(device_memory ? "No pool report yet."
                       : gpu_unavailable_.isEmpty()

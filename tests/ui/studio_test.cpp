@@ -13,6 +13,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QDropEvent>
+#include <QContextMenuEvent>
 #include <QDockWidget>
 #include <QElapsedTimer>
 #include <QImageReader>
@@ -695,6 +696,99 @@ private slots:
     set_max_new_tokens(2);
     send("Hello?");
     QVERIFY(view->empty_hint().isEmpty());
+  }
+
+  // A second new-user trial: a sent WebP read "(missing)" in its bubble where this Qt has no WebP plugin (the engine
+  // reads WebP), five pictures widened the window and crushed the Chats dock, the demo note drew over the chat when it
+  // grew a line, at 1024 x 640 the panel left the composer 95 px, and a right-clicked chat stayed selected while
+  // another was shown.
+  void picturesShowAsTheEngineReadsThemAndKeepTheWindowsSize() {
+    const QString webp = QString(QVL_SOURCE_DIR) + "/tests/ui/scene-64.webp";
+    const QImage shown = load_scaled_picture(webp, QSize(56, 56));
+    QVERIFY2(!shown.isNull(), "a WebP the engine reads has no picture for its bubble");
+    QCOMPARE(shown.height(), 56);
+    window().resize(1280, 820);
+    QTRY_COMPARE(window().width(), 1280);
+    const int chats_width = child<QDockWidget>("chats_dock")->width();
+    QStringList pictures;
+    for (int i = 0; i < 6; ++i) pictures << shapes_image();
+    window().composer().attach_files(pictures);
+    QTRY_COMPARE_WITH_TIMEOUT(window().composer().image_paths().size(), qsizetype(6), 20000);
+    QTest::qWait(50);  // the layout settles
+    QCOMPARE(window().width(), 1280);
+    QVERIFY2(child<QDockWidget>("chats_dock")->width() >= chats_width - 2,
+             qPrintable(QString("%1 -> %2").arg(chats_width).arg(child<QDockWidget>("chats_dock")->width())));
+    window().composer().clear();
+  }
+
+  void theChatKeepsHalfASmallWindowAndNotesWrapInTheirOwnRoom() {
+    window().openModel(resources() + "/models/demo-shapes");
+    QTRY_VERIFY_WITH_TIMEOUT(idle() && window().engine().model().folder.endsWith("demo-shapes"), 30000);
+    window().resize(1024, 640);
+    QTRY_COMPARE(window().width(), 1024);
+    auto* chat = child<ChatView>("chat_view");
+    QTRY_VERIFY2(chat->width() * 2 >= 1024 - 40, qPrintable(QString::number(chat->width())));  // the splitters' px
+    for (int w : {1400, 900, 1100}) {
+      window().resize(w, 700);
+      QTRY_COMPARE(window().width(), w);
+      auto* note = child<QLabel>("note");
+      QTRY_VERIFY2(note->height() >= note->heightForWidth(note->width()),
+                   qPrintable(QString("%1 < %2 at %3").arg(note->height()).arg(note->heightForWidth(note->width())).arg(w)));
+      // The chat starts below the note, not under it.
+      QVERIFY(note->mapTo(&window(), QPoint(0, note->height())).y() <= chat->mapTo(&window(), QPoint(0, 0)).y());
+    }
+  }
+
+  void aRightClickedChatDoesNotStaySelected() {
+    set_max_new_tokens(2);
+    send("First chat");
+    const QString first = window().chat().conversation().id;
+    window().newChat();
+    send("Second chat");
+    const QString second = window().chat().conversation().id;
+    auto* list = child<QListWidget>("chat_list");
+    auto* panel = window_->findChild<ChatListPanel*>();
+    QCOMPARE(panel->selected_id(), second);
+    QListWidgetItem* other = nullptr;
+    for (int i = 0; i < list->count(); ++i)
+      if (list->item(i)->data(Qt::UserRole).toString() == first) other = list->item(i);
+    QVERIFY(other);
+    QTimer::singleShot(200, [] {
+      if (QWidget* menu = QApplication::activePopupWidget()) menu->close();
+    });
+    const QPoint at = list->visualItemRect(other).center();
+    QTest::mousePress(list->viewport(), Qt::RightButton, {}, at);
+    QContextMenuEvent menu_event(QContextMenuEvent::Mouse, at, list->viewport()->mapToGlobal(at));
+    QApplication::sendEvent(list->viewport(), &menu_event);
+    QTest::mouseRelease(list->viewport(), Qt::RightButton, {}, at);
+    QCOMPARE(window().chat().conversation().id, second);
+    QCOMPARE(panel->selected_id(), second);  // the chat shown, not the one clicked
+    // A search that finds nothing says so.
+    panel->set_search("no chat says this");
+    QVERIFY(child<QLabel>("no_chat_matches")->isVisible());
+    panel->set_search("");
+    QVERIFY(!child<QLabel>("no_chat_matches")->isVisible());
+  }
+
+  // A passing note ("Exported the chat to …") once stayed through new chats and answers, and an "over the context"
+  // error after the question was shortened.
+  void passingNotesAndFixedErrorsGo() {
+    set_max_new_tokens(2);
+    send("Something to export");
+    QTemporaryDir out;
+    QVERIFY(window().exportChat(window().chat().conversation().id, out.filePath("x.md")));
+    QVERIFY(window().note().startsWith("Exported the chat"));
+    window().newChat();
+    QVERIFY2(!window().note().startsWith("Exported the chat"), qPrintable(window().note()));
+    QString words;
+    for (int i = 0; i < 20000; ++i) words += QString(" word%1").arg(i % 97);
+    window().composer().set_text(words);
+    QSignalSpy shown(&window(), &MainWindow::noticeShown);
+    QTest::mouseClick(child<QPushButton>("send"), Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(shown.size(), 1, 10000);
+    QVERIFY2(window().notice().contains("tokens a request may hold"), qPrintable(window().notice()));
+    window().composer().set_text("A short question.");  // now it fits: the error goes with the next count
+    QTRY_VERIFY_WITH_TIMEOUT(window().notice().isEmpty(), 5000);
   }
 
   // An error once took the demo model's note's place, and the note was gone after it: they are two rows.
