@@ -34,7 +34,8 @@ nlohmann::json probe() {
   }
   // Without the kernel module no GPU can be used, whatever the user-space library says: the library's version (found
   // in a container or left by an uninstall) once sent a user to update a driver for a machine with no GPU.
-  const bool module_loaded = access("/proc/driver/nvidia/version", F_OK) == 0;
+  // (WSL2 reaches the Windows driver through /dev/dxg, with no /proc/driver/nvidia.)
+  const bool module_loaded = access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/dxg", F_OK) == 0;
   if (driver < runtime) {
     const std::string versions = "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
                                  ", the plugin needs " + std::to_string(runtime / 1000) + "." +

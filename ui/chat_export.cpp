@@ -39,16 +39,24 @@ QString export_chat_markdown(const Conversation& chat, QString path, QString* er
   const QString folder_name = target.completeBaseName() + " pictures";
   const QDir folder(target.absolutePath() + "/" + folder_name);
   bool made_folder = false;
-  QStringList copied;
-  QHash<QString, QString> links;  // picture path -> its relative link
+  struct Copy {
+    QString partial, final_path;
+  };
+  QList<Copy> copies;  // written beside their final names; put in place only once the Markdown is
+  QHash<QString, QString> links;  // picture path -> its relative link (empty: the picture is gone)
   QSet<QString> taken;
   auto undo = [&] {
-    for (const QString& f : copied) QFile::remove(f);
+    for (const Copy& c : copies) QFile::remove(c.partial);
     if (made_folder) QDir().rmdir(folder.path());
   };
   for (const ChatTurn& turn : chat.turns)
     for (const QString& picture : turn.images) {
       if (links.contains(picture)) continue;
+      // A picture no longer there (a chat from before attachments were kept) is named in the text, not fatal.
+      if (!QFileInfo::exists(picture)) {
+        links[picture] = QString();
+        continue;
+      }
       if (!folder.exists()) {
         if (!QDir().mkpath(folder.path())) {
           *error = "cannot make the folder " + folder.path() + " for the chat's pictures";
@@ -56,26 +64,33 @@ QString export_chat_markdown(const Conversation& chat, QString path, QString* er
         }
         made_folder = true;
       }
-      // Exported again over an earlier export (the save dialog asked): its pictures are replaced.
       const QString name = unique_name(QFileInfo(picture).fileName(), taken);
-      const QString copy = folder.filePath(name);
-      QFile::remove(copy);
-      if (!QFile::copy(picture, copy)) {
-        *error = "cannot copy the picture " + picture + " to " + copy + " (is it still there? is the disk full?)";
+      const Copy copy{folder.filePath(name) + ".part", folder.filePath(name)};
+      QFile::remove(copy.partial);
+      if (!QFile::copy(picture, copy.partial)) {
+        *error = "cannot copy the picture " + picture + " to " + folder.path() + " (is the disk full?)";
         undo();
         return {};
       }
       taken.insert(name);
-      copied << copy;
+      copies << copy;
       links[picture] = QString::fromUtf8(QUrl::toPercentEncoding(folder_name) + "/" + QUrl::toPercentEncoding(name));
     }
-  try {  // all or nothing: a full disk leaves no half-written export in place
-    write_file_atomically(path.toStdString(),
-                          chat.to_markdown([&](const QString& picture) { return links.value(picture); }).toStdString());
+  try {  // all or nothing: a full disk leaves no half-written export in place, and the folder's files untouched
+    write_file_atomically(path.toStdString(), chat.to_markdown([&](const QString& picture) {
+      const QString link = links.value(picture);
+      return link.isEmpty() ? QString("missing:") + QUrl::toPercentEncoding(QFileInfo(picture).fileName()) : link;
+    }).toStdString());
   } catch (const std::exception& e) {
     *error = QString::fromStdString(e.what());
     undo();
     return {};
+  }
+  // Exported again over an earlier export (the save dialog asked about the file): its pictures of the same names
+  // are replaced; other files in the folder are left alone.
+  for (const Copy& c : copies) {
+    QFile::remove(c.final_path);
+    QFile::rename(c.partial, c.final_path);
   }
   return path;
 }

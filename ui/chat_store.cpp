@@ -113,6 +113,8 @@ QString keep_attachment(const QString& store_dir, const QString& path, QString* 
   // A partial file of this call's own: the same picture attached twice at once is kept by two workers (they shared
   // one ".part" name, and one of the two was refused as if the disk were full).
   const QString partial = kept + QString(".part-%1").arg(QRandomGenerator::global()->generate64(), 16, 16, QChar('0'));
+  for (const QFileInfo& stale : QDir(kept_dir).entryInfoList({source.fileName() + ".part-*"}, QDir::Files))
+    if (stale.lastModified().secsTo(QDateTime::currentDateTime()) > 600) QFile::remove(stale.filePath());  // a crash's
   const bool copied = QDir().mkpath(kept_dir) && QFile::copy(path, partial);
   if (copied && (QFile::rename(partial, kept) || QFileInfo::exists(kept))) {  // renamed, or the other worker's is there
     QFile::remove(partial);

@@ -305,9 +305,10 @@ void Composer::set_can_send(bool on) {
 // Send looked enabled with nothing to send (#22): it is enabled by something written or attached, and says why not.
 void Composer::update_send() {
   const bool something = !text().isEmpty() || !chips_.isEmpty();
-  send_->setEnabled(busy_ || (can_send_ && something));
+  send_->setEnabled(busy_ || (can_send_ && something && pending_ == 0));
   send_->setToolTip(busy_ ? "Stop the answer (Esc)"
                           : !can_send_ ? "Open a model first (or wait for the answer)"
+                          : pending_ > 0 ? "Wait for the pictures being checked"
                           : something ? "Send (Enter)" : "Write a question or attach a picture first");
 }
 
@@ -321,21 +322,24 @@ void Composer::attach_files(const QStringList& paths) {
   for (const QString& path : paths) check_off_thread([path, store_dir] { return check_image(path, store_dir); });
 }
 
-void Composer::check_off_thread(std::function<ImageCheck()> check) {
+void Composer::check_off_thread(std::function<ImageCheck()> check, int place) {
   ++pending_;
+  update_send();  // not while a picture is still being checked
+  if (place < 0) place = next_place_++;
   auto* watcher = new QFutureWatcher<ImageCheck>(this);
   // Checks finish in any order: each chip takes the place its file was given in (an edited question's pictures keep
-  // their order), and a check of a draft cleared since is dropped.
-  connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher, draft = draft_, place = next_place_++] {
+  // their order; a GIF's PNG copy the GIF's), and a check of a draft cleared since is dropped.
+  connect(watcher, &QFutureWatcher<ImageCheck>::finished, this, [this, watcher, draft = draft_, place] {
     const ImageCheck result = watcher->result();
     watcher->deleteLater();
     --pending_;
+    update_send();
     if (draft != draft_) return;
     if (result.too_large) {
-      offer_scaled_copy(result.attachment);
+      offer_scaled_copy(result.attachment, place);
     } else if (result.convertible && store_) {
       const QString store_dir = store_->dir();
-      check_off_thread([picture = result.attachment, store_dir] { return png_copy(picture, store_dir); });
+      check_off_thread([picture = result.attachment, store_dir] { return png_copy(picture, store_dir); }, place);
     } else if (result.error.isEmpty()) {
       add_chip(result.attachment, result.thumbnail, place);
     } else {
@@ -347,7 +351,7 @@ void Composer::check_off_thread(std::function<ImageCheck()> check) {
 
 // Found when attached, not after sending: a picture over the model's pixel limit is offered as a copy scaled down to
 // the limit (kept in the chat store), with the numbers in words (the limit once read "67108864").
-void Composer::offer_scaled_copy(const Attachment& picture) {
+void Composer::offer_scaled_copy(const Attachment& picture, int place) {
   const QString sizes = QString("%1 is %2 × %3 pixels (%4 M); qvl reads pictures of at most %5 M pixels")
                             .arg(QFileInfo(picture.path).fileName()).arg(picture.width).arg(picture.height)
                             .arg(double(picture.width) * picture.height / 1e6, 0, 'f', 1)
@@ -362,10 +366,10 @@ void Composer::offer_scaled_copy(const Attachment& picture) {
                               QMessageBox::Yes | QMessageBox::No, this);
   box->setObjectName("scale_down");
   box->setAttribute(Qt::WA_DeleteOnClose);
-  connect(box, &QMessageBox::finished, this, [this, picture, fit](int answer) {
-    if (answer != QMessageBox::Yes || !store_) return;
+  connect(box, &QMessageBox::finished, this, [this, picture, fit, place, draft = draft_](int answer) {
+    if (answer != QMessageBox::Yes || !store_ || draft != draft_) return;
     const QString store_dir = store_->dir();
-    check_off_thread([picture, fit, store_dir] { return scaled_copy(picture, fit, store_dir); });
+    check_off_thread([picture, fit, store_dir] { return scaled_copy(picture, fit, store_dir); }, place);
   });
   box->open();  // window-modal, without a nested event loop
 }

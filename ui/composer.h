@@ -101,8 +101,9 @@ protected:
 private:
   void add_chip(const Attachment& a, const QImage& thumbnail, int place);  // place: the order files were given in
   // Runs `check` on a worker; its picture becomes a chip, is refused with the reason, or is offered scaled down.
-  void check_off_thread(std::function<ImageCheck()> check);
-  void offer_scaled_copy(const Attachment& picture);
+  // place: the order the file was given in; a copy made of a picture (PNG, scaled down) keeps the original's.
+  void check_off_thread(std::function<ImageCheck()> check, int place = -1);
+  void offer_scaled_copy(const Attachment& picture, int place);
   void send_or_stop();
   void update_send();  // enabled while busy (Stop), or with a model and something to send
 

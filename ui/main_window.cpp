@@ -175,7 +175,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
                                                       QDir(folder).filePath(suggested_export_name(*chat)), "Markdown (*.md)");
     if (path.isEmpty()) return;
     QSettings().setValue("chat/export_folder", QFileInfo(path).absolutePath());
-    exportChat(id, path);
+    export_loaded(*chat, path);
   });
   connect(device_, &QComboBox::activated, this, [this] {
     const QString device = device_->currentData().toString();
@@ -474,7 +474,8 @@ void MainWindow::keep_the_chat_wide() {
   const int w = width();
   if (centralWidget()->width() * 2 >= w) return;
   if (performance_->isChecked()) resizeDocks({performance_docks_.first()}, {w * 30 / 100}, Qt::Horizontal);
-  if (chats_dock_->isVisible()) resizeDocks({chats_dock_}, {w * 20 / 100}, Qt::Horizontal);
+  // (isVisible is false for the Chats tab behind Generation; the tab group is shown all the same.)
+  if (!chats_dock_->isHidden() && !chats_dock_->isFloating()) resizeDocks({chats_dock_}, {w * 20 / 100}, Qt::Horizontal);
 }
 
 void MainWindow::show_performance_panel(bool on) {
@@ -915,11 +916,16 @@ bool MainWindow::renameChat(const QString& id, const QString& title) {
 bool MainWindow::exportChat(const QString& id, const QString& path) {
   QString error;
   const std::optional<Conversation> chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
-  if (chat) {
-    if (const QString written = export_chat_markdown(*chat, path, &error); !written.isEmpty()) {
-      show_notice("Exported the chat to " + written + (chat_has_pictures(*chat) ? " (its pictures beside it)" : ""), false);
-      return true;
-    }
+  if (chat) return export_loaded(*chat, path);
+  show_notice("Could not export the chat: " + error, true);
+  return false;
+}
+
+bool MainWindow::export_loaded(const Conversation& chat, const QString& path) {
+  QString error;
+  if (const QString written = export_chat_markdown(chat, path, &error); !written.isEmpty()) {
+    show_notice("Exported the chat to " + written + (chat_has_pictures(chat) ? " (its pictures beside it)" : ""), false);
+    return true;
   }
   show_notice("Could not export the chat: " + error, true);
   return false;

@@ -100,6 +100,7 @@ private:
   ChatRequest request_for(const QList<ChatTurn>& turns, const ChatTurn* extra_user) const;
   void start_answer(const QList<ChatTurn>& context);
   void try_sample_picture();
+  bool export_loaded(const Conversation& chat, const QString& path);
 
   EngineController* engine_;
   ChatStore store_;

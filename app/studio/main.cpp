@@ -29,6 +29,10 @@ struct StudioOptions {
   QCommandLineOption size{"window-size", "Open the window at this size, e.g. 1920x1080.", "WxH"};
 };
 
+QList<QCommandLineOption> listed(const StudioOptions& o) {
+  return {o.model, o.prompt, o.image, o.shot, o.shot_tokens, o.raise_dock, o.theme, o.size};
+}
+
 void describe(QCommandLineParser& cli, const StudioOptions& o) {
   QCoreApplication::setOrganizationName("qvl");
   QCoreApplication::setApplicationName("qvl-studio");
@@ -36,21 +40,26 @@ void describe(QCommandLineParser& cli, const StudioOptions& o) {
   cli.setApplicationDescription("Chat about images with a Qwen3-VL model, and watch the GPU while it answers.");
   cli.addHelpOption();
   cli.addVersionOption();
-  cli.addOptions({o.model, o.prompt, o.image, o.shot, o.shot_tokens, o.raise_dock, o.theme, o.size});
+  cli.addOptions(listed(o));
 }
 
-// --help and --version are answered without a display: QApplication needs one, and aborted without it.
-bool asks_only_to_print(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (QByteArrayList{"-h", "--help", "-?", "--help-all", "-v", "--version"}.contains(QByteArray(argv[i]))) return true;
-  return false;
+// --help and --version are answered without a display: QApplication needs one, and aborted without it. Parsed as
+// the real parser will (an option's value "-v" is no --version).
+bool asks_only_to_print(int argc, char** argv, const StudioOptions& o) {
+  QCommandLineParser cli;
+  cli.addOptions(listed(o));
+  const QCommandLineOption help({"h", "help", "?", "help-all"}, ""), version({"v", "version"}, "");
+  cli.addOptions({help, version});
+  QStringList arguments;
+  for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
+  return cli.parse(arguments) && (cli.isSet(help) || cli.isSet(version));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const StudioOptions o;
-  if (asks_only_to_print(argc, argv)) {
+  if (asks_only_to_print(argc, argv, o)) {
     QCoreApplication app(argc, argv);
     QCommandLineParser cli;
     describe(cli, o);

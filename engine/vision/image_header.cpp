@@ -128,7 +128,7 @@ std::string_view image_signature(std::string_view s) {
   if (starts("\xFF\xD8\xFF")) return "JPEG";
   if (starts("GIF87a") || starts("GIF89a")) return "GIF";
   if (starts("BM")) return "BMP";
-  if (starts("RIFF") && s.substr(8, 4) == "WEBP") return "WebP";
+  if (starts("RIFF") && s.size() >= 12 && s.substr(8, 4) == "WEBP") return "WebP";
   if (starts(std::string_view("II*\0", 4)) || starts(std::string_view("MM\0*", 4))) return "TIFF";
   return {};
 }

@@ -749,8 +749,7 @@ void perf(Backend& gpu) {
   Tensor kb = gpu.alloc_cache({4096, hkv, d}), vb = gpu.alloc_cache({4096, hkv, d});
   gpu.copy_rows(kc, kb, 0);
   gpu.copy_rows(vc, vb, 0);
-  for (int64_t t : {256, 1024, 4096, 32768}) {
-    if (t > kc.dim(0)) break;
+  for (int64_t t : {256, 1024, 4096}) {
     time_attention("decode attention, " + std::to_string(t) + " keys", q1, kc, vc, t, AttentionMask::causal(t - 1),
                    0.088f, out1);
     time_attention("decode attention, " + std::to_string(t) + " keys, bf16 cache", q1, kb, vb, t,
