@@ -216,7 +216,7 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     engine_->compareFusions(request_for(turns, have_typed ? &typed : nullptr));
   });
 
-  // On the CPU, what matters there instead of a pool, once a second while the Memory pool dock shows (not read from
+  // On the CPU, what matters there instead of a pool, once a second while the Memory dock shows (not read from
   // /proc while nobody looks), and at once when it comes into view.
   auto* cpu_timer = new QTimer(this);
   connect(cpu_timer, &QTimer::timeout, this, [this] {

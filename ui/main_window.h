@@ -54,7 +54,7 @@ public:
   // An earlier question of the open chat into the composer; sending it cuts the chat there and answers it anew.
   void editQuestion(int row);
   void show_about();  // Help ▸ About: the version, the model, the backends and how the views are drawn
-  void show_cpu_resources();  // the Memory pool dock's line while the model is on the CPU
+  void show_cpu_resources();  // the Memory dock's line while the model is on the CPU
   void end_editing();  // an edit of an earlier question sent or cancelled
   static const QString kEditingNote;
   static QIcon app_icon();
@@ -137,7 +137,7 @@ private:
   QDockWidget* pool_dock_ = nullptr;
   QDockWidget* chats_dock_ = nullptr;
   bool balancing_ = false;  // keep_the_chat_wide is queued
-  bool pool_in_view_ = false;  // the Memory pool dock is shown (its tab in front)
+  bool pool_in_view_ = false;  // the Memory dock is shown (its tab in front)
   bool checking_send_ = false;  // a question's count against the context is running
   int editing_from_ = -1;       // the turn an edited question replaces (-1: none)
   QString views_source_;        // how the Vulkan views are drawn, or why QPainter draws them

@@ -74,7 +74,7 @@ void ThroughputView::set_gpu_unavailable(const QString& reason) {
   if (!vitals_reason_.isEmpty()) show_why_no_vitals();
 }
 
-// The same reason the Memory pool dock gives first (the trial saw NVML's "Driver Not Loaded" here and the CUDA
+// The same reason the Memory dock gives first (the trial saw NVML's "Driver Not Loaded" here and the CUDA
 // plugin's reason there, and could not tell which was true); NVML's own words after it.
 void ThroughputView::show_why_no_vitals() {
   vitals_->setText(gpu_reason_.isEmpty() ? "GPU vital signs: " + vitals_reason_
