@@ -44,10 +44,11 @@ FusionView::FusionView(QWidget* parent)
   verdict_->setObjectName("fusion_verdict");
   // Plain words first, the method after (the trial found the dock's wording hard and its empty tables puzzling: they
   // appear with the first comparison).
-  summary_->setText("Answers the chat's next question twice, with the fused kernels and with the unfused reference "
-                    "ops, and shows which is faster and whether the answers agree.\n\nHow: greedy; several runs each "
-                    "way, interleaved, the median counted; one more each with per-kernel timing; then each fusion "
-                    "alone. Only fusions this device has a kernel for are compared.");
+  summary_->setText("Answers the question in the message box (empty: the chat's last question again) twice, with the "
+                    "fused kernels and with the unfused reference ops, and shows which is faster and whether the "
+                    "answers agree; the chat itself is left as it is.\n\nHow: greedy; several runs each way, "
+                    "interleaved, the median counted; one more each with per-kernel timing; then each fusion alone. "
+                    "Only fusions this device has a kernel for are compared.");
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(run_);
   layout->addWidget(summary_);
