@@ -27,14 +27,13 @@ __device__ int64_t keys_in_cache(const AttentionTapArgs& a) {
 __device__ float key_dot(const AttentionTapArgs& a, int h, int64_t j, int lane) {
   const float* q = a.q + int64_t(h) * a.head_dim;
   const int64_t row = (j * a.kv_heads + h / (a.heads / a.kv_heads)) * a.head_dim;
-  float dot = 0;
-  if (a.kv_bf16) {  // the same branch in every thread
-    const uint16_t* k = static_cast<const uint16_t*>(a.cache_k) + row;
-    for (int e = lane; e < a.head_dim; e += 32) dot += q[e] * load_kv(k + e);
-  } else {
-    const float* k = static_cast<const float*>(a.cache_k) + row;
-    for (int e = lane; e < a.head_dim; e += 32) dot += q[e] * k[e];
-  }
+  const auto dot_with = [&](const auto* k) {
+    float sum = 0;
+    for (int e = lane; e < a.head_dim; e += 32) sum += q[e] * load_kv(k + e);
+    return sum;
+  };
+  float dot = a.kv_bf16 ? dot_with(static_cast<const uint16_t*>(a.cache_k) + row)  // the same branch in every thread
+                        : dot_with(static_cast<const float*>(a.cache_k) + row);
   for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
   return dot * a.scale;
 }

@@ -36,19 +36,20 @@ nlohmann::json probe() {
   // in a container or left by an uninstall) once sent a user to update a driver for a machine with no GPU.
   // (WSL2 reaches the Windows driver through /dev/dxg, with no /proc/driver/nvidia.)
   const bool module_loaded = access("/proc/driver/nvidia/version", F_OK) == 0 || access("/dev/dxg", F_OK) == 0;
+  const std::string no_module = "no NVIDIA GPU driver is loaded (/proc/driver/nvidia is missing: no NVIDIA GPU, or its "
+                                "driver is not installed)";
   if (driver < runtime) {
     const std::string versions = "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10) +
                                  ", the plugin needs " + std::to_string(runtime / 1000) + "." +
                                  std::to_string(runtime % 1000 / 10);
     result["error"] = module_loaded ? "the NVIDIA driver supports " + versions + ": update the driver"
-                                    : "no NVIDIA GPU driver is loaded (/proc/driver/nvidia is missing: no NVIDIA GPU, "
-                                      "or its driver is not installed); the CUDA library found here supports " + versions;
+                                    : no_module + "; the CUDA library found here supports " + versions;
     return result;
   }
   int count = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    result["error"] = std::string(module_loaded ? "" : "no NVIDIA GPU driver is loaded (/proc/driver/nvidia is missing); ") +
-                      "CUDA initialisation failed: " + cudaGetErrorString(e);
+    result["error"] = (module_loaded ? std::string() : no_module + "; ") + "CUDA initialisation failed: " +
+                      cudaGetErrorString(e);
     return result;
   }
   if (count == 0) {

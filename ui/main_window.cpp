@@ -35,6 +35,7 @@
 
 #include "core/paths.h"
 #include "ui/chat_export.h"
+#include "ui/dialog_folder.h"
 #include "ui/chat_list_panel.h"
 #include "ui/chat_model.h"
 #include "ui/chat_view.h"
@@ -166,15 +167,12 @@ MainWindow::MainWindow(const QString& store_dir, QWidget* parent)
     QString error;
     const auto chat = chat_->conversation().id == id ? chat_->conversation() : store_.load(id, &error);
     if (!chat) return show_notice("Could not export the chat: " + error, true);
-    // Named after the chat, in the folder of the last export (at first the Documents folder; the dialog once opened
-    // in the app's working directory with no name).
-    QString folder = QSettings().value("chat/export_folder",
-                                       QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation)).toString();
-    if (!QDir(folder).exists()) folder = QDir::homePath();
+    // Named after the chat (the dialog once offered no name), in the folder of the last export.
+    const QString folder = dialog_folder("chat/export_folder", QStandardPaths::DocumentsLocation);
     const QString path = QFileDialog::getSaveFileName(this, "Export the chat as Markdown",
                                                       QDir(folder).filePath(suggested_export_name(*chat)), "Markdown (*.md)");
     if (path.isEmpty()) return;
-    QSettings().setValue("chat/export_folder", QFileInfo(path).absolutePath());
+    remember_dialog_folder("chat/export_folder", path);
     export_loaded(*chat, path);
   });
   connect(device_, &QComboBox::activated, this, [this] {
@@ -266,8 +264,7 @@ void MainWindow::build_actions() {
   connect(open_model_, &QAction::triggered, this, [this] {
     // Beside the last model (where the others were likely downloaded), else the home folder.
     const QString last = QSettings().value("model/last").toString();
-    QString start = last.isEmpty() ? QDir::homePath() : QFileInfo(last).absolutePath();
-    if (!QDir(start).exists()) start = QDir::homePath();
+    const QString start = existing_or_home(last.isEmpty() ? QString() : QFileInfo(last).absolutePath());
     const QString folder = QFileDialog::getExistingDirectory(this, "Open a Qwen3-VL model folder", start);
     if (!folder.isEmpty()) openModel(folder);
   });

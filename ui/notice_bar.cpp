@@ -1,5 +1,7 @@
 #include "ui/notice_bar.h"
 
+#include "ui/theme.h"
+
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -98,7 +100,7 @@ QString NoticeBar::note() const { return note_.row->isVisibleTo(this) ? note_.te
 
 // Pale on a light palette, deep on a dark one (text readable on both); an error red, a note blue.
 void NoticeBar::restyle() {
-  const bool dark = QApplication::palette().color(QPalette::Window).lightness() < 128;
+  const bool dark = dark_palette_in_use();
   const auto style = [](const Row& row, const char* background, const char* colour) {
     row.row->setStyleSheet(QString("#%1 { background: %2; } #%1 QLabel { color: %3; }")
                                .arg(row.row->objectName(), background, colour));

@@ -21,7 +21,6 @@ QString& chosen() {
   static QString name = "system";
   return name;
 }
-bool dark_palette_in_use() { return QApplication::palette().color(QPalette::Window).lightness() < 128; }
 
 QPalette dark_palette() {
   QPalette p;
@@ -52,6 +51,8 @@ QPalette dark_palette() {
 }
 
 }  // namespace
+
+bool dark_palette_in_use() { return QApplication::palette().color(QPalette::Window).lightness() < 128; }
 
 void apply_theme(const QString& name) {
   const Desktop& d = desktop();  // remembered before the first change

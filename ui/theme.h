@@ -11,6 +11,7 @@ void apply_theme(const QString& name);
 // A readable warning or error colour for the palette in use (the fixed ones were 2:1 on the dark theme's window).
 QString warning_colour();
 QString error_colour();
+bool dark_palette_in_use();  // the palette in use is a dark one (its window darker than mid grey)
 inline const QStringList kThemes{"system", "light", "dark"};
 
 }  // namespace qvl::ui

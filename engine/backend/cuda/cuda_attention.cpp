@@ -25,8 +25,7 @@ struct CudaBackend::DeviceMask {
   // The kernels' arguments for this mask.
   cuda::AttentionArgs args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                            float scale, Tensor& out) const {
-    const KvData keys = kv_data(k), values = kv_data(v);
-    if (keys.bf16 != values.bf16) fail("attention: keys and values of different types");
+    const auto [keys, values] = kv_pair(k, v, "attention");
     return {.q = f32(q),
             .k = keys.data,
             .v = values.data,
@@ -147,8 +146,7 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
   if (!fusions_.qk_norm_rope_append) return qk_norm_rope_append_unfused(*this, op);
   check_head_norm_rope_append(op);
   const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
-  const KvData keys = kv_data(cache_k), values = kv_data(*op.cache_v);
-  if (keys.bf16 != values.bf16) fail("qk_norm_rope_append: the caches of keys and values differ in type");
+  const auto [keys, values] = kv_pair(cache_k, *op.cache_v, "qk_norm_rope_append");
   const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
   const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
   const cuda::QkNormRopeAppendArgs args{.q = f32(q),

@@ -85,6 +85,11 @@ KvData kv_data(const Tensor& t) {
     fail("CUDA backend: keys and values must be an f32 or bf16 device tensor, not ", dtype_name(t.dtype()));
   return {const_cast<void*>(t.raw()), t.dtype() == DType::BF16};
 }
+std::pair<KvData, KvData> kv_pair(const Tensor& k, const Tensor& v, const char* op) {
+  const KvData keys = kv_data(k), values = kv_data(v);
+  if (keys.bf16 != values.bf16) fail(op, ": keys and values of different types");
+  return {keys, values};
+}
 ActivationOut activation_out(const Tensor& t) {
   if (t.device() != Device::CUDA || (t.dtype() != DType::F32 && t.dtype() != DType::BF16 && t.dtype() != DType::F16))
     fail("CUDA backend: expected an f32, bf16 or f16 device tensor");

@@ -3,6 +3,7 @@
 // caching memory pool (every allocation tagged with its owner, so the GUI can draw who holds the memory), the
 // pinned staging ring for host <-> device copies (so nothing waits for the GPU until a result is read back) and
 // cuBLAS. Recording state lives here too: tensors allocated while a CUDA graph is being captured stay with it.
+#include <utility>
 #include <cuda_runtime.h>
 
 #include <array>
@@ -66,6 +67,8 @@ struct KvData {
   bool bf16;
 };
 KvData kv_data(const Tensor& t);  // throws unless an f32 or bf16 device tensor
+// Keys and values read together: one type for both (the kernels take one flag); `op` names the caller in the error.
+std::pair<KvData, KvData> kv_pair(const Tensor& k, const Tensor& v, const char* op);
 // An activation a norm writes: f32, or a 16-bit operand for cuBLAS (the norm slot of a projection).
 struct ActivationOut {
   void* data;
