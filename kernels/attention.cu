@@ -1,11 +1,11 @@
 // Online-softmax attention (no score matrix is stored, any length works); each lane owns D/32 output dimensions
-// (D <= 256). For what the tiled flash kernel (flash_attention.cu) does not take:
-// - few (query, head) pairs (decode: one query x heads): split-K over the cache. The keys are cut into chunks so
-//   that chunks x pairs fill the GPU twice; a block of 4 warps takes one chunk of one pair, merges its warps'
-//   (max, sum, accumulator) triples in shared memory (4 KB at D = 256) and writes them as a partial; the last block
-//   of a pair to finish (a counter per pair) merges the pair's partials. The step's only traffic here is the cache,
-//   2·T·Hkv·D·4 bytes in f32 and half that in bf16 (kv_cache.cuh), read once. (A second kernel for the merge took 5 µs of a decode step's 16 a layer on an H100:
-//   a launch and a dependent round trip for a few KB.)
+// (D <= 256). For what the tiled flash kernels (flash_attention.cu, flash_attention_mma.cu) do not take:
+// - few (query, head) pairs (decode: one query x heads): split-K over the cache. The shapes models decode with go to
+//   attention_decode.cu (a warp per tile of keys for all the query heads of a kv head); the rest (odd head sizes,
+//   GQA groups of 3, ...) to the split kernel here. The keys are cut into chunks so that chunks x pairs fill the
+//   GPU twice; a block of 4 warps takes one chunk of one pair, merges its warps' (max, sum, accumulator) triples in
+//   shared memory (4 KB at D = 256) and writes them as a partial; the last block of a pair to finish merges the
+//   pair's partials (split_merge.cuh).
 // - otherwise (a few queries, or head sizes the flash kernel does not take): one warp per pair.
 // Both walk the keys in tiles of 16 keys (8 at D > 128), two (four) lanes a key, every load of a tile issued before
 // any is used (warp_attend), so a warp has a whole tile in flight, and small tiles make enough warps to fill the GPU
@@ -14,9 +14,11 @@
 #include <algorithm>
 
 #include "attention.cuh"
+#include "attention_decode.cuh"
 #include "attention_mask.cuh"
 #include "common.cuh"
 #include "kv_cache.cuh"
+#include "split_merge.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -119,48 +121,6 @@ __global__ void attention_kernel(const float* q, const KV* k, const KV* v, float
 
 constexpr int kSplitWarps = 4;
 
-constexpr int kMaxChunks = 1024;  // chunk_count's cap: the merge keeps a weight per chunk in shared memory
-
-// The block's largest / summed value (every thread gets it), through one float per warp in shared memory.
-template <typename Combine>
-__device__ float block_reduce(float v, float identity, Combine combine) {
-  __shared__ float per_warp[kSplitWarps];
-  for (int offset = 16; offset > 0; offset /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  if (threadIdx.x % 32 == 0) per_warp[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = identity;
-  for (int w = 0; w < kSplitWarps; ++w) v = combine(v, per_warp[w]);
-  __syncthreads();  // per_warp may be written again by the next call
-  return v;
-}
-
-// Merges the chunks' partial results of one pair (the same rescaling as the online softmax), by one block: the
-// chunks' maxima and sums a thread each, their weights in shared memory, then each output dimension's sum over the
-// chunks with its loads unrolled. (Thread by thread over the chunks it was three chains of dependent L2 reads,
-// 3 x 17 at 4,096 keys, in the last block of every pair.) The partials come from other blocks, so they are read from
-// L2 (__ldcg), past any stale L1 line.
-__device__ void combine_partials(const float* p, float* out, int64_t d, int64_t chunks) {
-  __shared__ float weight[kMaxChunks];
-  const auto stride = d + 2;
-  float local_best = -INFINITY;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) local_best = fmaxf(local_best, __ldcg(p + c * stride));
-  const float best = block_reduce(local_best, -INFINITY, [](float a, float b) { return fmaxf(a, b); });
-  float local_sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
-    const float m = __ldcg(p + c * stride);
-    const float w = m == -INFINITY ? 0.0f : expf(m - best);  // a chunk that saw no key contributes nothing
-    weight[c] = w;
-    local_sum += w * __ldcg(p + c * stride + 1);
-  }
-  const float sum = block_reduce(local_sum, 0.0f, [](float a, float b) { return a + b; });  // also orders weight[]
-  for (int64_t e = threadIdx.x; e < d; e += blockDim.x) {
-    float value = 0.0f;
-#pragma unroll 8
-    for (int64_t c = 0; c < chunks; ++c) value += weight[c] * __ldcg(p + c * stride + 2 + e);
-    out[e] = value / sum;
-  }
-}
-
 // The split of one pair's keys [lo, hi) over at most `max_chunks` blocks: whole tiles per warp.
 template <int kTile>
 __device__ __forceinline__ void chunking(int64_t keys, int64_t max_chunks, int64_t& chunks, int64_t& chunk_keys) {
@@ -235,7 +195,7 @@ __global__ void attention_chunk_kernel(const float* q, const KV* k, const KV* v,
   __syncthreads();
   if (!last_block) return;
   __threadfence();
-  combine_partials(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, d, chunks);
+  combine_partials<kSplitWarps>(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, d, chunks, 1, chunks);
   if (threadIdx.x == 0) arrivals[pair] = 0;
 }
 
@@ -249,9 +209,10 @@ int64_t chunk_count(int64_t pairs, int64_t kv_len, int64_t d, int multiprocessor
 
 }  // namespace
 
-int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_len, int multiprocessors) {
-  const int64_t chunks = chunk_count(s * hq, kv_len, d, multiprocessors);
-  return chunks > 1 ? s * hq * chunks * (d + 2) : 0;
+int64_t attention_split_workspace(const AttentionArgs& a, int multiprocessors) {
+  if (attention_decode_fits(a)) return attention_decode_workspace(a, multiprocessors);
+  const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, a.d, multiprocessors);
+  return chunks > 1 ? a.s * a.hq * chunks * (a.d + 2) : 0;
 }
 
 void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream) {
@@ -260,6 +221,7 @@ void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t st
   if (a.s * a.hq == 0) return;
   if (split.past_on_device && !split.split_keys)
     throw std::runtime_error("attention: a position on the device needs split_keys");
+  if (split.split_keys && attention_decode_fits(a)) return attention_decode(a, split, stream);
   // Instantiated for 1, 2, 4 and 8 dimensions a lane (head sizes up to 32, 64, 128 and 256).
   const int64_t per_lane = (a.d + 31) / 32;
   const auto pick = [&](auto kernel1, auto kernel2, auto kernel4, auto kernel8) {

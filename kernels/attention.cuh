@@ -6,7 +6,9 @@
 // attention_split_workspace floats (nullptr when that is 0). past_on_device (split_keys only): `past` read on the
 // device when the kernel runs, kv_len = past + S; the host's kv_len then bounds it (a replayed decode step).
 // arrivals (split_keys with a workspace): S·Hq counters, zero before the first call (the kernel leaves them zero).
-// overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+).
+// overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+). The decode
+// kernel (attention_decode.cu) then loads the key and value rows before `past` before it waits for that kernel:
+// they must come from earlier passes (a decode step's cache), not from kernels still running.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -28,6 +30,6 @@ struct SplitDecode {
 // Segments and causal masks; no block layout (the tiled kernels take those).
 void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream);
 // Floats of workspace the split needs (0: one chunk, nothing to merge).
-int64_t attention_split_workspace(int64_t s, int64_t hq, int64_t d, int64_t kv_len, int multiprocessors);
+int64_t attention_split_workspace(const AttentionArgs& a, int multiprocessors);
 
 }  // namespace qvl::cuda

@@ -95,7 +95,7 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
     return;
   }
   const bool split_keys = past_on_device || s * hq < ctx_.profile->split_below_pairs_per_sm * ctx_.multiprocessors;
-  const int64_t floats = split_keys ? cuda::attention_split_workspace(s, hq, d, kv_len, ctx_.multiprocessors) : 0;
+  const int64_t floats = split_keys ? cuda::attention_split_workspace(args, ctx_.multiprocessors) : 0;
   if (floats && s * hq > attention_arrivals_.numel())
     fail("attention: ", s * hq, " (query, head) pairs with the position on the device; the split kernel counts up to ",
          attention_arrivals_.numel());
