@@ -7,8 +7,9 @@
 // device when the kernel runs, kv_len = past + S; the host's kv_len then bounds it (a replayed decode step).
 // arrivals (split_keys with a workspace): S·Hq counters, zero before the first call (the kernel leaves them zero).
 // overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+). The decode
-// kernel (attention_decode.cu) then loads the key and value rows before `past` before it waits for that kernel:
-// they must come from earlier passes (a decode step's cache), not from kernels still running.
+// kernel (attention_decode.cu) then loads key and value rows before `past` (its warps' first tiles), the position
+// on the device and the segment bounds before it waits: the rows must come from earlier passes (a decode step's
+// cache) and the position and bounds from host copies, not from kernels still running.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -83,15 +83,15 @@ public:
     const std::size_t row_bytes = std::size_t(format_traits(weights.format).row_bytes(k, 1));
     const auto* wp = static_cast<const char*>(w.raw());
     // Split the weight rows across threads: each thread streams its own part of the matrix once and reuses each
-    // row for all M activation rows (a block of 64 rows keeps x in cache while M is large).
+    // tile of weight rows for all M activation rows (a block of 64 rows keeps x in cache while M is large).
     ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
       constexpr int64_t kRowBlock = 64;
       for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
         if (stop_requested(stop_)) return;  // a stopped prefill ends after this block, not the whole product
         const int64_t rows = std::min(kRowBlock, m - m0);
-        for (std::size_t j = begin; j < end; ++j)
-          kernels.dot_rows(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, w.dtype(),
-                           yp + m0 * n + int64_t(j), std::size_t(n));
+        for (std::size_t j = begin; j < end; j += cpu::kDotTileRows)
+          kernels.dot_tile(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, row_bytes,
+                           std::min(cpu::kDotTileRows, end - j), w.dtype(), yp + m0 * n + int64_t(j), std::size_t(n));
       }
       add_bias(begin, end);
     });
