@@ -113,7 +113,7 @@ Tensor dequantize_matrix(const LinearWeights& w, DType type) {
 
 int64_t activation_blocks(int64_t k) { return (k + kQuantBlock - 1) / kQuantBlock; }
 
-void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales) {
+void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales, int32_t* sums) {
   for (int64_t b = 0; b < activation_blocks(k); ++b) {
     const int64_t begin = b * kQuantBlock, end = std::min(k, begin + kQuantBlock);
     float amax = 0;
@@ -125,8 +125,12 @@ void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales
     scales[b] = finite ? amax / 127.0f : NAN;
     // A block whose 127 / max is past the f32 range (max below ~3.7e-37) quantises to zeros, as zeros do.
     const float inv = finite && amax > 0 && std::isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
-    for (int64_t i = begin; i < begin + kQuantBlock; ++i)
+    int32_t sum = 0;
+    for (int64_t i = begin; i < begin + kQuantBlock; ++i) {
       q[i] = finite && i < end ? int8_t(std::nearbyint(x[i] * inv)) : int8_t(0);
+      sum += q[i];
+    }
+    if (sums) sums[b] = sum;
   }
 }
 

@@ -30,6 +30,7 @@ void dequantize_row(const LinearWeights& w, int64_t r, float* out);
 // Activations quantised per block of kQuantBlock values (the operand of the integer products).
 int64_t activation_blocks(int64_t k);  // blocks for k values (the last one padded with zeros)
 // x[k] -> q[activation_blocks(k) * kQuantBlock] (zeros past k) and scales[activation_blocks(k)].
-void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales);
+// sums (optional): each block's sum of its quantised values (q4's kept offset: Σ (w + 8)·x − 8·Σx = Σ w·x).
+void quantize_activation_row(const float* x, int64_t k, int8_t* q, float* scales, int32_t* sums = nullptr);
 
 }  // namespace qvl

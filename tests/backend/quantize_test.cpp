@@ -140,8 +140,8 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
   std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2()};
   const auto be = make_cpu_backend();
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
-    for (const int64_t group : {32, 128})
-      for (const int64_t k : {48, 256, 2048})
+    for (const int64_t group : {32, 64, 128})
+      for (const int64_t k : {48, 256, 288, 2048})
         for (const int64_t m : {1, 3, 4, 9}) {
           const Tensor x = test::random_normal({m, k}, uint32_t(k + m));
           const LinearWeights w = quantize_matrix(test::random_normal({7, k}, uint32_t(k * 3 + group)), f, group, "w");
@@ -158,13 +158,16 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
           const int64_t blocks = activation_blocks(k);
           std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
           std::vector<float> xs(std::size_t(m * blocks));
+          std::vector<int32_t> sums(std::size_t(m * blocks));
           for (int64_t r = 0; r < m; ++r)
-            quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks);
+            quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks,
+                                    sums.data() + r * blocks);
           for (const cpu::QuantDotKernels* v : variants) {
             if (!v) continue;
             std::vector<float> got(static_cast<std::size_t>(m));
             for (int64_t j = 0; j < w.rows(); ++j) {
-              (f == WeightFormat::Q8 ? v->q8 : v->q4)({.x = xq.data(), .x_scales = xs.data(), .rows = std::size_t(m),
+              (f == WeightFormat::Q8 ? v->q8 : v->q4)({.x = xq.data(), .x_scales = xs.data(), .x_sums = sums.data(),
+                                                       .rows = std::size_t(m),
                                                        .blocks = std::size_t(blocks),
                                                        .w = w.weight.data<uint8_t>() + j * w.weight.dim(1),
                                                        .w_scales = w.scales.data<uint16_t>() + j * w.scales.dim(1),

@@ -103,8 +103,10 @@ public:
     const int64_t k = last_dim(x), m = rows_of(x), n = weights.rows(), blocks = activation_blocks(k);
     std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
     std::vector<float> xs(std::size_t(m * blocks));
+    std::vector<int32_t> sums(std::size_t(m * blocks));
     for (int64_t r = 0; r < m; ++r)
-      quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks);
+      quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks,
+                              sums.data() + r * blocks);
     const auto& kernels = cpu::quant_dot_kernels();
     const auto dot = weights.format == WeightFormat::Q8 ? kernels.q8 : kernels.q4;
     const auto* values = weights.weight.data<uint8_t>();
@@ -118,6 +120,7 @@ public:
         for (std::size_t j = begin; j < end; ++j)
           dot({.x = xq.data() + m0 * blocks * kQuantBlock,
                .x_scales = xs.data() + m0 * blocks,
+               .x_sums = sums.data() + m0 * blocks,
                .rows = std::size_t(std::min(kRowBlock, m - m0)),
                .blocks = std::size_t(blocks),
                .w = values + j * row_bytes,
