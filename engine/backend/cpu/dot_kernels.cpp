@@ -75,7 +75,6 @@ void prefetch_ahead(const void* w, std::size_t i, std::size_t elements) {
 }
 
 // ---- AVX2 + FMA + F16C --------------------------------------------------------------------------------------------
-#define QVL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
 
 template <DType T>
 QVL_AVX2_F16C inline __m256 load8(const void* w, std::size_t i) {

@@ -12,8 +12,9 @@ namespace qvl::cpu {
 // y[m * y_stride + j] = dot(x + m * k, w + j * w_stride) for m < rows and j < w_rows <= kDotTileRows (w_stride in
 // bytes). The SIMD kernels hold a tile of kDotTileRows weight rows x 3-4 activation rows in registers, so each weight
 // vector loaded serves several activation rows and each activation vector several weight rows. (One weight row at a
-// time, four activation rows took 5 loads for 4 FMAs: bound by the loads, not the FMAs.) Reading the weights once
-// for many activation rows is what makes prefill cheaper per token than decode.
+// time against four activation rows took 5 loads for 4 FMAs into four dependent chains, bound by the loads and the
+// FMA latency: docs/performance.md.) Reading the weights once for many activation rows is what makes prefill
+// cheaper per token than decode.
 constexpr std::size_t kDotTileRows = 4;
 using DotTileFn = void (*)(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride,
                            std::size_t w_rows, DType w_type, float* y, std::size_t y_stride);

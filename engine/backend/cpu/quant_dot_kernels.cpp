@@ -5,13 +5,14 @@
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/weight_format.h"
+#include "core/error.h"
 #include "core/half.h"
 
 namespace qvl::cpu {
 namespace {
 
 constexpr std::size_t kBlock = std::size_t(kQuantBlock);
-constexpr std::size_t kRowsPerPass = 4;  // activation rows sharing one unpacked weight block
+constexpr std::size_t kRowsPerPass = 4;  // prefill: activation rows sharing one loaded (and unpacked) weight block
 
 // Block b's weight scale: a shift, not a division (a 64-bit division per block cost half the loop's time), and the
 // f16 widened by F16C where the variant has it.
@@ -52,7 +53,6 @@ void dot_generic(const QuantDot& a) {
 }
 
 // ---- AVX2 (+ F16C for the scales) -----------------------------------------------------------------------------------
-#define QVL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))
 QVL_AVX2_F16C inline float scale_f16c(const QuantDot& a, std::size_t b) { return _cvtsh_ss(a.w_scales[b >> a.group_shift]); }
 
 QVL_AVX2 inline __m256i load_q8(const uint8_t* w, std::size_t b) {
@@ -73,27 +73,30 @@ QVL_AVX2 inline __m256 block_products(__m256i w_abs, __m256i w, const int8_t* x)
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-// A q4 block's 32 products as 8 f32 partial sums, exact: the stored values (w + 8, unsigned) go straight into maddubs
-// as its unsigned operand (no sign tricks, no subtraction: 3 of the block's ~11 vector instructions) and each of the
-// 8 int32 lanes gives back Σx, so the lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x. Pairs stay below 2·15·127.
+// A q4 block's 32 products as 8 f32 partial sums: the stored values (w + 8, unsigned) go straight into maddubs as its
+// unsigned operand (no sign tricks and no byte subtraction; one int32 subtraction instead) and each of the 8 int32
+// lanes gives back Σx, so the lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x exactly (pairs stay below 2·15·127; the
+// lanes, below 2^24, convert exactly). The f32 addends are not the other kernels' (each lane carries −Σx until the
+// final sum), so q4's f32 rounding differs from theirs by more than the order.
 QVL_AVX2 inline __m256 block_products_q4(__m256i stored, const int8_t* x, int32_t x_sum) {
   const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
   const __m256i lanes = _mm256_madd_epi16(_mm256_maddubs_epi16(stored, xv), _mm256_set1_epi16(1));
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes, _mm256_set1_epi32(x_sum)));
 }
 
-// The two formats' blocks for row_avx2: where block b's bytes are, and its 32 products as 8 f32 partial sums.
+// The two formats' blocks for row_avx2: where block b's bytes are, and its 32 products as 8 f32 partial sums (q4
+// also reads the block's activation sum from the row's sums).
 struct Q8Blocks {
   static constexpr std::size_t kBytes = kBlock;
-  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, int32_t) {
+  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, const int32_t* /*row_sums*/) {
     const __m256i v = load_q8(w, b);
     return block_products(_mm256_sign_epi8(v, v), v, x);
   }
 };
 struct Q4Blocks {
   static constexpr std::size_t kBytes = kBlock / 2;
-  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, int32_t x_sum) {
-    return block_products_q4(load_q4_stored(w, b), x, x_sum);
+  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, const int32_t* row_sums) {
+    return block_products_q4(load_q4_stored(w, b), x, row_sums[b]);
   }
 };
 
@@ -105,7 +108,7 @@ template <typename Blocks>
 QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
   const int8_t* x = a.x + r * a.blocks * kBlock;
   const float* xs = a.x_scales + r * a.blocks;
-  const int32_t* sums = a.x_sums + r * a.blocks;
+  const int32_t* sums = a.x_sums ? a.x_sums + r * a.blocks : nullptr;  // q4's only
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   std::size_t b = 0;
   if (a.group_shift == 0)
@@ -116,18 +119,33 @@ QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.w_scales + b))), _mm256_loadu_ps(xs + b));
       for (int j = 0; j < 8; ++j)
         acc[j & 1] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j)),
-                                     Blocks::products(a.w, b + j, x + (b + j) * kBlock, sums[b + j]), acc[j & 1]);
+                                     Blocks::products(a.w, b + j, x + (b + j) * kBlock, sums), acc[j & 1]);
     }
   for (; b < a.blocks; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + 1024, _MM_HINT_T0);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(scale_f16c(a, b) * xs[b]),
-                                 Blocks::products(a.w, b, x + b * kBlock, sums[b]), acc[b & 1]);
+                                 Blocks::products(a.w, b, x + b * kBlock, sums), acc[b & 1]);
   }
   return hsum_avx2(_mm256_add_ps(acc[0], acc[1]));
 }
 
 QVL_AVX2_F16C void dot_q4_avx2(const QuantDot& a) {
-  for (std::size_t r = 0; r < a.rows; ++r) a.y[r * a.y_stride] = row_avx2<Q4Blocks>(a, r);
+  if (!a.x_sums) fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
+  std::size_t m0 = 0;
+  for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) {  // prefill: each block's nibbles serve four rows
+    __m256 acc[kRowsPerPass] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (std::size_t b = 0; b < a.blocks; ++b) {
+      const __m256i w = load_q4_stored(a.w, b);
+      const float dw = scale_f16c(a, b);
+      for (std::size_t r = 0; r < kRowsPerPass; ++r) {
+        const std::size_t block = (m0 + r) * a.blocks + b;
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.x_scales[block]),
+                                 block_products_q4(w, a.x + block * kBlock, a.x_sums[block]), acc[r]);
+      }
+    }
+    for (std::size_t r = 0; r < kRowsPerPass; ++r) a.y[(m0 + r) * a.y_stride] = hsum_avx2(acc[r]);
+  }
+  for (; m0 < a.rows; ++m0) a.y[m0 * a.y_stride] = row_avx2<Q4Blocks>(a, m0);  // decode
 }
 
 QVL_AVX2_F16C void dot_q8_avx2(const QuantDot& a) {

@@ -3,8 +3,8 @@
 // block of 32 (backend/quantize.h), in integer arithmetic: each block's 32 products summed exactly in int32, then
 // scaled by the weight's and the activation's scales in f32. A decode reads 1.06 (q8) or 0.56 (q4) bytes a weight
 // instead of bf16's 2, and the integer dot of a block is a few instructions (AVX2: maddubs + madd). q4 keeps its
-// stored offset (w + 8, unsigned, straight into maddubs; the 8·Σx it adds taken off in int32) and widens eight
-// blocks' scales at once. One variant per instruction set, chosen with the dot kernels.
+// stored offset (w + 8, unsigned, straight into maddubs; the 8·Σx it adds taken off in int32), and with groups of 32
+// the one-row loop widens eight blocks' scales at once. One variant per instruction set, chosen with the dot kernels.
 #include <cstddef>
 #include <cstdint>
 
@@ -13,7 +13,7 @@ namespace qvl::cpu {
 struct QuantDot {
   const int8_t* x = nullptr;        // rows x blocks·32 quantised activations
   const float* x_scales = nullptr;  // rows x blocks
-  const int32_t* x_sums = nullptr;  // rows x blocks: each block's sum of its values (quantize_activation_row)
+  const int32_t* x_sums = nullptr;  // rows x blocks: each block's sum of its values; q4 needs them (quantize_activation_row)
   std::size_t rows = 0, blocks = 0;
   const uint8_t* w = nullptr;         // one weight row's values, packed as the format says (quantize.h)
   const uint16_t* w_scales = nullptr;  // its f16 scales, one per group

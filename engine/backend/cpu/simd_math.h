@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #define QVL_AVX2 __attribute__((target("avx2,fma")))
+#define QVL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))  // + f16 <-> f32 conversions
 #define QVL_AVX512 __attribute__((target("avx512f,avx2,fma")))
 
 namespace qvl::cpu {
