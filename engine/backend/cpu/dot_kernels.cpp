@@ -143,18 +143,6 @@ QVL_AVX2_F16C void tiles_avx2(const float* x, std::size_t rows, std::size_t k, c
   if (rows - m == 1) tile_avx2<T, 1>(x + m * k, k, w, w_rows, y + m * ys, ys);
 }
 
-QVL_AVX2_F16C void dot_tile_avx2(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride,
-                                 std::size_t w_rows, DType t, float* y, std::size_t ys) {
-  const void* row[kDotTileRows];
-  tile_rows(w, w_stride, w_rows, row);
-  switch (t) {
-    case DType::F32: return tiles_avx2<DType::F32>(x, rows, k, row, w_rows, y, ys);
-    case DType::BF16: return tiles_avx2<DType::BF16>(x, rows, k, row, w_rows, y, ys);
-    case DType::F16: return tiles_avx2<DType::F16>(x, rows, k, row, w_rows, y, ys);
-    default: return dot_tile_generic(x, rows, k, w, w_stride, w_rows, t, y, ys);
-  }
-}
-
 // ---- AVX-512F -----------------------------------------------------------------------------------------------------
 #define QVL_AVX512_F16C __attribute__((target("avx512f,avx2,fma,f16c")))
 
@@ -223,21 +211,39 @@ QVL_AVX512_F16C void tiles_avx512(const float* x, std::size_t rows, std::size_t 
   if (rows - m == 1) tile_avx512<T, 1>(x + m * k, k, w, w_rows, y + m * ys, ys);
 }
 
-QVL_AVX512_F16C void dot_tile_avx512(const float* x, std::size_t rows, std::size_t k, const void* w,
-                                     std::size_t w_stride, std::size_t w_rows, DType t, float* y, std::size_t ys) {
+// A tile's weight type picked once, for either instruction set's tiles (the loops themselves are written per set:
+// a function's target attribute is its own, so a loop cannot be shared between AVX2 and AVX-512).
+struct Avx2Tiles {
+  template <DType T>
+  static void run(const float* x, std::size_t rows, std::size_t k, const void* const* w, std::size_t w_rows, float* y,
+                  std::size_t ys) {
+    tiles_avx2<T>(x, rows, k, w, w_rows, y, ys);
+  }
+};
+struct Avx512Tiles {
+  template <DType T>
+  static void run(const float* x, std::size_t rows, std::size_t k, const void* const* w, std::size_t w_rows, float* y,
+                  std::size_t ys) {
+    tiles_avx512<T>(x, rows, k, w, w_rows, y, ys);
+  }
+};
+
+template <typename Tiles>
+void dot_tile_simd(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride,
+                   std::size_t w_rows, DType t, float* y, std::size_t ys) {
   const void* row[kDotTileRows];
   tile_rows(w, w_stride, w_rows, row);
   switch (t) {
-    case DType::F32: return tiles_avx512<DType::F32>(x, rows, k, row, w_rows, y, ys);
-    case DType::BF16: return tiles_avx512<DType::BF16>(x, rows, k, row, w_rows, y, ys);
-    case DType::F16: return tiles_avx512<DType::F16>(x, rows, k, row, w_rows, y, ys);
+    case DType::F32: return Tiles::template run<DType::F32>(x, rows, k, row, w_rows, y, ys);
+    case DType::BF16: return Tiles::template run<DType::BF16>(x, rows, k, row, w_rows, y, ys);
+    case DType::F16: return Tiles::template run<DType::F16>(x, rows, k, row, w_rows, y, ys);
     default: return dot_tile_generic(x, rows, k, w, w_stride, w_rows, t, y, ys);
   }
 }
 
 const DotKernels kGeneric{dot_tile_generic, "generic"};
-const DotKernels kAvx2{dot_tile_avx2, "avx2"};
-const DotKernels kAvx512{dot_tile_avx512, "avx512"};
+const DotKernels kAvx2{dot_tile_simd<Avx2Tiles>, "avx2"};
+const DotKernels kAvx512{dot_tile_simd<Avx512Tiles>, "avx512"};
 
 }  // namespace
 

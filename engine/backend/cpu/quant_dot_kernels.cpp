@@ -1,6 +1,7 @@
 #include "backend/cpu/quant_dot_kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/simd_math.h"
@@ -84,31 +85,38 @@ QVL_AVX2 inline __m256 block_products_q4(__m256i stored, const int8_t* x, int32_
   return _mm256_cvtepi32_ps(_mm256_sub_epi32(lanes, _mm256_set1_epi32(x_sum)));
 }
 
-// The two formats' blocks for row_avx2: where block b's bytes are, and its 32 products as 8 f32 partial sums (q4
-// also reads the block's activation sum from the row's sums).
+// The two formats' blocks: a block loaded (and for q8 its magnitudes taken) once, then its 32 products with an
+// activation block as 8 f32 partial sums (q4 also reads that block's sum: x_sums[block]).
 struct Q8Blocks {
   static constexpr std::size_t kBytes = kBlock;
-  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, const int32_t* /*row_sums*/) {
+  struct Loaded {
+    __m256i w, w_abs;
+  };
+  QVL_AVX2 static Loaded load(const uint8_t* w, std::size_t b) {
     const __m256i v = load_q8(w, b);
-    return block_products(_mm256_sign_epi8(v, v), v, x);
+    return {v, _mm256_sign_epi8(v, v)};
+  }
+  QVL_AVX2 static __m256 products(const Loaded& w, const int8_t* x, const int32_t* /*x_sums*/, std::size_t /*block*/) {
+    return block_products(w.w_abs, w.w, x);
   }
 };
 struct Q4Blocks {
   static constexpr std::size_t kBytes = kBlock / 2;
-  QVL_AVX2 static __m256 products(const uint8_t* w, std::size_t b, const int8_t* x, const int32_t* row_sums) {
-    return block_products_q4(load_q4_stored(w, b), x, row_sums[b]);
+  using Loaded = __m256i;
+  QVL_AVX2 static Loaded load(const uint8_t* w, std::size_t b) { return load_q4_stored(w, b); }
+  QVL_AVX2 static __m256 products(const Loaded& w, const int8_t* x, const int32_t* x_sums, std::size_t block) {
+    return block_products_q4(w, x, x_sums[block]);
   }
 };
 
-// Activation row r's blocks against the weight row: with one scale a block (groups of 32), eight blocks' weight
-// scales widened and multiplied by the activation scales in two instructions, each block's taken by a permute
+// Activation row r's blocks against the weight row (decode): with one scale a block (groups of 32), eight blocks'
+// weight scales widened and multiplied by the activation scales in two instructions, each block's taken by a permute
 // (one instruction, where the scalar f16 conversion, product and broadcast took five); with larger groups a block's
 // scale as before. Two accumulators: independent chains; the weight stream prefetched 1 KB ahead.
 template <typename Blocks>
 QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
-  const int8_t* x = a.x + r * a.blocks * kBlock;
-  const float* xs = a.x_scales + r * a.blocks;
-  const int32_t* sums = a.x_sums ? a.x_sums + r * a.blocks : nullptr;  // q4's only
+  const std::size_t first = r * a.blocks;  // the row's first activation block
+  const float* xs = a.x_scales + first;
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   std::size_t b = 0;
   if (a.group_shift == 0)
@@ -119,55 +127,42 @@ QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.w_scales + b))), _mm256_loadu_ps(xs + b));
       for (int j = 0; j < 8; ++j)
         acc[j & 1] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j)),
-                                     Blocks::products(a.w, b + j, x + (b + j) * kBlock, sums), acc[j & 1]);
+                                     Blocks::products(Blocks::load(a.w, b + j), a.x + (first + b + j) * kBlock, a.x_sums,
+                                                      first + b + j),
+                                     acc[j & 1]);
     }
   for (; b < a.blocks; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + 1024, _MM_HINT_T0);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(scale_f16c(a, b) * xs[b]),
-                                 Blocks::products(a.w, b, x + b * kBlock, sums), acc[b & 1]);
+                                 Blocks::products(Blocks::load(a.w, b), a.x + (first + b) * kBlock, a.x_sums, first + b),
+                                 acc[b & 1]);
   }
   return hsum_avx2(_mm256_add_ps(acc[0], acc[1]));
 }
 
-QVL_AVX2_F16C void dot_q4_avx2(const QuantDot& a) {
-  if (!a.x_sums) fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
+template <typename Blocks>
+QVL_AVX2_F16C void dot_avx2(const QuantDot& a) {
+  if (std::is_same_v<Blocks, Q4Blocks> && !a.x_sums)
+    fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
   std::size_t m0 = 0;
-  for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) {  // prefill: each block's nibbles serve four rows
+  for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) {  // prefill: each loaded block serves four rows
     __m256 acc[kRowsPerPass] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (std::size_t b = 0; b < a.blocks; ++b) {
-      const __m256i w = load_q4_stored(a.w, b);
+      const auto w = Blocks::load(a.w, b);
       const float dw = scale_f16c(a, b);
       for (std::size_t r = 0; r < kRowsPerPass; ++r) {
         const std::size_t block = (m0 + r) * a.blocks + b;
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.x_scales[block]),
-                                 block_products_q4(w, a.x + block * kBlock, a.x_sums[block]), acc[r]);
+                                 Blocks::products(w, a.x + block * kBlock, a.x_sums, block), acc[r]);
       }
     }
     for (std::size_t r = 0; r < kRowsPerPass; ++r) a.y[(m0 + r) * a.y_stride] = hsum_avx2(acc[r]);
   }
-  for (; m0 < a.rows; ++m0) a.y[m0 * a.y_stride] = row_avx2<Q4Blocks>(a, m0);  // decode
-}
-
-QVL_AVX2_F16C void dot_q8_avx2(const QuantDot& a) {
-  std::size_t m0 = 0;
-  for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) {  // prefill: each block's |w| serves four rows
-    __m256 acc[kRowsPerPass] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (std::size_t b = 0; b < a.blocks; ++b) {
-      const __m256i w = load_q8(a.w, b), w_abs = _mm256_sign_epi8(w, w);
-      const float dw = scale_f16c(a, b);
-      for (std::size_t r = 0; r < kRowsPerPass; ++r) {
-        const std::size_t block = (m0 + r) * a.blocks + b;
-        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a.x_scales[block]), block_products(w_abs, w, a.x + block * kBlock),
-                                 acc[r]);
-      }
-    }
-    for (std::size_t r = 0; r < kRowsPerPass; ++r) a.y[(m0 + r) * a.y_stride] = hsum_avx2(acc[r]);
-  }
-  for (; m0 < a.rows; ++m0) a.y[m0 * a.y_stride] = row_avx2<Q8Blocks>(a, m0);  // decode
+  for (; m0 < a.rows; ++m0) a.y[m0 * a.y_stride] = row_avx2<Blocks>(a, m0);  // decode
 }
 
 const QuantDotKernels kGeneric{dot_generic<unpack_q8>, dot_generic<unpack_q4>, "generic"};
-const QuantDotKernels kAvx2{dot_q8_avx2, dot_q4_avx2, "avx2"};
+const QuantDotKernels kAvx2{dot_avx2<Q8Blocks>, dot_avx2<Q4Blocks>, "avx2"};
 
 }  // namespace
 
