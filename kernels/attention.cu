@@ -142,7 +142,6 @@ __global__ void attention_chunk_kernel(const float* q, const KV* k, const KV* v,
   __shared__ float part_max[kSplitWarps], part_sum[kSplitWarps];
   __shared__ float part_acc[kSplitWarps][32 * kMaxPerLane];
   __shared__ float q_scaled[32 * kMaxPerLane];
-  __shared__ bool last_block;
   const int64_t pair = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t i = pair / hq, h = pair % hq;
@@ -187,14 +186,7 @@ __global__ void attention_chunk_kernel(const float* q, const KV* k, const KV* v,
     }
     if (chunks > 1 && lane == 0) partial[0] = block_max, partial[1] = sum;
   }
-  if (chunks == 1) return;
-  // The partial must be visible to whichever block merges: fence, then count this block in.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(&arrivals[pair], 1u) == unsigned(chunks - 1);
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
+  if (chunks == 1 || !last_to_arrive(&arrivals[pair], unsigned(chunks))) return;
   combine_partials<kSplitWarps>(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, d, chunks, 1, chunks);
   if (threadIdx.x == 0) arrivals[pair] = 0;
 }
@@ -211,8 +203,7 @@ int64_t chunk_count(int64_t pairs, int64_t kv_len, int64_t d, int multiprocessor
 
 int64_t attention_split_workspace(const AttentionArgs& a, int multiprocessors) {
   if (attention_decode_fits(a)) return attention_decode_workspace(a, multiprocessors);
-  const int64_t chunks = chunk_count(a.s * a.hq, a.kv_len, a.d, multiprocessors);
-  return chunks > 1 ? a.s * a.hq * chunks * (a.d + 2) : 0;
+  return split_workspace_floats(a.s * a.hq, chunk_count(a.s * a.hq, a.kv_len, a.d, multiprocessors), a.d);
 }
 
 void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream) {

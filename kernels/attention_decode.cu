@@ -20,9 +20,10 @@
 //   and accumulates its 16 bytes of dimensions for every head; the warp's row groups are added at the end.
 // The block's warps (tiles kWarps apart in its chunk) are merged in shared memory; the chunks, when there are
 // several, by the last block of the (query, kv head) to finish (split_merge.cuh).
-// The rows before the query's position come from earlier passes (a decode step's cache), so a block launched as
-// the previous kernel drains (programmatic dependent launch, common.cuh) loads them before it waits for that
-// kernel; q and the rows from the position on are read after. Measured against the kernel before: docs/performance.md.
+// The rows before the query's position come from earlier passes (a decode step's cache), so a block launched
+// early (programmatic dependent launch, common.cuh: possibly while several kernels of the chain before it are still
+// running, none of which writes those rows) loads its warps' first tiles of them before it waits; q and the rows
+// from the position on are read after. Measured against the kernel before: docs/performance.md.
 #include "attention_decode.cuh"
 
 #include <algorithm>
@@ -45,7 +46,7 @@ struct DecodeShape {
   static constexpr int kPerUnit = Vec16<KV>::kCount;  // elements in a lane's 16 bytes of a row
   static constexpr int kD = kLanes * kPerUnit;        // the head size
   static constexpr int kRows = 32 / kLanes;           // rows a warp load covers
-  static constexpr int kLoads = 16 / kHeads < 8 ? 16 / kHeads : 8;  // rows of K (and of V) a lane loads a tile
+  static constexpr int kLoads = std::min(8, 16 / kHeads);  // rows of K (and of V) a lane loads a tile
   static constexpr int kTile = kLoads * kRows;        // keys a warp takes at a time
   static constexpr int kValues = kLoads * kHeads;     // a lane's partial scores before the reduction
   static constexpr int kKept = kValues >= kLanes ? kValues / kLanes : 1;  // its whole scores after it
@@ -98,11 +99,14 @@ struct DecodeParams {
   float scale;
 };
 
-// A query's keys cut into at most `chunks` runs of whole tiles; `used` of them non-empty. The host sizes the grid
-// for the longest range (kv_len); a block computes its own query's split.
-// (32-bit: a 64-bit division is ~70 instructions, and a warp's whole tile ~1,000.)
-__device__ __forceinline__ void chunking(int64_t keys, unsigned chunks, int tile, int& used, int& chunk_tiles) {
-  const unsigned tiles = max(1u, unsigned((keys + tile - 1) / tile)), wanted = min(chunks, tiles);
+// A query's keys cut into at most `chunks` runs of whole tiles, a tile for each of the block's kWarps warps at
+// least; `used` of them non-empty. The host sizes the grid for the longest range (kv_len: a recorded step's is the
+// cache's capacity); a block computes its own query's split, so a short context still takes few, full chunks.
+// (Unsigned divisions: a 64-bit one by a run-time value is ~70 instructions, a warp's whole tile ~1,000.)
+template <int kTile, int kWarps>
+__device__ __forceinline__ void decode_chunking(int64_t keys, unsigned chunks, int& used, int& chunk_tiles) {
+  const unsigned tiles = max(1u, unsigned((keys + kTile - 1) / kTile));
+  const unsigned wanted = max(1u, min(chunks, (tiles + kWarps - 1) / kWarps));
   chunk_tiles = int((tiles + wanted - 1) / wanted);
   used = int((tiles + chunk_tiles - 1) / chunk_tiles);
 }
@@ -112,10 +116,9 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   constexpr int kLanes = Shape::kLanes, kHeads = Shape::kHeads, kPerUnit = Shape::kPerUnit, kD = Shape::kD;
   constexpr int kRows = Shape::kRows, kLoads = Shape::kLoads, kTile = Shape::kTile, kValues = Shape::kValues;
   constexpr int kKept = Shape::kKept, kSpread = Shape::kSpread, kWarps = Shape::kWarps, kThreads = Shape::kThreads;
-  __shared__ float warp_max_[kWarps][kHeads], warp_sum_[kWarps][kHeads], weight[kWarps][kHeads];
-  __shared__ float block_max[kHeads], block_sum[kHeads];
+  __shared__ float warp_best[kWarps][kHeads], warp_total[kWarps][kHeads], warp_weight[kWarps][kHeads];
+  __shared__ float block_best[kHeads], block_total[kHeads];
   __shared__ __align__(16) float warp_acc[kWarps][kHeads][kD];
-  __shared__ bool last_block;
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_group = lane / kLanes, piece = lane % kLanes;  // which row of a load, which 16 bytes of it
@@ -127,11 +130,12 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   int64_t lo, hi;
   int used, chunk_tiles;
   visible_keys(i, kv_len, p.causal, past, p.bounds, p.segments, lo, hi);
-  chunking(hi - lo, gridDim.x, kTile, used, chunk_tiles);
+  decode_chunking<kTile, kWarps>(hi - lo, gridDim.x, used, chunk_tiles);
   const int64_t chunk = blockIdx.x;
   if (chunk >= used) return;  // this query's range needs fewer chunks than the grid has
   const int64_t first = lo + chunk * chunk_tiles * kTile, last = min(hi, first + int64_t(chunk_tiles) * kTile);
-  // Rows before the position are earlier passes' (see the top); a segment mask's rows are this pass's.
+  // Rows before the position are earlier passes' (see the top); a segment mask's rows are this pass's. (The
+  // position on the device and a segment mask's bounds are host copies, read before the wait too.)
   const int64_t stable = p.causal ? min(hi, past) : lo;
 
   const int64_t row_stride = p.hkv * kD;
@@ -249,7 +253,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   }
   if (lane == 0)
 #pragma unroll
-    for (int g = 0; g < kHeads; ++g) warp_max_[warp][g] = best[g], warp_sum_[warp][g] = total[g];
+    for (int g = 0; g < kHeads; ++g) warp_best[warp][g] = best[g], warp_total[warp][g] = total[g];
   if (row_group == 0)
 #pragma unroll
     for (int g = 0; g < kHeads; ++g)
@@ -264,16 +268,16 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
     const int w = threadIdx.x / kHeads, g = threadIdx.x % kHeads;
     float m = -INFINITY;
 #pragma unroll
-    for (int x = 0; x < kWarps; ++x) m = fmaxf(m, warp_max_[x][g]);
-    weight[w][g] = warp_max_[w][g] == -INFINITY ? 0.0f : expf(warp_max_[w][g] - m);
-    if (w == 0) block_max[g] = m;
+    for (int x = 0; x < kWarps; ++x) m = fmaxf(m, warp_best[x][g]);
+    warp_weight[w][g] = warp_best[w][g] == -INFINITY ? 0.0f : expf(warp_best[w][g] - m);
+    if (w == 0) block_best[g] = m;
   }
   __syncthreads();
   if (threadIdx.x < kHeads) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += weight[w][threadIdx.x] * warp_sum_[w][threadIdx.x];
-    block_sum[threadIdx.x] = sum;
+    for (int w = 0; w < kWarps; ++w) sum += warp_weight[w][threadIdx.x] * warp_total[w][threadIdx.x];
+    block_total[threadIdx.x] = sum;
   }
   __syncthreads();
   float* const partials = p.partials + (i * p.hq + h0) * gridDim.x * (kD + 2);
@@ -281,23 +285,16 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
     const int g = e / kD, c = e % kD;
     float value = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) value += weight[w][g] * warp_acc[w][g][c];
+    for (int w = 0; w < kWarps; ++w) value += warp_weight[w][g] * warp_acc[w][g][c];
     if (used == 1) {
-      p.out[(i * p.hq + h0 + g) * kD + c] = value / block_sum[g];
+      p.out[(i * p.hq + h0 + g) * kD + c] = value / block_total[g];
       continue;
     }
     float* const partial = partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
     partial[2 + c] = value;
-    if (c == 0) partial[0] = block_max[g], partial[1] = block_sum[g];
+    if (c == 0) partial[0] = block_best[g], partial[1] = block_total[g];
   }
-  if (used == 1) return;
-  // The partials must be visible to whichever block merges: fence, then count this block in.
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last_block = atomicAdd(&p.arrivals[unit], 1u) == unsigned(used - 1);
-  __syncthreads();
-  if (!last_block) return;
-  __threadfence();
+  if (used == 1 || !last_to_arrive(&p.arrivals[unit], unsigned(used))) return;
   combine_partials<kWarps>(partials, p.out + (i * p.hq + h0) * kD, kD, used, kHeads, gridDim.x);
   if (threadIdx.x == 0) p.arrivals[unit] = 0;
 }
@@ -318,9 +315,9 @@ void with_shape(const AttentionArgs& a, F&& f) {
   else by_heads(std::integral_constant<int, 32>{});
 }
 
-// Chunks: the blocks fill the GPU kFill times over, with a tile for every warp of a block at least; the merge
-// keeps a weight per chunk and head in shared memory.
-int64_t chunk_count(const AttentionArgs& a, int multiprocessors) {
+// Chunks: at most kFill blocks an SM (rounded down: one more would wait for a second wave), with a tile for every
+// warp of a block at least; the merge keeps a weight per chunk and head in shared memory.
+int64_t decode_chunks(const AttentionArgs& a, int multiprocessors) {
   int tile = 0, warps = 0, heads = 0;
   with_kv_type(a.kv_bf16, [&](auto element) {
     with_shape<decltype(element)>(a, [&](auto shape) {
@@ -329,7 +326,7 @@ int64_t chunk_count(const AttentionArgs& a, int multiprocessors) {
     });
   });
   const int64_t tiles = (a.kv_len + tile - 1) / tile;
-  const int64_t wanted = (kFill * multiprocessors + a.s * a.hkv - 1) / (a.s * a.hkv);
+  const int64_t wanted = kFill * multiprocessors / (a.s * a.hkv);
   return std::clamp<int64_t>(std::min(wanted, (tiles + warps - 1) / warps), 1, kMaxChunks / heads);
 }
 
@@ -343,16 +340,29 @@ bool attention_decode_fits(const AttentionArgs& a) {
 }
 
 int64_t attention_decode_workspace(const AttentionArgs& a, int multiprocessors) {
-  const int64_t chunks = chunk_count(a, multiprocessors);
-  return chunks > 1 ? a.s * a.hq * chunks * (a.d + 2) : 0;
+  if (!attention_decode_fits(a)) throw std::runtime_error("attention_decode: a shape it does not take");
+  return split_workspace_floats(a.s * a.hq, decode_chunks(a, multiprocessors), a.d);
 }
 
 void attention_decode(const AttentionArgs& a, const SplitDecode& split, cudaStream_t stream) {
   if (!attention_decode_fits(a)) throw std::runtime_error("attention_decode: a shape it does not take");
-  const DecodeParams params{a.q,      a.k,    a.v,    a.out,  split.workspace,      split.arrivals, a.s,
-                            a.hq,     a.hkv,  a.kv_len, a.past, split.past_on_device, a.causal,       a.bounds,
-                            a.segments, a.scale};
-  const dim3 grid(unsigned(chunk_count(a, split.multiprocessors)), unsigned(a.s * a.hkv));
+  const DecodeParams params{.q = a.q,
+                            .k = a.k,
+                            .v = a.v,
+                            .out = a.out,
+                            .partials = split.workspace,
+                            .arrivals = split.arrivals,
+                            .s = a.s,
+                            .hq = a.hq,
+                            .hkv = a.hkv,
+                            .kv_len = a.kv_len,
+                            .past = a.past,
+                            .past_on_device = split.past_on_device,
+                            .causal = a.causal,
+                            .bounds = a.bounds,
+                            .segments = a.segments,
+                            .scale = a.scale};
+  const dim3 grid(unsigned(decode_chunks(a, split.multiprocessors)), unsigned(a.s * a.hkv));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
     with_shape<KV>(a, [&](auto shape) {

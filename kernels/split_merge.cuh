@@ -11,6 +11,24 @@ namespace qvl::cuda {
 
 constexpr int kMaxChunks = 1024;  // the merge keeps a weight per chunk in shared memory
 
+// Floats of workspace for `pairs` (query, head) pairs split into `chunks` (0: one chunk, nothing to merge).
+inline int64_t split_workspace_floats(int64_t pairs, int64_t chunks, int64_t d) {
+  return chunks > 1 ? pairs * chunks * (d + 2) : 0;
+}
+
+// Whether this block is the last of `blocks` to finish its partials (every thread gets the answer). The partials
+// must be visible to whichever block merges: fence, then count this block in on `counter`; the last one resets it
+// to 0 for the next call (counters start at 0: the caller zeroes them once) after it has merged.
+__device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned blocks) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == blocks - 1;
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 // The block's largest / summed value (every thread gets it), through one float per warp in shared memory.
 template <int kWarps, typename Combine>
 __device__ float block_reduce(float v, float identity, Combine combine) {

@@ -559,13 +559,16 @@ struct Runner {
           attention_case(s, hq, hkv, d, s, AttentionMask::causal(0), kv);
       // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
       attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100), kv);
-      // Decode: the split kernel over GQA ratios 1 to 8 and odd head sizes, key counts from one to 32,768 (every chunk
-      // count up to the GPU's fill: one tile per warp at 1-32 keys, the most chunks from a few hundred on).
-      for (auto [hq, hkv, d] : std::vector<std::array<int64_t, 3>>{{16, 8, 128}, {16, 2, 128}, {32, 4, 64}, {8, 8, 64}, {12, 4, 72}, {6, 2, 36}})
+      // Decode: the decode kernel (attention_decode.cu) where the shape fits — rows of 128-512 bytes, GQA groups of
+      // 1, 2, 4 and 8, every register tile it has (d = 32 in f32, 64, 128, 256 in bf16: 8, 16 and 32 lanes a row,
+      // 16, 8 and 4 warps a block) — and the split kernel of attention.cu for the rest (72, 36; 32 in bf16, 256 in
+      // f32); key counts from one to 32,768 (one chunk at short contexts, up to the GPU's fill at thousands).
+      for (auto [hq, hkv, d] : std::vector<std::array<int64_t, 3>>{{16, 8, 128}, {16, 2, 128}, {32, 8, 128}, {32, 4, 64},
+                                                                  {8, 8, 64}, {8, 8, 32}, {16, 2, 256}, {12, 4, 72}, {6, 2, 36}})
         for (int64_t t : {1, 2, 31, 32, 33, 257, 1000, 4096})
           attention_case(1, hq, hkv, d, t, AttentionMask::causal(t - 1), kv);
       for (int64_t t : {8192, 32768}) attention_case(1, 16, 8, 128, t, AttentionMask::causal(t - 1), kv);
-      attention_case(3, 16, 8, 128, 3000, AttentionMask::causal(2997), kv);  // a few queries: split, one unit per query
+      attention_case(3, 16, 8, 128, 3000, AttentionMask::causal(2997), kv);  // a few queries: chunks per query and kv head
     }
     gpu.set_cache_type(DType::BF16);  // as the backend starts
     // Vision: block-diagonal, one block per image, bidirectional inside.
@@ -594,7 +597,8 @@ struct Runner {
   // A decode step's device-side inputs: ids, the cache position and the attention's position read on the device,
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
   void recorded_step() {
-    const int64_t capacity = 300, hq = 16, hkv = 8, d = 128, vocab = 1000;
+    // A capacity well past the positions replayed: the recorded grid is sized for it, the kernel splits what is there.
+    const int64_t capacity = 4096, hq = 16, hkv = 8, d = 128, vocab = 1000;
     const LinearWeights table = LinearWeights::of(random({vocab, hq * d}, DType::BF16)),
                         table_g = gpu.upload_linear(table, WeightRole::EmbeddingTable);
     for (DType kv : {DType::F32, DType::BF16}) {
@@ -619,7 +623,7 @@ struct Runner {
         step();
         work = gpu.end_recording();
       }
-      for (int64_t position : {0, 7, 64, 299}) {
+      for (int64_t position : {0, 7, 64, 299, 4095}) {
         const int64_t id = (position * 37 + 11) % vocab;
         gpu.write_indices(ids, {&id, 1});
         gpu.write_indices(past, {&position, 1});
