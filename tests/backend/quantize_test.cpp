@@ -137,11 +137,12 @@ std::vector<double> reference(const Tensor& x, const LinearWeights& w) {
 }
 
 TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
-  std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2()};
+  std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2(),
+                                                    cpu::quant_dot_kernels_avx512_vnni()};
   const auto be = make_cpu_backend();
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
     for (const int64_t group : {32, 64, 128})
-      for (const int64_t k : {48, 256, 288, 2048})
+      for (const int64_t k : {48, 256, 288, 352, 2048})
         for (const int64_t m : {1, 3, 4, 9}) {
           const Tensor x = test::random_normal({m, k}, uint32_t(k + m));
           const LinearWeights w = quantize_matrix(test::random_normal({7, k}, uint32_t(k * 3 + group)), f, group, "w");
@@ -180,6 +181,7 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
           }
         }
   if (!cpu::quant_dot_kernels_avx2()) std::printf("this processor has no AVX2: only the generic variant was compared\n");
+  if (!cpu::quant_dot_kernels_avx512_vnni()) std::printf("this processor has no AVX-512 VNNI: that variant was not compared\n");
 }
 
 TEST(Quantize, QuantisedEmbeddingRowsAreTheDequantisedRows) {
