@@ -187,7 +187,7 @@ __global__ void attention_chunk_kernel(const float* q, const KV* k, const KV* v,
     if (chunks > 1 && lane == 0) partial[0] = block_max, partial[1] = sum;
   }
   if (chunks == 1 || !last_to_arrive(&arrivals[pair], unsigned(chunks))) return;
-  combine_partials<kSplitWarps>(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, d, chunks, 1, chunks);
+  combine_partials<kSplitWarps, 1>(partials + pair * chunks * (d + 2), out + (i * hq + h) * d, int(d), int(chunks), chunks);
   if (threadIdx.x == 0) arrivals[pair] = 0;
 }
 

@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
     if (c == 0) partial[0] = block_best[g], partial[1] = block_total[g];
   }
   if (used == 1 || !last_to_arrive(&p.arrivals[unit], unsigned(used))) return;
-  combine_partials<kWarps>(partials, p.out + (i * p.hq + h0) * kD, kD, used, kHeads, gridDim.x);
+  combine_partials<kWarps, kHeads>(partials, p.out + (i * p.hq + h0) * kD, kD, used, gridDim.x);
   if (threadIdx.x == 0) p.arrivals[unit] = 0;
 }
 

@@ -11,7 +11,7 @@
 
 namespace qvl::cuda {
 
-constexpr int kMaxChunks = 1024;  // the merge keeps a weight per chunk in shared memory
+constexpr int kMaxChunks = 1024;  // the merge keeps a weight and a sum per chunk in shared memory (8 KB)
 
 // Floats of workspace for `pairs` (query, head) pairs split into `chunks` (0: one chunk, nothing to merge).
 inline int64_t split_workspace_floats(int64_t pairs, int64_t chunks, int64_t d) {
@@ -31,36 +31,39 @@ __device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned block
   return last;
 }
 
-// Merges the chunks' partial results of `heads` pairs (the same rescaling as the online softmax), by one block of
-// kWarps warps: pair g's chunk c at p + (g·chunk_stride + c)·(d + 2), its output at out + g·d (heads·chunks <=
-// kMaxChunks). The partials come from other blocks, so they are read from L2 (__ldcg), past any stale L1 line, and
-// every read a thread needs is asked for at once: its first output's values of the first kAhead chunks (registers)
-// together with a (max, sum) a thread (shared memory); then a warp a pair turns the maxima into weights, and each
-// output is its weighted sum. One L2 round trip where there were five (two a pair, then the values): on an H200 the
-// decode attention at 1,024 keys (4 chunks) 13.1 -> 10.3 µs, at 4,096 (16) 13.7 -> 11.8 (docs/performance.md).
-template <int kWarps>
-__device__ void combine_partials(const float* p, float* out, int64_t d, int64_t chunks, int heads, int64_t chunk_stride) {
-  constexpr int kMaxHeads = 8, kAhead = 16;
-  __shared__ float weight[kMaxChunks], chunk_sum[kMaxChunks], pair_sum[kMaxHeads];
-  const int64_t stride = d + 2, outputs = heads * d, pieces = heads * chunks;
-  const auto chunk_at = [&](int64_t g, int64_t c) { return p + (g * chunk_stride + c) * stride; };
-  const int64_t first = threadIdx.x;  // this thread's first output
+// Merges the chunks' partial results of kHeads pairs (the same rescaling as the online softmax), by one block of
+// kWarps warps: pair g's chunk c at p + (g·chunk_stride + c)·(d + 2), its output at out + g·d (kHeads·chunks <=
+// kMaxChunks, d < 2^16). The partials come from other blocks, so they are read from L2 (__ldcg), past any stale L1
+// line, and the reads a thread needs first are asked for at once: its first output's values of the first kAhead
+// chunks (registers) together with a (max, sum) a thread (shared memory); then a warp a pair turns the maxima into
+// weights, and each output is its weighted sum. Where the chunks are at most kAhead and the outputs at most the
+// block's threads (the decode shapes up to 2 heads of 128 on 512 threads), that is one L2 round trip where there
+// were five (two a pair, then the values): on an H200 the decode attention at 1,024 keys (4 chunks) 13.1 -> 10.3 µs,
+// at 4,096 (16) 13.7 -> 11.8 (docs/performance.md); more chunks or outputs read the rest after the weights.
+template <int kWarps, int kHeads>
+__device__ void combine_partials(const float* p, float* out, int d, int chunks, int64_t chunk_stride) {
+  static_assert(kHeads >= 1 && kHeads <= 8, "the decode kernels' query heads per kv head");
+  constexpr int kAhead = 16;
+  __shared__ float weight[kMaxChunks], chunk_sum[kMaxChunks], pair_sum[kHeads];
+  const int stride = d + 2, outputs = kHeads * d, pieces = kHeads * chunks;  // 32-bit: divisions below are cheap
+  const auto chunk_at = [&](int g, int c) { return p + (g * chunk_stride + c) * stride; };
+  const int first = int(threadIdx.x);  // this thread's first output
   float ahead[kAhead];
 #pragma unroll
   for (int c = 0; c < kAhead; ++c)
     if (first < outputs && c < chunks) ahead[c] = __ldcg(chunk_at(first / d, c) + 2 + first % d);
-  for (int64_t e = threadIdx.x; e < pieces; e += blockDim.x) {
+  for (int e = int(threadIdx.x); e < pieces; e += int(blockDim.x)) {
     const float* const q = chunk_at(e / chunks, e % chunks);
     weight[e] = __ldcg(q), chunk_sum[e] = __ldcg(q + 1);
   }
   __syncthreads();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int g = warp; g < heads; g += kWarps) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int g = warp; g < kHeads; g += kWarps) {
     float* const w = weight + g * chunks;
     float best = -INFINITY, sum = 0.0f;
-    for (int64_t c = lane; c < chunks; c += 32) best = fmaxf(best, w[c]);
+    for (int c = lane; c < chunks; c += 32) best = fmaxf(best, w[c]);
     best = warp_max(best);
-    for (int64_t c = lane; c < chunks; c += 32) {
+    for (int c = lane; c < chunks; c += 32) {
       w[c] = w[c] == -INFINITY ? 0.0f : expf(w[c] - best);  // a chunk that saw no key contributes nothing
       sum += w[c] * chunk_sum[g * chunks + c];
     }
@@ -68,11 +71,11 @@ __device__ void combine_partials(const float* p, float* out, int64_t d, int64_t 
     if (lane == 0) pair_sum[g] = sum;
   }
   __syncthreads();
-  for (int64_t e = first; e < outputs; e += blockDim.x) {
-    const int64_t g = e / d;
+  for (int e = first; e < outputs; e += int(blockDim.x)) {
+    const int g = e / d;
     const float* const w = weight + g * chunks;
     float value = 0.0f;
-    int64_t c = 0;
+    int c = 0;
     if (e == first) {
 #pragma unroll
       for (int a = 0; a < kAhead; ++a)

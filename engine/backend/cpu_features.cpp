@@ -33,7 +33,7 @@ const CpuFeatures& cpu_features() {
 
 std::string CpuFeatures::describe() const {
   std::string s = std::to_string(cores) + (cores == 1 ? " core" : " cores");
-  const std::pair<bool, const char*> flags[] = {{avx2, "AVX2"}, {fma, "FMA"}, {f16c, "F16C"}, {avx512f, "AVX-512F"}, {avx512bw, "AVX-512BW"}, {avx512vnni, "AVX-512 VNNI"}};
+  const std::pair<bool, const char*> flags[] = {{avx2, "AVX2"}, {fma, "FMA"}, {f16c, "F16C"}, {avx512f, "AVX-512F"}, {avx512bw, "AVX-512BW"}, {avx512vl, "AVX-512VL"}, {avx512vnni, "AVX-512 VNNI"}};
   std::string list;
   for (const auto& [on, name] : flags)
     if (on) list += std::string(list.empty() ? "" : " ") + name;

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <span>
 
 #include "backend/backend.h"
 #include "backend/cpu/quant_dot_kernels.h"
@@ -182,6 +183,43 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
         }
   if (!cpu::quant_dot_kernels_avx2()) std::printf("this processor has no AVX2: only the generic variant was compared\n");
   if (!cpu::quant_dot_kernels_avx512_vnni()) std::printf("this processor has no AVX-512 VNNI: that variant was not compared\n");
+}
+
+// Each variant's activation quantiser gives quantize_activation_row's bits: ties rounded to even, a zero block, a
+// block too small to scale, NaN and infinite blocks, and rows that end inside a block.
+TEST(QuantDotKernels, EveryVariantQuantisesActivationsAsTheReference) {
+  std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2(),
+                                                    cpu::quant_dot_kernels_avx512_vnni()};
+  for (const int64_t k : {32, 100, 256, 2048, 2050}) {
+    std::mt19937 rng{uint32_t(k)};
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    std::vector<float> x(static_cast<std::size_t>(k));
+    for (float& v : x) v = normal(rng);
+    const auto block = [&](int64_t b) { return std::span<float>(x).subspan(std::size_t(b * kQuantBlock), std::min<std::size_t>(kQuantBlock, std::size_t(k - b * kQuantBlock))); };
+    const int64_t blocks = activation_blocks(k);
+    if (blocks > 1) {  // ties: max 127 makes the scale 1, so x · (127 / max) is x and 2.5, -3.5, 0.5 are halfway
+      auto b = block(1);
+      b[0] = 127.0f, b[1] = 2.5f, b[2] = -3.5f, b[3] = 0.5f, b[4] = -0.5f;
+    }
+    if (blocks > 3) std::fill_n(block(2).begin(), block(2).size(), 0.0f);
+    if (blocks > 4) std::fill_n(block(3).begin(), block(3).size(), 1e-38f);  // 127 / max overflows: zeros
+    if (blocks > 5) block(4)[7] = NAN;
+    if (blocks > 6) block(5)[31] = -INFINITY;
+    std::vector<int8_t> want_q(std::size_t(blocks * kQuantBlock)), got_q(want_q.size());
+    std::vector<float> want_s(static_cast<std::size_t>(blocks)), got_s(want_s.size());
+    std::vector<int32_t> want_sum(static_cast<std::size_t>(blocks)), got_sum(want_sum.size());
+    quantize_activation_row(x.data(), k, want_q.data(), want_s.data(), want_sum.data());
+    for (const cpu::QuantDotKernels* v : variants) {
+      if (!v) continue;
+      std::fill(got_q.begin(), got_q.end(), int8_t(99));
+      v->quantize_row(x.data(), k, got_q.data(), got_s.data(), got_sum.data());
+      EXPECT_EQ(got_q, want_q) << v->name << " k " << k;
+      EXPECT_EQ(got_sum, want_sum) << v->name << " k " << k;
+      for (std::size_t b = 0; b < want_s.size(); ++b)
+        EXPECT_TRUE(std::isnan(want_s[b]) ? std::isnan(got_s[b]) : got_s[b] == want_s[b])
+            << v->name << " k " << k << " block " << b << ": " << got_s[b] << " vs " << want_s[b];
+    }
+  }
 }
 
 TEST(Quantize, QuantisedEmbeddingRowsAreTheDequantisedRows) {

@@ -1,11 +1,13 @@
 #include "backend/cpu/quant_dot_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/cpu_features.h"
+#include "backend/quantize.h"
 #include "backend/weight_format.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -19,6 +21,11 @@ constexpr std::size_t kRowsPerPass = 4;  // prefill: activation rows sharing one
 // Block b's weight scale: a shift, not a division (a 64-bit division per block cost half the loop's time), and the
 // f16 widened by F16C where the variant has it.
 inline float scale_of(const QuantDot& a, std::size_t b) { return f16_to_f32(a.w_scales[b >> a.group_shift]); }
+
+// q4's kernels take its stored offset off with each activation block's sum.
+inline void require_sums(const QuantDot& a, bool q4) {
+  if (q4 && !a.x_sums) fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
+}
 
 // ---- generic ---------------------------------------------------------------------------------------------------
 // The 32 signed values of weight block b.
@@ -143,8 +150,7 @@ QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
 
 template <typename Blocks>
 QVL_AVX2_F16C void dot_avx2(const QuantDot& a) {
-  if (std::is_same_v<Blocks, Q4Blocks> && !a.x_sums)
-    fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
+  require_sums(a, std::is_same_v<Blocks, Q4Blocks>);
   std::size_t m0 = 0;
   for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) {  // prefill: each loaded block serves four rows
     __m256 acc[kRowsPerPass] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -267,8 +273,7 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
 // 21.8 -> 19.7, a loss not explained yet; prefill of 64 tokens q4 1,495 -> 920 ms, q8 950 -> 822).
 template <typename Pairs, typename DecodeBlocks>
 QVL_AVX512_VNNI void dot_vnni(const QuantDot& a) {
-  if (Pairs::kOffset && !a.x_sums)
-    fail("q4 dot: the activation blocks' sums are missing (quantize_activation_row computes them)");
+  require_sums(a, Pairs::kOffset);
   std::size_t m0 = 0;
   for (; m0 + kRowsPerPass <= a.rows; m0 += kRowsPerPass) rows_vnni<Pairs, kRowsPerPass>(a, m0);
   for (; m0 < a.rows; ++m0) {
@@ -277,9 +282,53 @@ QVL_AVX512_VNNI void dot_vnni(const QuantDot& a) {
   }
 }
 
-const QuantDotKernels kGeneric{dot_generic<unpack_q8>, dot_generic<unpack_q4>, "generic"};
-const QuantDotKernels kAvx2{dot_avx2<Q8Blocks>, dot_avx2<Q4Blocks>, "avx2"};
-const QuantDotKernels kAvx512Vnni{dot_vnni<Q8Pairs, Q8Blocks>, dot_vnni<Q4Pairs, Q4Pairs>, "avx512-vnni"};
+// ---- activation rows -------------------------------------------------------------------------------------------
+// quantize_activation_row with a block's 32 values in four vectors: the same max, scale and 1 / scale as the scalar
+// code (scalar arithmetic on the block's max), the same product x · inv, rounded by cvtps (the default rounding
+// mode: to nearest, ties to even, as nearbyint), so the same bits. A block that is not whole (the row's last) or not
+// finite goes through the scalar code.
+QVL_AVX2 void quantize_row_avx2(const float* x, int64_t k, int8_t* q, float* scales, int32_t* sums) {
+  const int64_t whole = k / kQuantBlock;
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  for (int64_t b = 0; b < whole; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    __m256 v[4], finite = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), top = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(xb + 8 * j);
+      finite = _mm256_and_ps(finite, _mm256_cmp_ps(_mm256_sub_ps(v[j], v[j]), _mm256_setzero_ps(), _CMP_EQ_OQ));
+      top = _mm256_max_ps(top, _mm256_and_ps(v[j], magnitude));
+    }
+    if (_mm256_movemask_ps(finite) != 0xff) {  // a NaN or an infinity: the scalar code's NaN scale and zeros
+      quantize_activation_row(xb, kQuantBlock, q + b * kQuantBlock, scales + b, sums ? sums + b : nullptr);
+      continue;
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+    scales[b] = amax / 127.0f;
+    const float inv = amax > 0 && std::isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
+    __m256i n[4];
+    for (int j = 0; j < 4; ++j) n[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], _mm256_set1_ps(inv)));
+    if (sums) {
+      const __m256i total = _mm256_add_epi32(_mm256_add_epi32(n[0], n[1]), _mm256_add_epi32(n[2], n[3]));
+      __m128i t = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+      t = _mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(1, 0, 3, 2)));
+      sums[b] = _mm_cvtsi128_si32(_mm_add_epi32(t, _mm_shuffle_epi32(t, _MM_SHUFFLE(2, 3, 0, 1))));
+    }
+    // int32 -> int8 (|n| <= 127: the packs do not saturate); the packs interleave 128-bit lanes, the permute undoes it.
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(n[0], n[1]), _mm256_packs_epi32(n[2], n[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+  if (whole * kQuantBlock < k)
+    quantize_activation_row(x + whole * kQuantBlock, k - whole * kQuantBlock, q + whole * kQuantBlock, scales + whole,
+                            sums ? sums + whole : nullptr);
+}
+
+const QuantDotKernels kGeneric{dot_generic<unpack_q8>, dot_generic<unpack_q4>, quantize_activation_row, "generic"};
+const QuantDotKernels kAvx2{dot_avx2<Q8Blocks>, dot_avx2<Q4Blocks>, quantize_row_avx2, "avx2"};
+const QuantDotKernels kAvx512Vnni{dot_vnni<Q8Pairs, Q8Blocks>, dot_vnni<Q4Pairs, Q4Pairs>, quantize_row_avx2,
+                                  "avx512-vnni"};
 
 }  // namespace
 
