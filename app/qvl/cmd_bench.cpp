@@ -241,8 +241,10 @@ int run_bench(const std::vector<std::string>& argv) {
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),
                 image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3)),
                 images = args.get_int("images", 1), follow_up_tokens = args.get_int("follow-up-tokens", 0);
-  if (follow_up_tokens < 0 || follow_up_tokens > EngineOptions{}.max_context)
-    fail("qvl bench: --follow-up-tokens takes 0 to ", EngineOptions{}.max_context);
+  EngineOptions options;
+  apply_gpu_options(args, options);
+  if (follow_up_tokens < 0 || follow_up_tokens > options.max_context)
+    fail("qvl bench: --follow-up-tokens takes 0 to ", options.max_context, " (--max-context)");
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
@@ -252,11 +254,10 @@ int run_bench(const std::vector<std::string>& argv) {
   // Bounded before the prompt's text or the images are made (10^6 once asked for a terabyte of pixels).
   if (const int64_t limit = ImageLimits{}.max_pixels; image_size > 0 && image_size > limit / image_size)
     fail("qvl bench: --image-size ", image_size, " is over the image limit of ", limit, " pixels");
-  if (prompt_tokens > EngineOptions{}.max_context || decode_tokens > EngineOptions{}.max_context)
-    fail("qvl bench: --prompt-tokens and --decode-tokens are at most the context limit of ", EngineOptions{}.max_context);
+  if (prompt_tokens > options.max_context || decode_tokens > options.max_context)
+    fail("qvl bench: --prompt-tokens and --decode-tokens are at most the context limit of ", options.max_context,
+         " (--max-context)");
 
-  EngineOptions options;
-  apply_gpu_options(args, options);
   options.cuda_graphs = !args.has("no-graphs");
   if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
   if (args.has("no-fusion")) options.fusions = Fusions::none();

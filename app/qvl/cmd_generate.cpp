@@ -43,7 +43,6 @@ int run_generate(const std::vector<std::string>& argv) {
                              "groups), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
-      {"max-context", "N", "prompt + answer token limit (default 32768)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
       {"attention-window", "N",
        "long contexts: prefill attention sees N blocks of 64 positions up to its own and the first block (0 = all, "
@@ -59,7 +58,6 @@ int run_generate(const std::vector<std::string>& argv) {
   EngineOptions options;
   options.device = args.get("device", "auto");
   options.weights = args.get("weights", "bf16");
-  options.max_context = args.get_int("max-context", options.max_context);
   options.image_min_tokens = args.get_int("image-min-tokens", 0);
   options.image_max_tokens = args.get_int("image-max-tokens", 0);
   apply_gpu_options(args, options);

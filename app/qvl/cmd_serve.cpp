@@ -44,7 +44,6 @@ int run_serve(const std::vector<std::string>& argv) {
       {"max-images", "N", "pictures in one request (default 16)"},
       {"max-image-pixels", "N", "pixels of one picture, read from its header before decoding (default 67108864)"},
       {"max-body-mb", "N", "size of a request's body in MiB (default 64)"},
-      {"max-context", "N", "prompt + answer tokens of one request (default 32768)"},
       {"default-max-tokens", "N", "longest answer when a request names no max_tokens, shortened to what the context "
                                    "leaves after the prompt (default 1024)"},
       {"device", "NAME", "auto (default), cpu or cuda"},
@@ -75,14 +74,13 @@ int run_serve(const std::vector<std::string>& argv) {
   options.limits.max_images = int_in(args, "max-images", 16, 1, limits::kImagesPerRequest);
   options.limits.image.max_pixels = int_in(args, "max-image-pixels", limits::kImagePixels, 1, limits::kImagePixels);
   options.max_body_bytes = std::size_t(int_in(args, "max-body-mb", 64, 1, 4096)) << 20;
-  options.engine.max_context = int_in(args, "max-context", limits::kContextTokens, 16, int64_t(1) << 20);
+  apply_gpu_options(args, options.engine);  // --max-context among them, which the answer's default length follows
   options.limits.default_max_tokens =
       int_in(args, "default-max-tokens", std::min<int64_t>(1024, options.engine.max_context), 1, options.engine.max_context);
   options.engine.max_images = options.limits.max_images;
   options.limits.max_context = options.engine.max_context;
   options.engine.device = args.get("device", "auto");
   options.engine.weights = args.get("weights", "bf16");
-  apply_gpu_options(args, options.engine);
 
   // SIGINT and SIGTERM are taken by one thread (sigwait), blocked everywhere else: the handler is ordinary code that
   // stops the server, not an async-signal handler. A client gone mid-write must not kill the process (SIGPIPE).

@@ -1,6 +1,7 @@
 #include "qvl/gpu_options.h"
 
 #include "core/error.h"
+#include "core/limits.h"
 
 namespace qvl::cli {
 
@@ -11,6 +12,7 @@ std::vector<OptionSpec> gpu_option_specs() {
       {"gpu-memory-mb", "N",
        "the GPU's memory budget in MiB, e.g. 1848 for a 2 GB card less a 200 MiB reserve (default: what the driver has "
        "free, less 200 MiB); the memory plan places the model within it"},
+      {"max-context", "N", "prompt + answer tokens a request may hold (default 32768, at most 1048576)"},
       {"plan-context", "N", "tokens of context the memory plan keeps room for on the GPU (default 2048)"},
       {"kv-cache", "TYPE", "the GPU's KV cache: bf16 (default: half the bytes, as transformers keeps a bf16 model's) "
                            "or f32"},
@@ -26,6 +28,9 @@ void apply_gpu_options(const Args& args, EngineOptions& options) {
   if (mib < 0 || mib > (int64_t(1) << 24))  // 16 TiB: no GPU has more
     fail("--gpu-memory-mb takes 0 (the driver's free memory) to ", int64_t(1) << 24, " MiB, not ", mib);
   options.device_memory_limit = std::size_t(mib) << 20;
+  options.max_context = args.get_int("max-context", limits::kContextTokens);
+  if (options.max_context < 16 || options.max_context > (int64_t(1) << 20))
+    fail("--max-context takes 16 to ", int64_t(1) << 20, " tokens (prompt + answer), not ", options.max_context);
   options.plan_context = args.get_int("plan-context", std::min(options.plan_context, options.max_context));
   if (options.plan_context < 1 || options.plan_context > options.max_context)
     fail("--plan-context takes 1 to ", options.max_context, " tokens (the context limit), not ", options.plan_context);
