@@ -113,9 +113,11 @@ ImageHeader checked_image_header(const std::string& where, std::string_view byte
     fail(where, ": not a PNG, JPEG, BMP or WebP image (its first bytes are no header of those)");
   }
   if (h->width <= 0 || h->height <= 0) fail(where, ": the ", h->format, " header says ", h->width, "x", h->height, " pixels");
-  if (h->width > limits.max_pixels || h->height > limits.max_pixels || h->width * h->height > limits.max_pixels)
-    fail(where, ": ", h->width, "x", h->height, " is ", pixel_count(h->width * h->height), ", more than the limit of ",
-         pixel_count(limits.max_pixels), " (refused before decoding)");
+  // A side over the limit is refused before the product, which two 32-bit sides can take past int64.
+  const bool side_over = h->width > limits.max_pixels || h->height > limits.max_pixels;
+  if (side_over || h->width * h->height > limits.max_pixels)
+    fail(where, ": ", h->width, "x", h->height, side_over ? std::string() : " is " + pixel_count(h->width * h->height),
+         ", more than the limit of ", pixel_count(limits.max_pixels), " (refused before decoding)");
   if (h->truncated) fail(where, ": the ", h->format, " data ends before the image does (a truncated or corrupt file)");
   return *h;
 }

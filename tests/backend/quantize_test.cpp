@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <span>
 
@@ -190,34 +191,40 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
 TEST(QuantDotKernels, EveryVariantQuantisesActivationsAsTheReference) {
   std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2(),
                                                     cpu::quant_dot_kernels_avx512_vnni()};
-  for (const int64_t k : {32, 100, 256, 2048, 2050}) {
+  for (const int64_t k : {20, 32, 100, 200, 256, 2048, 2050}) {
     std::mt19937 rng{uint32_t(k)};
     std::normal_distribution<float> normal(0.0f, 3.0f);
     std::vector<float> x(static_cast<std::size_t>(k));
     for (float& v : x) v = normal(rng);
     const auto block = [&](int64_t b) { return std::span<float>(x).subspan(std::size_t(b * kQuantBlock), std::min<std::size_t>(kQuantBlock, std::size_t(k - b * kQuantBlock))); };
     const int64_t blocks = activation_blocks(k);
+    // Block b exists when blocks > b; the last one is partial where k is not a multiple of 32 (k = 20: the only block;
+    // k = 100: the tiny one).
     if (blocks > 1) {  // ties: max 127 makes the scale 1, so x · (127 / max) is x and 2.5, -3.5, 0.5 are halfway
       auto b = block(1);
       b[0] = 127.0f, b[1] = 2.5f, b[2] = -3.5f, b[3] = 0.5f, b[4] = -0.5f;
     }
-    if (blocks > 3) std::fill_n(block(2).begin(), block(2).size(), 0.0f);
-    if (blocks > 4) std::fill_n(block(3).begin(), block(3).size(), 1e-38f);  // 127 / max overflows: zeros
-    if (blocks > 5) block(4)[7] = NAN;
-    if (blocks > 6) block(5)[31] = -INFINITY;
+    if (blocks > 2) std::fill_n(block(2).begin(), block(2).size(), 0.0f);
+    if (blocks > 3) std::fill_n(block(3).begin(), block(3).size(), 1e-38f);  // 127 / max overflows: zeros
+    if (blocks > 4) block(4)[7] = NAN;
+    if (blocks > 5) block(5)[std::min<std::size_t>(31, block(5).size() - 1)] = -INFINITY;
     std::vector<int8_t> want_q(std::size_t(blocks * kQuantBlock)), got_q(want_q.size());
     std::vector<float> want_s(static_cast<std::size_t>(blocks)), got_s(want_s.size());
     std::vector<int32_t> want_sum(static_cast<std::size_t>(blocks)), got_sum(want_sum.size());
     quantize_activation_row(x.data(), k, want_q.data(), want_s.data(), want_sum.data());
     for (const cpu::QuantDotKernels* v : variants) {
       if (!v) continue;
-      std::fill(got_q.begin(), got_q.end(), int8_t(99));
-      v->quantize_row(x.data(), k, got_q.data(), got_s.data(), got_sum.data());
-      EXPECT_EQ(got_q, want_q) << v->name << " k " << k;
-      EXPECT_EQ(got_sum, want_sum) << v->name << " k " << k;
-      for (std::size_t b = 0; b < want_s.size(); ++b)
-        EXPECT_TRUE(std::isnan(want_s[b]) ? std::isnan(got_s[b]) : got_s[b] == want_s[b])
-            << v->name << " k " << k << " block " << b << ": " << got_s[b] << " vs " << want_s[b];
+      for (const bool with_sums : {true, false}) {  // the sums are optional (q8 does not read them)
+        std::fill(got_q.begin(), got_q.end(), int8_t(99));  // every output overwritten, none left from before
+        std::fill(got_s.begin(), got_s.end(), -1.0f);
+        std::fill(got_sum.begin(), got_sum.end(), std::numeric_limits<int32_t>::min());
+        v->quantize_row(x.data(), k, got_q.data(), got_s.data(), with_sums ? got_sum.data() : nullptr);
+        EXPECT_EQ(got_q, want_q) << v->name << " k " << k;
+        if (with_sums) EXPECT_EQ(got_sum, want_sum) << v->name << " k " << k;
+        for (std::size_t b = 0; b < want_s.size(); ++b)
+          EXPECT_TRUE(std::isnan(want_s[b]) ? std::isnan(got_s[b]) : got_s[b] == want_s[b])
+              << v->name << " k " << k << " block " << b << ": " << got_s[b] << " vs " << want_s[b];
+      }
     }
   }
 }

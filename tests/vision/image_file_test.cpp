@@ -72,6 +72,20 @@ TEST(ImageHeader, FindsAJpegFrameBehindAnyAmountOfExif) {
   EXPECT_NE(e.find("refused before decoding"), std::string::npos) << e;
 }
 
+// A PNG whose header claims two sides near 2^32 (the fuzzer's finding: their product overflowed int64 in the message).
+TEST(ImageHeader, SidesPastTheLimitAreRefusedWithoutTheirProduct) {
+  std::string png = test::read_bytes(kDecodeDir / "rgba.png");
+  const auto put32 = [&](std::size_t at, uint32_t v) {
+    for (int i = 0; i < 4; ++i) png[at + std::size_t(i)] = char(v >> (24 - 8 * i));
+  };
+  put32(16, 2347450807u), put32(20, 3951954589u);  // IHDR's width and height
+  test::TempDir dir;
+  test::write_bytes(dir / "huge.png", png);
+  const std::string e = message_of([&] { load_image(dir / "huge.png"); });
+  EXPECT_NE(e.find("2347450807x3951954589, more than the limit of 67108864 pixels (67.1 M) (refused before decoding)"),
+            std::string::npos) << e;
+}
+
 TEST(ImageHeader, ReadsTheTestImagesWholeAndSeesEveryCutOne) {
   for (const char* name : {"cmyk.jpg", "exif_rotate90.jpg", "gray8.png", "gray16.png", "palette.png", "rgb.bmp", "rgba.png"}) {
     SCOPED_TRACE(name);

@@ -105,7 +105,8 @@ public:
     std::vector<float> xs(std::size_t(m * blocks));
     std::vector<int32_t> sums(std::size_t(m * blocks));
     const auto& kernels = cpu::quant_dot_kernels();
-    // The rows quantised on all threads (a prefill's 64 rows of 2,048 took ~0.8 ms on one, before every product).
+    // The rows quantised in chunks of 2^16 values across the threads (AVX2: 0.42 µs a 2,048 row; a prefill of 64 rows
+    // of 6,144 splits six ways, 64 of 2,048 two).
     ThreadPool::global().parallel_for(std::size_t(m), std::max<std::size_t>(1, kMinChunkWork / std::size_t(k)),
                                       [&](std::size_t begin, std::size_t end) {
                                         for (std::size_t r = begin; r < end; ++r)
