@@ -64,6 +64,20 @@ void dot_generic(const QuantDot& a) {
 // ---- AVX2 (+ F16C for the scales) -----------------------------------------------------------------------------------
 QVL_AVX2_F16C inline float scale_f16c(const QuantDot& a, std::size_t b) { return _cvtsh_ss(a.w_scales[b >> a.group_shift]); }
 
+// Blocks b .. b + 8's weight scales widened at once (groups of 32: eight consecutive f16s; larger groups: each
+// block's gathered), and the weight stream of those blocks prefetched 1 KB ahead: the start of an 8-block step of
+// the AVX2 and VNNI loops.
+QVL_AVX2_F16C inline __m256 eight_block_scales(const QuantDot& a, std::size_t b, std::size_t block_bytes) {
+  for (std::size_t line = 0; line < 8 * block_bytes; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + 1024 + line, _MM_HINT_T0);
+  const uint16_t* ws = a.w_scales;
+  const int g = a.group_shift;
+  return _mm256_cvtph_ps(g == 0 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b))
+                                : _mm_setr_epi16(short(ws[b >> g]), short(ws[(b + 1) >> g]), short(ws[(b + 2) >> g]),
+                                                 short(ws[(b + 3) >> g]), short(ws[(b + 4) >> g]),
+                                                 short(ws[(b + 5) >> g]), short(ws[(b + 6) >> g]), short(ws[(b + 7) >> g])));
+}
+
 QVL_AVX2 inline __m256i load_q8(const uint8_t* w, std::size_t b) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * kBlock));
 }
@@ -117,28 +131,24 @@ struct Q4Blocks {
   }
 };
 
-// Activation row r's blocks against the weight row (decode): with one scale a block (groups of 32), eight blocks'
-// weight scales widened and multiplied by the activation scales in two instructions, each block's taken by a permute
-// (one instruction, where the scalar f16 conversion, product and broadcast took five); with larger groups a block's
-// scale as before. Two accumulators: independent chains; the weight stream prefetched 1 KB ahead.
+// Activation row r's blocks against the weight row (decode): eight blocks' weight scales widened
+// (eight_block_scales) and multiplied by the activation scales at once, each block's taken by a permute (one
+// instruction, where the scalar f16 conversion, product and broadcast took five); the last blocks one at a time.
+// Two accumulators: independent chains.
 template <typename Blocks>
 QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
   const std::size_t first = r * a.blocks;  // the row's first activation block
   const float* xs = a.x_scales + first;
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   std::size_t b = 0;
-  if (a.group_shift == 0)
-    for (; b + 8 <= a.blocks; b += 8) {
-      for (std::size_t line = 0; line < 8 * Blocks::kBytes; line += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + 1024 + line, _MM_HINT_T0);
-      const __m256 scales = _mm256_mul_ps(
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.w_scales + b))), _mm256_loadu_ps(xs + b));
-      for (int j = 0; j < 8; ++j)
-        acc[j & 1] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j)),
-                                     Blocks::products(Blocks::load(a.w, b + j), a.x + (first + b + j) * kBlock, a.x_sums,
-                                                      first + b + j),
-                                     acc[j & 1]);
-    }
+  for (; b + 8 <= a.blocks; b += 8) {
+    const __m256 scales = _mm256_mul_ps(eight_block_scales(a, b, Blocks::kBytes), _mm256_loadu_ps(xs + b));
+    for (int j = 0; j < 8; ++j)
+      acc[j & 1] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(scales, _mm256_set1_epi32(j)),
+                                   Blocks::products(Blocks::load(a.w, b + j), a.x + (first + b + j) * kBlock, a.x_sums,
+                                                    first + b + j),
+                                   acc[j & 1]);
+  }
   for (; b < a.blocks; ++b) {
     _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + 1024, _MM_HINT_T0);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(scale_f16c(a, b) * xs[b]),
@@ -218,15 +228,7 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
   std::size_t b = 0;
   for (; b + 8 <= a.blocks; b += 8) {
-    for (std::size_t line = 0; line < 8 * Pairs::kBytes; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Pairs::kBytes) + 1024 + line, _MM_HINT_T0);
-    const uint16_t* ws = a.w_scales;
-    const int g = a.group_shift;
-    const __m128i halves = g == 0 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b))
-                                  : _mm_setr_epi16(short(ws[b >> g]), short(ws[(b + 1) >> g]), short(ws[(b + 2) >> g]),
-                                                   short(ws[(b + 3) >> g]), short(ws[(b + 4) >> g]), short(ws[(b + 5) >> g]),
-                                                   short(ws[(b + 6) >> g]), short(ws[(b + 7) >> g]));
-    const __m256 w_scales = _mm256_cvtph_ps(halves);
+    const __m256 w_scales = eight_block_scales(a, b, Pairs::kBytes);
     __m512 scales[R];
     __m512i offsets[R];  // q4: −Σx of each of the 8 blocks, a row
     for (std::size_t r = 0; r < R; ++r) {
