@@ -220,7 +220,9 @@ TEST(QuantDotKernels, EveryVariantQuantisesActivationsAsTheReference) {
         std::fill(got_sum.begin(), got_sum.end(), std::numeric_limits<int32_t>::min());
         v->quantize_row(x.data(), k, got_q.data(), got_s.data(), with_sums ? got_sum.data() : nullptr);
         EXPECT_EQ(got_q, want_q) << v->name << " k " << k;
-        if (with_sums) EXPECT_EQ(got_sum, want_sum) << v->name << " k " << k;
+        if (with_sums) {
+          EXPECT_EQ(got_sum, want_sum) << v->name << " k " << k;
+        }
         for (std::size_t b = 0; b < want_s.size(); ++b)
           EXPECT_TRUE(std::isnan(want_s[b]) ? std::isnan(got_s[b]) : got_s[b] == want_s[b])
               << v->name << " k " << k << " block " << b << ": " << got_s[b] << " vs " << want_s[b];

@@ -272,22 +272,26 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
     }
   }
 
-  // End to end on the GPU engine: greedy tokens while the reference margin is clear.
-  EngineOptions options{"cuda"};
-  options.cuda_profile = profile;
-  const auto engine = Engine::load(dir, options);
-  ASSERT_EQ(engine->device(), "cuda");
-  GenerateRequest request;
+  // End to end on the GPU engine: greedy tokens while the reference margin is clear, with either cache the engine
+  // offers (--kv-cache bf16 | f32: other decode kernels, e.g. 128-byte f32 rows of heads of 32 in the decode kernel).
   const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
-  request.messages = conv.messages;
-  for (const auto& path : conv.image_paths) request.images.push_back(load_image(path));
-  request.max_new_tokens = int64_t(golden["greedy_token_ids"].size());
-  const GenerateResult r = engine->generate(request);
   const auto want = golden["greedy_token_ids"].get<std::vector<int32_t>>();
   const auto margins = golden["greedy_margins"].get<std::vector<double>>();
-  const double margin = clear_margin(golden, top_logit_error(logits, golden));  // the bf16 cache's, as the engine's
-  for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size() && margins[i] >= margin; ++i)
-    EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i;
+  const double margin = clear_margin(golden, top_logit_error(logits, golden));  // the bf16 cache's (the wider)
+  for (const char* kv_cache : {"bf16", "f32"}) {
+    EngineOptions options{"cuda"};
+    options.cuda_profile = profile;
+    options.kv_cache = kv_cache;
+    const auto engine = Engine::load(dir, options);
+    ASSERT_EQ(engine->device(), "cuda");
+    GenerateRequest request;
+    request.messages = conv.messages;
+    for (const auto& path : conv.image_paths) request.images.push_back(load_image(path));
+    request.max_new_tokens = int64_t(want.size());
+    const GenerateResult r = engine->generate(request);
+    for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size() && margins[i] >= margin; ++i)
+      EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i << " (" << kv_cache << " KV cache)";
+  }
   }
 }
 
