@@ -159,11 +159,20 @@ std::string hello_text(int64_t tokens) {
   return text;
 }
 
-// A second turn of `tokens` new tokens after `first` (its answer kept), in a conversation the engine keeps: its time
-// to first token against its own prefill (what the kept turn saves is everything else) and against the same turn
-// computed whole. Medians of `repeat` conversations after one warm-up.
-nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int64_t tokens, int64_t repeat) {
-  std::vector<double> ttft, prefill, whole;
+// A square test picture of `side` pixels, different for each `seed`.
+RgbImage synthetic_image(int64_t side, int64_t seed) {
+  RgbImage image{side, side, std::vector<uint8_t>(std::size_t(side * side * 3))};
+  for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t(((i + std::size_t(seed)) * 2654435761u) >> 24);
+  return image;
+}
+
+// A second turn of `tokens` new tokens (after `new_images` new pictures) following `first` (its answer kept), in a
+// conversation the engine keeps: its time to first token against its own vision pass and prefill (what the kept turn
+// saves is everything else) and against the same turn computed whole. Medians of `repeat` conversations after one
+// warm-up.
+nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int64_t tokens,
+                              const std::vector<RgbImage>& new_images, int64_t repeat) {
+  std::vector<double> ttft, vision, prefill, whole;
   GenerateResult second;
   for (int64_t r = 0; r <= repeat; ++r) {
     GenerateRequest turn = first;
@@ -171,20 +180,29 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
     engine.forget_conversation(turn.conversation_id);
     const GenerateResult answer = engine.generate(turn);
     turn.messages.push_back(ChatMessage::text("assistant", answer.text));
-    turn.messages.push_back(ChatMessage::text("user", hello_text(tokens - 6)));  // 6 template tokens around it
+    ChatMessage question{"user", {}};
+    for (const RgbImage& image : new_images) {
+      turn.images.push_back(image);
+      question.content.push_back(ContentItem::image());
+    }
+    question.content.push_back(ContentItem::make_text(hello_text(tokens - 6)));  // 6 template tokens around it
+    turn.messages.push_back(std::move(question));
     second = engine.generate(turn);
     turn.conversation_id.clear();
     const GenerateResult computed_whole = engine.generate(turn);
     if (r == 0) continue;
     const auto& t = second.timing;
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
+    vision.push_back(t.vision_ms);
     prefill.push_back(t.prefill_ms);
     whole.push_back(computed_whole.timing.preprocess_ms + computed_whole.timing.vision_ms + computed_whole.timing.prefill_ms);
   }
   engine.forget_conversation("bench-follow-up");
   return {{"new_tokens", second.timing.prompt_tokens - second.timing.cached_tokens},
+          {"new_images", new_images.size()},
           {"cached_tokens", second.timing.cached_tokens},
           {"time_to_first_token_ms", median(ttft)},
+          {"vision_ms", median(vision)},
           {"prefill_ms", median(prefill)},
           {"time_to_first_token_over_prefill", median(ttft) / median(prefill)},
           {"whole_time_to_first_token_ms", median(whole)}};
@@ -222,6 +240,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
       {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
                                 "(and the same turn computed whole, for comparison)"},
+      {"follow-up-images", "N", "the second turn also brings N new pictures of --image-size (default 0)"},
       {"temperature", "T", "sample at this temperature (default 0: greedy)"},
       {"top-k", "N", "with --temperature: keep the N most likely tokens (default 0: off)"},
       {"top-p", "P", "with --temperature: keep the smallest set with probability P (default 1: off)"},
@@ -248,6 +267,11 @@ int run_bench(const std::vector<std::string>& argv) {
   if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
+  const int64_t follow_up_images = args.get_int("follow-up-images", 0);
+  if (follow_up_images < 0 || follow_up_images > 64 || (follow_up_images > 0 && (image_size == 0 || follow_up_tokens == 0)))
+    fail("qvl bench: --follow-up-images takes 0 to 64, with --image-size and --follow-up-tokens");
+  std::vector<RgbImage> follow_up_pictures;  // after the first turn's (other seeds: other pictures)
+  for (int64_t n = 0; n < follow_up_images; ++n) follow_up_pictures.push_back(synthetic_image(image_size, images + n));
   if (args.has("image") && image_size > 0) fail("qvl bench: --image and --image-size exclude each other");
   if ((args.has("views-layer") || args.has("views-snapshot")) && !args.has("views"))
     fail("qvl bench: --views-layer and --views-snapshot go with --views");
@@ -269,9 +293,7 @@ int run_bench(const std::vector<std::string>& argv) {
   GenerateRequest request;
   ChatMessage user{"user", {}};
   for (int64_t n = 0; image_size > 0 && n < images; ++n) {
-    RgbImage image{image_size, image_size, std::vector<uint8_t>(std::size_t(image_size * image_size * 3))};
-    for (std::size_t i = 0; i < image.pixels.size(); ++i) image.pixels[i] = uint8_t(((i + std::size_t(n)) * 2654435761u) >> 24);
-    request.images.push_back(std::move(image));
+    request.images.push_back(synthetic_image(image_size, n));
     user.content.push_back(ContentItem::image());
   }
   if (args.has("image")) {
@@ -329,7 +351,8 @@ int run_bench(const std::vector<std::string>& argv) {
     }
   }();
   const std::optional<nlohmann::json> follow_up =
-      follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, repeat)) : std::nullopt;
+      follow_up_tokens > 0 ? std::optional(time_follow_up(*engine, request, follow_up_tokens, follow_up_pictures, repeat))
+                           : std::nullopt;
   // One more run with per-kernel timing, after the timed ones so the timing does not perturb them.
   auto profiler = std::make_shared<Profiler>();
   engine->set_profiler(profiler);
@@ -420,9 +443,11 @@ int run_bench(const std::vector<std::string>& argv) {
                                                : "greedy");
   if (follow_up) {
     const nlohmann::json& f = *follow_up;
-    std::printf("second turn      %lld new tokens after %lld kept: first token in %.2f ms (%.2f ms of it prefill, %.2fx); "
-                "computed whole %.2f ms\n", (long long)f["new_tokens"].get<int64_t>(), (long long)f["cached_tokens"].get<int64_t>(),
-                f["time_to_first_token_ms"].get<double>(), f["prefill_ms"].get<double>(),
+    std::printf("second turn      %lld new tokens (%lld new pictures) after %lld kept: first token in %.2f ms (%.2f ms of "
+                "it vision, %.2f ms prefill, %.2fx the prefill); computed whole %.2f ms\n",
+                (long long)f["new_tokens"].get<int64_t>(), (long long)f["new_images"].get<int64_t>(),
+                (long long)f["cached_tokens"].get<int64_t>(), f["time_to_first_token_ms"].get<double>(),
+                f["vision_ms"].get<double>(), f["prefill_ms"].get<double>(),
                 f["time_to_first_token_over_prefill"].get<double>(), f["whole_time_to_first_token_ms"].get<double>());
   }
   if (views) print_views(*views);

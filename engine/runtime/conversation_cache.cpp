@@ -58,6 +58,18 @@ bool ConversationCache::make_room(uint64_t bytes) {
   return bytes <= budget_;
 }
 
+void ConversationCache::evict_down_to(uint64_t bytes,
+                                      const std::function<uint64_t(const CachedConversation&)>& measure) {
+  uint64_t held = 0;
+  for (const Entry& e : entries_) held += measure(e.conversation);
+  while (!entries_.empty() && held > bytes) {
+    held -= measure(entries_.back().conversation);
+    stored_ -= entries_.back().conversation.bytes();
+    entries_.pop_back();
+    ++evictions_;
+  }
+}
+
 void ConversationCache::forget(const std::string& id) { take(id); }
 
 void ConversationCache::clear() {

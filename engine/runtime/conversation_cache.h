@@ -4,6 +4,7 @@
 // only its last. Kept under a byte budget, least recently used evicted first. The engine owns the store (the caches
 // live in its backends' memory); a request names its conversation by an id of the caller's choosing.
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -52,6 +53,9 @@ public:
   // Evicts the least recently used conversations until `bytes` more would fit; false when even an empty store
   // cannot take them.
   bool make_room(uint64_t bytes);
+  // Evicts the least recently used conversations until those left measure at most `bytes` by `measure` (the pool's
+  // bytes of a cache, say, where the budget counts its tensors).
+  void evict_down_to(uint64_t bytes, const std::function<uint64_t(const CachedConversation&)>& measure);
   void forget(const std::string& id);
   void clear();
   ConversationCacheStats stats() const;

@@ -257,8 +257,7 @@ private:
       if (kept) reuse = reusable_prefix(*kept, result.prompt_ids, image_keys, int32_t(config.image_token_id));
     }
     const std::vector<DecoderPart> parts = decoder_parts();
-    const bool gpu_vision_pass = plan_ && plan_->vision_on_gpu && reuse.images < request.images.size();
-    CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, gpu_vision_pass);
+    CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, tokens_per_image);
     std::unique_ptr<KvCache> cache;
     try {
       if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
@@ -320,17 +319,17 @@ private:
     std::unique_ptr<KvCache> kept;  // the conversation's cache, to truncate in place or to copy the prefix from
     int64_t capacity = 0;           // of a new cache; 0: the kept one, truncated in place
   };
-  // A kept conversation's cache serves the prefix when it is made for these parts, when the request runs no vision
-  // pass on the GPU (the plan has no room for a cache beside one; other kept conversations are evicted for it too),
-  // and, too small for the request, when the budget holds it and a grown one together (else the prefix is computed
-  // again). A conversation's new cache leaves room for the next turn: up to the next multiple of 512 positions.
+  // A kept conversation's cache serves the prefix when it is made for these parts, when it fits beside the request's
+  // vision pass on the GPU (keep_beside_vision_pass), and, too small for the request, when the budget holds it and a
+  // grown one together (else the prefix is computed again). A conversation's new cache leaves room for the next turn:
+  // up to the next multiple of 512 positions.
   CacheChoice choose_cache(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse, int64_t needed,
-                           const std::vector<DecoderPart>& parts, bool gpu_vision_pass) {
+                           const std::vector<DecoderPart>& parts, const std::vector<int64_t>& tokens_per_image) {
     CacheChoice choice;
     choice.kept = kept ? std::move(kept->cache) : nullptr;
-    if (gpu_vision_pass) conversations_.clear();
-    if (choice.kept && (choice.kept->parts() != parts || gpu_vision_pass)) choice.kept.reset();
+    if (choice.kept && choice.kept->parts() != parts) choice.kept.reset();
     if (!choice.kept) reuse = {};
+    keep_beside_vision_pass(choice.kept, reuse, tokens_per_image);
     if (choice.kept && choice.kept->capacity() >= needed) {
       conversations_.make_room(0);
       return choice;
@@ -343,6 +342,25 @@ private:
     }
     conversations_.make_room(bytes + (choice.kept ? choice.kept->bytes() : 0));
     return choice;
+  }
+  // On a GPU whose plan puts the vision tower on it, the pass over the request's new images (those past the reused
+  // prefix) runs where the plan's KV room is: the caches kept from earlier requests stay while the pool's bytes the
+  // budget leaves beside the pass hold them (counted as the pool places a cache), the request's own conversation
+  // first, the others least recently used first out. Its own one not fitting, the whole prompt is computed again,
+  // every image with it.
+  void keep_beside_vision_pass(std::unique_ptr<KvCache>& own, ReusablePrefix& reuse,
+                               const std::vector<int64_t>& tokens_per_image) {
+    if (!plan_ || !plan_->vision_on_gpu) return;
+    const auto pass_tokens = [&] {
+      return std::accumulate(tokens_per_image.begin() + std::ptrdiff_t(reuse.images), tokens_per_image.end(), int64_t(0));
+    };
+    if (pass_tokens() == 0) return;  // no image to encode: the pass does not run
+    const auto pool_bytes = [&](const KvCache& cache) {
+      return kv_cache_pool_bytes(model_.config.text, plan_->gpu_layers, cache.capacity(), backend_->cache_type());
+    };
+    if (own && pool_bytes(*own) > plan_->room_beside_vision_pass(pass_tokens())) own.reset(), reuse = {};
+    const uint64_t room = plan_->room_beside_vision_pass(pass_tokens()), held = own ? pool_bytes(*own) : 0;
+    conversations_.evict_down_to(room - held, [&](const CachedConversation& c) { return c.cache ? pool_bytes(*c.cache) : 0; });
   }
   std::unique_ptr<KvCache> make_cache(CacheChoice& choice, const ReusablePrefix& reuse, const std::vector<DecoderPart>& parts) {
     if (choice.capacity == 0) {

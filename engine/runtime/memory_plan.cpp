@@ -222,6 +222,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   plan.context = r.context;
   plan.prefill_chunk = chosen->chunk;
   plan.gpu_peak = peak(*chosen, r.context, image_tokens);
+  if (chosen->vision_on_gpu) {  // the vision phase alone, affine in the tokens (ActivationModel::vision)
+    const uint64_t weights = gpu.vision + sum(gpu.layer, 0, chosen->gpu_layers) + (chosen->head_on_gpu ? gpu.head : 0);
+    const uint64_t one = act.vision(1, gpu.widest_vision_quantised), two = act.vision(2, gpu.widest_vision_quantised);
+    plan.vision_pass_per_token = two - one;
+    plan.vision_pass_base = r.reserved + weights + slack(*chosen) + one - plan.vision_pass_per_token;
+  }
   // The longest context whose cache still fits beside the rest (the pool's segments make the cost a step function:
   // flat over a segment's worth of tokens, so the bound is found by doubling, not from the raw bytes per token).
   plan.context_room = largest_fitting(r.context, int64_t(1) << 40,
@@ -255,6 +261,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     return placed;
   }());
   return plan;
+}
+
+uint64_t MemoryPlan::room_beside_vision_pass(int64_t tokens) const {
+  if (!vision_on_gpu) return budget;
+  const uint64_t pass = vision_pass_base + u(std::max<int64_t>(0, tokens)) * vision_pass_per_token;
+  return pass < budget ? budget - pass : 0;
 }
 
 std::string MemoryPlan::summary() const {

@@ -44,9 +44,15 @@ struct MemoryPlan {
   int64_t image_room = 0;              // merged tokens all a request's images may take in one vision pass (>= the
                                        // largest image's), up to context_room
   uint64_t gpu_peak = 0;               // the largest the pool is expected to hold
+  // The vision phase's peak for a pass over t merged tokens is vision_pass_base + t · vision_pass_per_token (the
+  // weights, buffers and slack, then the activations, which grow with the tokens); 0 where the tower is on the CPU.
+  uint64_t vision_pass_base = 0, vision_pass_per_token = 0;
   std::vector<PlannedPart> parts;      // weights and KV cache per device, then the GPU's activations
 
   bool everything_on_gpu() const { return vision_on_gpu && head_on_gpu && gpu_layers == layers; }
+  // Pool bytes the budget leaves beside a vision pass over `tokens` merged tokens: what caches kept from earlier
+  // requests may hold while it runs (the plan counts the pass where the KV room is, at another moment).
+  uint64_t room_beside_vision_pass(int64_t tokens) const;
   bool decoder_split() const { return gpu_layers < layers || !head_on_gpu; }
   std::string summary() const;  // one line: "everything on the GPU", "vision tower on the CPU, ...", ...
   std::string table() const;    // the parts, one a line, MiB and device

@@ -9,6 +9,8 @@
 #include <cstdio>
 
 #include "backend/cuda_plugin.h"
+#include "backend/registry.h"
+#include "io/random_model.h"
 #include "runtime/conversation_cache.h"
 #include "runtime/engine.h"
 #include "test_support.h"
@@ -120,13 +122,12 @@ void check_turns(const std::string& device) {
   const auto parted = std::mismatch(edited.prompt_ids.begin(), edited.prompt_ids.end(), again.prompt_ids.begin()).first;
   EXPECT_EQ(edited.timing.cached_tokens, parted - edited.prompt_ids.begin()) << device;
 
-  // Another picture: reuse ends where its pads begin. On a GPU whose vision tower is on it, a request that runs the
-  // tower keeps no cache beside the pass (the memory plan counts them at different moments): computed whole.
+  // Another picture: reuse ends where its pads begin. On a GPU whose vision tower is on it the conversation's cache
+  // stays beside the tower's pass over the new picture (the budget here has room for both).
   const GenerateResult other = t.ask(chat, {"scene-2.png"});
   const int32_t pad = int32_t(t.kept->model().config.image_token_id);
   const auto first_pad = std::find(other.prompt_ids.begin(), other.prompt_ids.end(), pad);
-  const bool gpu_vision = t.kept->memory_plan() && t.kept->memory_plan()->vision_on_gpu;
-  EXPECT_EQ(other.timing.cached_tokens, gpu_vision ? 0 : first_pad - other.prompt_ids.begin()) << device;
+  EXPECT_EQ(other.timing.cached_tokens, first_pad - other.prompt_ids.begin()) << device;
 
   // A follow-up longer than the room the cache was made with: it grows, its prefix copied into the larger one.
   chat.push_back(ChatMessage::text("assistant", other.text));
@@ -199,6 +200,35 @@ TEST(ConversationCache, EvictsTheLeastRecentlyUsedPastTheBudget) {
   none->generate(r);
   EXPECT_EQ(none->generate(r).timing.cached_tokens, 0);
   EXPECT_EQ(none->conversation_cache().conversations, 0);
+}
+
+// Beside a vision pass on a GPU the store keeps what the pool has room for, counted as the pool places a cache (not as
+// the budget counts its tensors): least recently used out first.
+TEST(ConversationCache, EvictsDownToABoundByTheGivenMeasure) {
+  const auto cpu = create_backend(BackendKind::Cpu);
+  const ModelConfig config = model_preset("qwen3-vl-2b");
+  const std::vector<DecoderPart> parts{{cpu.get(), 0, config.text.num_hidden_layers}};
+  ConversationCache store;
+  store.set_budget(uint64_t(1) << 30);
+  for (auto [id, capacity] : std::vector<std::pair<std::string, int64_t>>{{"a", 1}, {"b", 2}, {"c", 3}}) {
+    CachedConversation c;
+    c.cache = std::make_unique<KvCache>(parts, config.text, capacity);
+    store.put(id, std::move(c));
+  }
+  const auto by_capacity = [](const CachedConversation& c) { return uint64_t(c.cache->capacity()) * 100; };
+  store.evict_down_to(600, by_capacity);  // 100 + 200 + 300: all stay
+  EXPECT_EQ(store.stats().conversations, 3);
+  store.evict_down_to(599, by_capacity);  // "a", the least recently used, goes
+  EXPECT_EQ(store.stats().conversations, 2);
+  EXPECT_EQ(store.stats().evictions, 1);
+  EXPECT_FALSE(store.take("a").has_value());
+  const uint64_t c_bytes = KvCache(parts, config.text, 3).bytes();
+  store.evict_down_to(300, by_capacity);  // then "b"
+  EXPECT_EQ(store.stats().conversations, 1);
+  EXPECT_EQ(store.stats().bytes, c_bytes);  // the budget's own count follows
+  store.evict_down_to(0, by_capacity);
+  EXPECT_EQ(store.stats().conversations, 0);
+  EXPECT_EQ(store.stats().bytes, 0u);
 }
 
 // A conversation's keys were computed with the kernels of their time: switching fusions drops them.

@@ -117,6 +117,31 @@ TEST(MemoryPlan, LeavesRoomForSeveralImagesInOneVisionPassWhereTheBudgetAllows) 
   }
 }
 
+// What caches kept from earlier requests may hold while a vision pass runs (the plan counts the pass where the KV
+// room is): the budget less the pass's peak, whose activations grow by the same bytes with every merged token.
+TEST(MemoryPlan, SaysWhatKeptCachesMayHoldBesideAVisionPass) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  MemoryPlanRequest r = q4_on_pascal(1 << 20);
+  r.budget = plan_memory(c, r).gpu_peak;  // exactly the peak of everything on the GPU
+  const MemoryPlan exact = plan_memory(c, r);
+  ASSERT_TRUE(exact.everything_on_gpu());
+  // At least the embeddings and the three DeepStack features a merged token, in f32; the blocks' rows besides.
+  EXPECT_GT(exact.vision_pass_per_token, uint64_t(4 * c.text.hidden_size * 4));
+  const uint64_t beside_image = exact.room_beside_vision_pass(1024);
+  EXPECT_GT(beside_image, 0u) << "the decoder phase (2,048 tokens of cache, a 2,048-row pass) is the peak here";
+  EXPECT_LT(beside_image, exact.budget);
+  EXPECT_EQ(exact.room_beside_vision_pass(512) - beside_image, 512 * exact.vision_pass_per_token);
+  // The room follows the budget byte for byte; a pass larger than the budget leaves none.
+  r.budget += 100 * kMiB;
+  EXPECT_EQ(plan_memory(c, r).room_beside_vision_pass(1024), beside_image + 100 * kMiB);
+  EXPECT_EQ(exact.room_beside_vision_pass(int64_t(exact.budget / exact.vision_pass_per_token) + 1), 0u);
+  // The tower on the CPU: a pass takes nothing from the pool.
+  r.budget = exact.gpu_peak;
+  MemoryPlan host_vision = exact;
+  while (host_vision.vision_on_gpu) r.budget -= 16 * kMiB, host_vision = plan_memory(c, r);
+  EXPECT_EQ(host_vision.room_beside_vision_pass(1024), r.budget);
+}
+
 TEST(MemoryPlan, ATwoGigabytePascalCardHoldsEveryDecoderLayerAtQ4) {
   // 2,048 MiB less a 200 MiB reserve for the display, the context and cuBLAS, which the pool does not see.
   const MemoryPlan plan = plan_memory(model_preset("qwen3-vl-2b"), q4_on_pascal(2048 - 200));
