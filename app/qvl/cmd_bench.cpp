@@ -241,6 +241,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
                                 "(and the same turn computed whole, for comparison)"},
       {"follow-up-images", "N", "the second turn also brings N new pictures of --image-size (default 0)"},
+      {"vision-cache-mb", "N", "keep N MiB of image features between runs (default 0: every run encodes its pictures)"},
       {"temperature", "T", "sample at this temperature (default 0: greedy)"},
       {"top-k", "N", "with --temperature: keep the N most likely tokens (default 0: off)"},
       {"top-p", "P", "with --temperature: keep the smallest set with probability P (default 1: off)"},
@@ -282,6 +283,10 @@ int run_bench(const std::vector<std::string>& argv) {
     fail("qvl bench: --prompt-tokens and --decode-tokens are at most the context limit of ", options.max_context,
          " (--max-context)");
 
+  const int64_t vision_cache_mb = args.get_int("vision-cache-mb", 0);
+  if (vision_cache_mb < 0 || vision_cache_mb > (int64_t(1) << 20)) fail("qvl bench: --vision-cache-mb takes 0 to 1048576");
+  options.vision_cache_bytes = uint64_t(vision_cache_mb) << 20;  // the runs repeat one request: kept, its pictures
+                                                                  // would be encoded once
   options.cuda_graphs = !args.has("no-graphs");
   if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
   if (args.has("no-fusion")) options.fusions = Fusions::none();

@@ -49,12 +49,14 @@ void ConversationCache::put(const std::string& id, CachedConversation conversati
   entries_.push_front({id, std::move(conversation)});
 }
 
+void ConversationCache::evict_least_recent() {
+  stored_ -= entries_.back().conversation.bytes();
+  entries_.pop_back();
+  ++evictions_;
+}
+
 bool ConversationCache::make_room(uint64_t bytes) {
-  while (!entries_.empty() && stored_ + bytes > budget_) {
-    stored_ -= entries_.back().conversation.bytes();
-    entries_.pop_back();
-    ++evictions_;
-  }
+  while (!entries_.empty() && stored_ + bytes > budget_) evict_least_recent();
   return bytes <= budget_;
 }
 
@@ -64,9 +66,7 @@ void ConversationCache::evict_down_to(uint64_t bytes,
   for (const Entry& e : entries_) held += measure(e.conversation);
   while (!entries_.empty() && held > bytes) {
     held -= measure(entries_.back().conversation);
-    stored_ -= entries_.back().conversation.bytes();
-    entries_.pop_back();
-    ++evictions_;
+    evict_least_recent();
   }
 }
 

@@ -65,6 +65,7 @@ private:
     std::string id;
     CachedConversation conversation;
   };
+  void evict_least_recent();
   std::list<Entry> entries_;  // most recently used first
   uint64_t budget_ = 0, stored_ = 0;
   int64_t evictions_ = 0;

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <numeric>
 
 #include "backend/backend.h"
+#include "core/content_hash.h"
 #include "backend/registry.h"
 #include "core/cancel.h"
 #include "core/error.h"
@@ -40,6 +42,7 @@ public:
       fail("engine: the attention window takes block counts of 0 or more, not ", options.attention_window.blocks,
            " and ", options.attention_window.global);
     preprocessor_ = with_token_budget(model_.preprocessor, options.image_min_tokens, options.image_max_tokens);
+    vision_features_.set_budget(options.vision_cache_bytes);
     place(options.device);
   }
 
@@ -148,6 +151,7 @@ private:
   }
   void release_model() {
     conversations_.clear();  // their caches live in the backends
+    vision_features_.clear();
     weights_ = {};  // the weights go before their backends
     backend_.reset();
     host_.reset();
@@ -157,6 +161,7 @@ private:
              std::string fallback, std::optional<MemoryPlan> plan) {
     model_.checkpoint.check_unchanged();  // a file truncated while it was read gave zeros: refuse what was loaded
     conversations_.clear();  // kept in the old backends
+    vision_features_.clear();  // computed by them
     weights_ = {};  // the old weights go before their backends
     backend_ = std::move(backend);
     host_ = std::move(host);
@@ -261,11 +266,11 @@ private:
     std::unique_ptr<KvCache> cache;
     try {
       if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
-      const std::vector<Tensor> image_patches = prepare_images(request.images, reuse.images, prompt.preprocessor, cancel, result);
+      const NewImages images = prepare_images(request.images, reuse.images, tokens_per_image, prompt.preprocessor, cancel, result);
       result.timing.preprocess_ms = ms_since(t0);
 
       t0 = Clock::now();
-      const VisionInjection vision = encode_vision(image_patches, result, reuse.tokens, cancel);
+      const VisionInjection vision = encode_vision(images, result, reuse.tokens, cancel);
       result.timing.vision_ms = ms_since(t0);
 
       t0 = Clock::now();
@@ -294,6 +299,7 @@ private:
       t0 = Clock::now();
       decode(request, max_new_tokens, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
       result.timing.decode_ms = ms_since(t0);
+      keep_image_features(images, vision);
       keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
     } catch (const Cancelled&) {
       // Stopped before the answer: the conversation keeps what its cache validly holds. Before the cache was made,
@@ -319,48 +325,59 @@ private:
     std::unique_ptr<KvCache> kept;  // the conversation's cache, to truncate in place or to copy the prefix from
     int64_t capacity = 0;           // of a new cache; 0: the kept one, truncated in place
   };
-  // A kept conversation's cache serves the prefix when it is made for these parts, when it fits beside the request's
-  // vision pass on the GPU (keep_beside_vision_pass), and, too small for the request, when the budget holds it and a
-  // grown one together (else the prefix is computed again). A conversation's new cache leaves room for the next turn:
-  // up to the next multiple of 512 positions.
+  // A kept conversation's cache serves the prefix when it is made for these parts; too small for the request, when
+  // the budget holds it and a grown one together; and on a GPU when the pool holds it beside the request's passes
+  // (pool_room). Else the prefix is computed again, its images with it. A conversation's new cache leaves room for
+  // the next turn: up to the next multiple of 512 positions. The other kept conversations make room, least recently
+  // used first: within the budget, and on a GPU within the pool's room beside the passes.
   CacheChoice choose_cache(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse, int64_t needed,
                            const std::vector<DecoderPart>& parts, const std::vector<int64_t>& tokens_per_image) {
     CacheChoice choice;
     choice.kept = kept ? std::move(kept->cache) : nullptr;
     if (choice.kept && choice.kept->parts() != parts) choice.kept.reset();
-    if (!choice.kept) reuse = {};
-    keep_beside_vision_pass(choice.kept, reuse, tokens_per_image);
-    if (choice.kept && choice.kept->capacity() >= needed) {
-      conversations_.make_room(0);
+    const int64_t grown = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
+    for (;;) {  // twice at most: once more when the kept cache is given up
+      if (!choice.kept) reuse = {};
+      choice.capacity = choice.kept && choice.kept->capacity() >= needed ? 0 : grown;
+      const uint64_t bytes = choice.capacity ? kv_bytes_per_token() * uint64_t(choice.capacity) : 0;
+      const std::optional<PoolRoom> room = pool_room(reuse, tokens_per_image);
+      const uint64_t own = choice.kept && room ? pool_bytes(choice.kept->capacity()) : 0,
+                     fresh = choice.capacity && room ? pool_bytes(choice.capacity) : 0;
+      if (choice.kept && (bytes + choice.kept->bytes() > conversations_.budget() ||  // not both at once
+                          (room && (own > room->beside_vision_pass || own + fresh > room->beside_prefill)))) {
+        choice.kept.reset();
+        continue;
+      }
+      conversations_.make_room(choice.capacity ? bytes + (choice.kept ? choice.kept->bytes() : 0) : 0);
+      if (room) {
+        const uint64_t prefill_left = room->beside_prefill > own + fresh ? room->beside_prefill - own - fresh : 0;
+        conversations_.evict_down_to(std::min(room->beside_vision_pass - own, prefill_left), [&](const CachedConversation& c) {
+          return c.cache ? pool_bytes(c.cache->capacity()) : 0;
+        });
+      }
       return choice;
     }
-    choice.capacity = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
-    const uint64_t bytes = kv_bytes_per_token() * uint64_t(choice.capacity);
-    if (choice.kept && bytes + choice.kept->bytes() > conversations_.budget()) {
-      choice.kept.reset();  // not both at once: the prefix is computed again (and no other conversation is evicted for it)
-      reuse = {};
-    }
-    conversations_.make_room(bytes + (choice.kept ? choice.kept->bytes() : 0));
-    return choice;
   }
-  // On a GPU whose plan puts the vision tower on it, the pass over the request's new images (those past the reused
-  // prefix) runs where the plan's KV room is: the caches kept from earlier requests stay while the pool's bytes the
-  // budget leaves beside the pass hold them (counted as the pool places a cache), the request's own conversation
-  // first, the others least recently used first out. Its own one not fitting, the whole prompt is computed again,
-  // every image with it.
-  void keep_beside_vision_pass(std::unique_ptr<KvCache>& own, ReusablePrefix& reuse,
-                               const std::vector<int64_t>& tokens_per_image) {
-    if (!plan_ || !plan_->vision_on_gpu) return;
-    const auto pass_tokens = [&] {
-      return std::accumulate(tokens_per_image.begin() + std::ptrdiff_t(reuse.images), tokens_per_image.end(), int64_t(0));
-    };
-    if (pass_tokens() == 0) return;  // no image to encode: the pass does not run
-    const auto pool_bytes = [&](const KvCache& cache) {
-      return kv_cache_pool_bytes(model_.config.text, plan_->gpu_layers, cache.capacity(), backend_->cache_type());
-    };
-    if (own && pool_bytes(*own) > plan_->room_beside_vision_pass(pass_tokens())) own.reset(), reuse = {};
-    const uint64_t room = plan_->room_beside_vision_pass(pass_tokens()), held = own ? pool_bytes(*own) : 0;
-    conversations_.evict_down_to(room - held, [&](const CachedConversation& c) { return c.cache ? pool_bytes(*c.cache) : 0; });
+  // What the GPU's pool leaves for KV caches (pool bytes) beside this request's passes: the vision pass over the
+  // images past the reused prefix (when the plan puts the tower on the GPU), where the caches kept before the request
+  // are there; and the prefill with those images' features alive, where the request's new cache is there too (beside
+  // the kept one it copies its prefix from). The plan counts its KV room for one cache beside the largest image; a
+  // kept conversation is one more cache. nullopt: no pool holds the caches (the CPU).
+  struct PoolRoom {
+    uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;
+  };
+  std::optional<PoolRoom> pool_room(const ReusablePrefix& reuse, const std::vector<int64_t>& tokens_per_image) const {
+    if (!plan_ || plan_->gpu_layers == 0) return std::nullopt;
+    const int64_t image_tokens =
+        std::accumulate(tokens_per_image.begin() + std::ptrdiff_t(reuse.images), tokens_per_image.end(), int64_t(0));
+    PoolRoom room;
+    if (plan_->vision_on_gpu && image_tokens > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(image_tokens);
+    room.beside_prefill = plan_->room_beside_prefill(image_tokens);
+    return room;
+  }
+  // A KV cache of `capacity` positions as the pool places it (the GPU's layers; plan_ set).
+  uint64_t pool_bytes(int64_t capacity) const {
+    return kv_cache_pool_bytes(model_.config.text, plan_->gpu_layers, capacity, backend_->cache_type());
   }
   std::unique_ptr<KvCache> make_cache(CacheChoice& choice, const ReusablePrefix& reuse, const std::vector<DecoderPart>& parts) {
     if (choice.capacity == 0) {
@@ -391,37 +408,120 @@ private:
     conversations_.put(id, std::move(kept));
   }
 
-  // Images from `first` on -> patches on the backend (a GPU cuts image i while the host decodes and resizes image
-  // i + 1), one decoded image held at a time; their grids are appended to the result's.
-  std::vector<Tensor> prepare_images(const std::vector<ImageInput>& images, std::size_t first,
-                                     const PreprocessorConfig& preprocessor, const std::atomic<bool>* stop,
-                                     GenerateResult& result) {
-    std::vector<Tensor> image_patches;
+  // The images past a kept conversation's prefix, in prompt order: each one's features kept by content
+  // (vision_features_), or its patches for the tower.
+  struct NewImages {
+    std::vector<std::optional<ImageFeatures>> kept;  // one an image; nullopt: encoded in this request
+    std::vector<Tensor> patches;                 // of those encoded, in order
+    std::vector<ImageGrid> grids;                // and their grids
+    std::vector<int64_t> tokens;                 // merged tokens of every image
+    std::vector<uint64_t> keys;                  // and its key in vision_features_ (features_key)
+  };
+  // A picture's features depend on its content and on its size after preprocessing, which the request's token
+  // budget sets (the model's other preprocessing settings are the engine's): the key holds both.
+  static uint64_t features_key(const ImageInput& image, const PreprocessorConfig& preprocessor) {
+    const int64_t budget[2] = {preprocessor.min_pixels, preprocessor.max_pixels};
+    return content_hash(std::as_bytes(std::span(budget)), image.content_key());
+  }
+  // Images from `first` on: kept features where the store has the picture (and the same token count the header
+  // gives), else patches on the backend (a GPU cuts image i while the host decodes and resizes image i + 1), one
+  // decoded image held at a time; their grids are appended to the result's.
+  NewImages prepare_images(const std::vector<ImageInput>& images, std::size_t first,
+                           const std::vector<int64_t>& tokens_per_image, const PreprocessorConfig& preprocessor,
+                           const std::atomic<bool>* stop, GenerateResult& result) {
+    NewImages out;
+    const int64_t merge = model_.config.vision.spatial_merge_size * model_.config.vision.spatial_merge_size;
     for (std::size_t i = first; i < images.size(); ++i) {
       stop_if_requested(stop);
+      const uint64_t key = vision_features_.budget() > 0 ? features_key(images[i], preprocessor) : 0;
+      out.keys.push_back(key);
+      const ImageFeatures* hit = vision_features_.budget() > 0 ? vision_features_.find(key) : nullptr;
+      if (hit && hit->grid.t * hit->grid.h * hit->grid.w / merge == tokens_per_image[i]) {
+        out.kept.push_back(*hit);
+        out.tokens.push_back(tokens_per_image[i]);
+        result.image_grids.push_back(hit->grid);
+        ++result.timing.cached_images;
+        continue;
+      }
       const PreprocessedImage p = preprocess_image(*images[i].pixels(), preprocessor);
+      out.kept.push_back(std::nullopt);
+      out.tokens.push_back(p.grid.t * p.grid.h * p.grid.w / merge);
+      out.grids.push_back(p.grid);
+      out.patches.push_back(patches(vision_backend(), p));
       result.image_grids.push_back(p.grid);
-      image_patches.push_back(patches(vision_backend(), p));
     }
-    return image_patches;
+    return out;
   }
 
-  // The vision tower over the new images in one batch, and where its embeddings go in the prompt: the image tokens
-  // from `first_token` on (those before it are a kept conversation's).
-  VisionInjection encode_vision(const std::vector<Tensor>& image_patches, const GenerateResult& result, int64_t first_token,
+  // The vision tower over the images to encode in one batch, and where the features of all the new images go in the
+  // prompt: the image tokens from `first_token` on (those before it are a kept conversation's). Kept features join
+  // the encoded ones in prompt order on the host (only when some were kept: otherwise the tower's output is used as
+  // it is).
+  VisionInjection encode_vision(const NewImages& images, const GenerateResult& result, int64_t first_token,
                                 const std::atomic<bool>* stop) {
     VisionInjection vision;
-    if (image_patches.empty()) return vision;
+    if (images.kept.empty()) return vision;
     Backend& be = vision_backend();
-    const std::vector<ImageGrid> grids(result.image_grids.end() - std::ptrdiff_t(image_patches.size()), result.image_grids.end());
-    VisionOutput v = encode_images(be, model_.config, weights_.vision, stack_rows(be, image_patches), grids, stop);
-    be.synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+    VisionOutput v;
+    if (!images.patches.empty()) {
+      v = encode_images(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids, stop);
+      be.synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+    }
     vision.backend = &be;
-    vision.embeddings = std::move(v.embeddings);
-    vision.deepstack = std::move(v.deepstack);
+    if (images.patches.size() == images.kept.size()) {
+      vision.embeddings = std::move(v.embeddings);
+      vision.deepstack = std::move(v.deepstack);
+    } else {
+      const bool encoded = !images.patches.empty();
+      vision.embeddings = joined(be, images, encoded ? &v.embeddings : nullptr,
+                                 [](const ImageFeatures& f) -> const Tensor& { return f.embeddings; });
+      for (std::size_t d = 0; d < model_.config.vision.deepstack_visual_indexes.size(); ++d)
+        vision.deepstack.push_back(joined(be, images, encoded ? &v.deepstack[d] : nullptr,
+                                          [d](const ImageFeatures& f) -> const Tensor& { return f.deepstack[d]; }));
+    }
     for (auto i = std::size_t(first_token); i < result.prompt_ids.size(); ++i)
       if (result.prompt_ids[i] == model_.config.image_token_id) vision.positions.push_back(int64_t(i));
     return vision;
+  }
+
+  // One part of the new images' features (the embeddings, or a DeepStack block's) in prompt order: kept images' rows
+  // from their host copies, encoded ones' from `encoded` (the tower's output for them, in order), joined on the host
+  // and sent to `be`.
+  Tensor joined(Backend& be, const NewImages& images, const Tensor* encoded,
+                const std::function<const Tensor&(const ImageFeatures&)>& part) const {
+    const Tensor rows = encoded ? be.to_host(*encoded) : Tensor();
+    const int64_t width = model_.config.text.hidden_size;
+    Tensor host = Tensor::empty(DType::F32, {std::accumulate(images.tokens.begin(), images.tokens.end(), int64_t(0)), width});
+    int64_t at = 0, from_encoded = 0;
+    for (std::size_t j = 0; j < images.kept.size(); ++j) {
+      const int64_t n = images.tokens[j];
+      const float* src = images.kept[j] ? part(*images.kept[j]).data<float>() : rows.data<float>() + from_encoded * width;
+      if (!images.kept[j]) from_encoded += n;
+      std::copy_n(src, n * width, host.data<float>() + at * width);
+      at += n;
+    }
+    return be.from_host(host);
+  }
+
+  // The features of the images this request encoded, kept by content for later requests (after the answer: a GPU's
+  // copy to the host is not in the time to first token).
+  void keep_image_features(const NewImages& news, const VisionInjection& vision) {
+    if (vision_features_.budget() == 0 || news.patches.empty()) return;
+    Backend& be = *vision.backend;
+    const Tensor embeddings = be.to_host(vision.embeddings);
+    std::vector<Tensor> deepstack;
+    for (const Tensor& t : vision.deepstack) deepstack.push_back(be.to_host(t));
+    int64_t at = 0;
+    std::size_t encoded = 0;
+    for (std::size_t j = 0; j < news.kept.size(); ++j) {
+      const int64_t n = news.tokens[j];
+      if (!news.kept[j]) {
+        ImageFeatures features{news.grids[encoded++], embeddings.slice_rows(at, at + n).to(DType::F32), {}};
+        for (const Tensor& t : deepstack) features.deepstack.push_back(t.slice_rows(at, at + n).to(DType::F32));
+        vision_features_.put(news.keys[j], std::move(features));
+      }
+      at += n;
+    }
   }
 
   // Sample, stream, stop or step: one token at a time from the prefill's logits.
@@ -512,6 +612,7 @@ public:
 
   void set_fusions(const Fusions& fusions) override {
     conversations_.clear();  // computed with the other kernels: a comparison must not reuse them
+    vision_features_.clear();
     options_.fusions = fusions;
     for (Backend* be : backends()) be->set_fusions(fusions);
   }
@@ -546,6 +647,7 @@ public:
   std::string device_error() const override { return device_error_; }
   void forget_conversation(const std::string& id) override { conversations_.forget(id); }
   ConversationCacheStats conversation_cache() const override { return conversations_.stats(); }
+  VisionCacheStats vision_cache() const override { return vision_features_.stats(); }
   void inject_fault(const FaultInjection& fault) override {
     if (backend_) backend_->inject_fault(fault);
   }
@@ -579,6 +681,7 @@ private:
   BackendKind kind_ = BackendKind::Cpu;
   std::shared_ptr<Profiler> profiler_;
   ConversationCache conversations_;  // after the backends: destroyed before them, as their caches live there
+  VisionFeatureCache vision_features_;  // host copies: made by the backends' kernels, emptied when those change
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "model/rope.h"
 #include "model/text_decoder.h"
 #include "runtime/conversation_cache.h"
+#include "runtime/vision_cache.h"
 #include "runtime/memory_plan.h"
 #include "runtime/profiler.h"
 #include "runtime/sampler.h"
@@ -49,6 +50,9 @@ struct EngineOptions {
   // Keys and values of conversations kept between requests (GenerateRequest::conversation_id), least recently used
   // evicted past this; on a GPU also within the KV room of the memory plan. 0: nothing kept.
   uint64_t conversation_cache_bytes = uint64_t(1024) << 20;
+  // Image features kept by picture content on the host (vision_cache.h), least recently used evicted past this (a
+  // 448 x 448 picture on the 2B: 196 tokens, 6.4 MB). 0: nothing kept.
+  uint64_t vision_cache_bytes = uint64_t(256) << 20;
 };
 
 struct GenerateRequest {
@@ -74,6 +78,7 @@ struct GenerateTiming {
   double preprocess_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0;
   int64_t prompt_tokens = 0, generated_tokens = 0;
   int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
+  int64_t cached_images = 0;  // of the images the kept conversation did not hold, those whose features were kept
   int64_t decode_steps = 0;  // forward passes in decode_ms (the first token comes from the prefill)
   double sample_ms = 0;      // of decode_ms, the sampler's (penalties, temperature, top-k/p and the draw, every token)
 };
@@ -194,6 +199,8 @@ public:
   // Conversations kept between requests (GenerateRequest::conversation_id): drop one (a chat deleted), or see them.
   virtual void forget_conversation(const std::string& id) = 0;
   virtual ConversationCacheStats conversation_cache() const = 0;
+  // Image features kept by picture content (EngineOptions::vision_cache_bytes).
+  virtual VisionCacheStats vision_cache() const = 0;
   // Fault injection (tests of the failure paths): passed to the GPU backend, if one is in use.
   virtual void inject_fault(const FaultInjection& fault) = 0;
 };

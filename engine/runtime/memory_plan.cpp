@@ -188,14 +188,22 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
                      (p.head_on_gpu && gpu.mid_head) || (p.gpu_layers > 0 && kv_block > kMiB && kv_block < kLarge);
     return kSmallSegment + (mid ? kMidSegment : 0);
   };
+  // Each phase's peak less what grows with the tokens (the weights, the buffers, the slack; the decoder pass's
+  // activations), and what does.
+  const auto fixed = [&](const Arrangement& p) {
+    return r.reserved + (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
+           (p.head_on_gpu ? gpu.head : 0) + slack(p);
+  };
+  const auto vision_phase = [&](const Arrangement& p, int64_t vision_tokens) -> uint64_t {
+    return p.vision_on_gpu ? act.vision(vision_tokens, gpu.widest_vision_quantised) : 0;
+  };
+  const auto decoder_pass = [&](const Arrangement& p) {
+    return act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised);
+  };
   const auto peak = [&](const Arrangement& p, int64_t kv_tokens, int64_t vision_tokens) {
-    const uint64_t weights = (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
-                             (p.head_on_gpu ? gpu.head : 0);
-    const uint64_t vision_phase = p.vision_on_gpu ? act.vision(vision_tokens, gpu.widest_vision_quantised) : 0;
-    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_cache) +
-                                   act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised) +
+    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_cache) + decoder_pass(p) +
                                    act.outputs(vision_tokens);
-    return r.reserved + weights + std::max(vision_phase, decoder_phase) + slack(p);
+    return fixed(p) + std::max(vision_phase(p, vision_tokens), decoder_phase);
   };
   std::vector<int64_t> chunks{r.context};
   if (r.context > kSmallChunk) chunks.push_back(kSmallChunk);
@@ -222,12 +230,13 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   plan.context = r.context;
   plan.prefill_chunk = chosen->chunk;
   plan.gpu_peak = peak(*chosen, r.context, image_tokens);
-  if (chosen->vision_on_gpu) {  // the vision phase alone, affine in the tokens (ActivationModel::vision)
-    const uint64_t weights = gpu.vision + sum(gpu.layer, 0, chosen->gpu_layers) + (chosen->head_on_gpu ? gpu.head : 0);
-    const uint64_t one = act.vision(1, gpu.widest_vision_quantised), two = act.vision(2, gpu.widest_vision_quantised);
-    plan.vision_pass_per_token = two - one;
-    plan.vision_pass_base = r.reserved + weights + slack(*chosen) + one - plan.vision_pass_per_token;
+  // Both phases are affine in the tokens (ActivationModel): their value at 0 and their step.
+  if (chosen->vision_on_gpu) {
+    plan.vision_pass_base = fixed(*chosen) + vision_phase(*chosen, 0);
+    plan.vision_pass_per_token = vision_phase(*chosen, 1) - vision_phase(*chosen, 0);
   }
+  plan.prefill_base = fixed(*chosen) + decoder_pass(*chosen);
+  plan.image_features_per_token = act.outputs(1);
   // The longest context whose cache still fits beside the rest (the pool's segments make the cost a step function:
   // flat over a segment's worth of tokens, so the bound is found by doubling, not from the raw bytes per token).
   plan.context_room = largest_fitting(r.context, int64_t(1) << 40,
@@ -265,7 +274,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
 
 uint64_t MemoryPlan::room_beside_vision_pass(int64_t tokens) const {
   if (!vision_on_gpu) return budget;
-  const uint64_t pass = vision_pass_base + u(std::max<int64_t>(0, tokens)) * vision_pass_per_token;
+  const uint64_t pass = vision_pass_base + u(tokens) * vision_pass_per_token;
+  return pass < budget ? budget - pass : 0;
+}
+
+uint64_t MemoryPlan::room_beside_prefill(int64_t image_tokens) const {
+  const uint64_t pass = prefill_base + u(image_tokens) * image_features_per_token;
   return pass < budget ? budget - pass : 0;
 }
 

@@ -47,12 +47,18 @@ struct MemoryPlan {
   // The vision phase's peak for a pass over t merged tokens is vision_pass_base + t · vision_pass_per_token (the
   // weights, buffers and slack, then the activations, which grow with the tokens); 0 where the tower is on the CPU.
   uint64_t vision_pass_base = 0, vision_pass_per_token = 0;
+  // The decoder phase's peak less its KV cache, with t merged tokens of image features alive: prefill_base + t ·
+  // image_features_per_token.
+  uint64_t prefill_base = 0, image_features_per_token = 0;
   std::vector<PlannedPart> parts;      // weights and KV cache per device, then the GPU's activations
 
   bool everything_on_gpu() const { return vision_on_gpu && head_on_gpu && gpu_layers == layers; }
-  // Pool bytes the budget leaves beside a vision pass over `tokens` merged tokens: what caches kept from earlier
-  // requests may hold while it runs (the plan counts the pass where the KV room is, at another moment).
+  // Pool bytes the budget leaves for KV caches beside a vision pass over `tokens` merged tokens (the plan counts the
+  // pass where the KV room is, at another moment), and beside a prefill pass with `tokens` of image features alive:
+  // what the caches of a request and of the conversations kept from earlier ones may hold then (pool bytes, as
+  // kv_cache_pool_bytes counts a cache).
   uint64_t room_beside_vision_pass(int64_t tokens) const;
+  uint64_t room_beside_prefill(int64_t image_tokens) const;
   bool decoder_split() const { return gpu_layers < layers || !head_on_gpu; }
   std::string summary() const;  // one line: "everything on the GPU", "vision tower on the CPU, ...", ...
   std::string table() const;    // the parts, one a line, MiB and device

@@ -289,7 +289,8 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
     for (const auto& path : conv.image_paths) request.images.push_back(load_image(path));
     request.max_new_tokens = int64_t(want.size());
     const GenerateResult r = engine->generate(request);
-    for (std::size_t i = 0; i < want.size() && i < r.generated_ids.size() && margins[i] >= margin; ++i)
+    ASSERT_EQ(r.generated_ids.size(), want.size()) << kv_cache << " KV cache";
+    for (std::size_t i = 0; i < want.size() && margins[i] >= margin; ++i)
       EXPECT_EQ(r.generated_ids[i], want[i]) << "greedy token " << i << " (" << kv_cache << " KV cache)";
   }
   }

@@ -117,23 +117,37 @@ TEST(MemoryPlan, LeavesRoomForSeveralImagesInOneVisionPassWhereTheBudgetAllows) 
   }
 }
 
-// What caches kept from earlier requests may hold while a vision pass runs (the plan counts the pass where the KV
-// room is): the budget less the pass's peak, whose activations grow by the same bytes with every merged token.
-TEST(MemoryPlan, SaysWhatKeptCachesMayHoldBesideAVisionPass) {
+// What KV caches may hold beside a request's passes (the plan counts one cache, and the vision pass where the KV room
+// is): the budget less each phase's peak without its cache.
+TEST(MemoryPlan, SaysWhatCachesMayHoldBesideTheVisionPassAndThePrefill) {
   const ModelConfig c = model_preset("qwen3-vl-2b");
   MemoryPlanRequest r = q4_on_pascal(1 << 20);
   r.budget = plan_memory(c, r).gpu_peak;  // exactly the peak of everything on the GPU
   const MemoryPlan exact = plan_memory(c, r);
   ASSERT_TRUE(exact.everything_on_gpu());
-  // At least the embeddings and the three DeepStack features a merged token, in f32; the blocks' rows besides.
-  EXPECT_GT(exact.vision_pass_per_token, uint64_t(4 * c.text.hidden_size * 4));
-  const uint64_t beside_image = exact.room_beside_vision_pass(1024);
-  EXPECT_GT(beside_image, 0u) << "the decoder phase (2,048 tokens of cache, a 2,048-row pass) is the peak here";
-  EXPECT_LT(beside_image, exact.budget);
-  EXPECT_EQ(exact.room_beside_vision_pass(512) - beside_image, 512 * exact.vision_pass_per_token);
-  // The room follows the budget byte for byte; a pass larger than the budget leaves none.
+  // The decoder phase is the peak here (2,048 tokens of cache, a 2,048-row pass, a 1,024-token image's features):
+  // beside that prefill there is room for exactly the planned cache, counted as the pool places it.
+  const uint64_t planned_cache = kv_cache_pool_bytes(c.text, c.text.num_hidden_layers, 2048, DType::BF16);
+  EXPECT_EQ(exact.room_beside_prefill(1024), planned_cache);
+  EXPECT_EQ(exact.room_beside_prefill(0) - exact.room_beside_prefill(1024),
+            1024 * uint64_t(4 * c.text.hidden_size * (1 + c.vision.deepstack_visual_indexes.size())))
+      << "a merged token's embedding and DeepStack features, f32";
+  // The vision pass over that image: at most the peak, at least the weights and buffers on the GPU and the features.
+  uint64_t weights_and_buffers = 0;
+  for (const PlannedPart& p : exact.parts)
+    if (p.on_gpu && !p.name.starts_with("kv cache") && !p.name.starts_with("activations")) weights_and_buffers += p.bytes;
+  const uint64_t vision_phase = exact.budget - exact.room_beside_vision_pass(1024);
+  EXPECT_LE(vision_phase, exact.gpu_peak);
+  EXPECT_GE(vision_phase, weights_and_buffers + 1024 * uint64_t(4 * c.text.hidden_size * 4));
+  // So a conversation holding the planned cache does not fit beside that pass, though the peak is the prefill's: the
+  // pass evicts it, which the plan's KV room alone would not say.
+  EXPECT_LT(exact.room_beside_vision_pass(1024), planned_cache);
+  EXPECT_EQ(exact.room_beside_vision_pass(512) - exact.room_beside_vision_pass(1024), 512 * exact.vision_pass_per_token);
+  // Both follow the budget byte for byte; a pass larger than the budget leaves none.
   r.budget += 100 * kMiB;
-  EXPECT_EQ(plan_memory(c, r).room_beside_vision_pass(1024), beside_image + 100 * kMiB);
+  const MemoryPlan more = plan_memory(c, r);
+  EXPECT_EQ(more.room_beside_vision_pass(1024), exact.room_beside_vision_pass(1024) + 100 * kMiB);
+  EXPECT_EQ(more.room_beside_prefill(1024), planned_cache + 100 * kMiB);
   EXPECT_EQ(exact.room_beside_vision_pass(int64_t(exact.budget / exact.vision_pass_per_token) + 1), 0u);
   // The tower on the CPU: a pass takes nothing from the pool.
   r.budget = exact.gpu_peak;

@@ -6,7 +6,9 @@
 // B: half an SM a kernel: 2 blocks an SM (also 1 and 3), a grid of at most that many blocks whose warps walk rows,
 //    the next row's loads issued before the current row is used, so that the next kernel's blocks are resident while
 //    this one runs and ask for their first rows' weights at once;
-// C: one persistent kernel for all of them, an atomic grid barrier between consecutive products.
+// C: one persistent kernel for all of them, an atomic grid barrier between consecutive products (run only where
+//    the occupancy calculator says every block is resident at once: the barrier would wait forever otherwise).
+// x never depends on y here: the barrier and griddepcontrol.wait order the products as a real step's data would.
 // Build and run on an SM90 GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90 tools/microbench/gemv_chain.cu -o /tmp/gemv_chain && /tmp/gemv_chain
 #include <cuda_runtime.h>
@@ -171,6 +173,14 @@ int main() {
   unsigned* counter; cudaMalloc(&counter, 4);
   Shapes sh; for (int i = 0; i < 4; ++i) sh.n[i] = shapes[i][0], sh.k[i] = shapes[i][1];
   for (int bps : {1, 2, 3, 4}) {
+    int resident = 0;
+    if (bps <= 2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, gemv_c<2>, 256, 0);
+    else if (bps == 3) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, gemv_c<3>, 256, 0);
+    else cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, gemv_c<4>, 256, 0);
+    if (resident < bps) {
+      std::printf("C: persistent, %d blocks an SM: only %d resident, not run\n", bps, resident);
+      continue;
+    }
     std::vector<float> ms;
     for (int i = 0; i < 25; ++i) {
       cudaMemsetAsync(flush, i, 256 << 20);

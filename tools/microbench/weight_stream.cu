@@ -87,7 +87,10 @@ __global__ void __launch_bounds__(256) bulk_gemv(const uint16_t* w, const float*
       if (lane == 0) y[r0 + rr] = acc;
     }
     __syncthreads();  // stage s consumed
-    if (threadIdx.x == 0 && st + kStages < stages) issue(st + kStages);
+    if (threadIdx.x == 0 && st + kStages < stages) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the loads above before the bulk copy's writes
+      issue(st + kStages);
+    }
   }
 }
 
