@@ -84,6 +84,8 @@ struct PerfSnapshot {
   qint64 tokens = 0, prompt_tokens = 0;
   qint64 cached_tokens = 0;  // of prompt_tokens, those the chat's kept keys and values served
   double ttft_ms = 0, prefill_tokens_per_s = 0, decode_tokens_per_s = 0;
+  ConversationCacheStats conversations;  // what the engine keeps between answers: chats' keys and values ...
+  VisionCacheStats pictures;             // ... and pictures' features
 };
 
 struct Answer {

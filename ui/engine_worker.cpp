@@ -160,6 +160,8 @@ PerfSnapshot EngineWorker::snapshot(quint64 id) const {
   s.request_id = id;
   if (profiler_) s.kernels = profiler_->summary();
   s.memory = engine_->memory_report(true);
+  s.conversations = engine_->conversation_cache();
+  s.pictures = engine_->vision_cache();
   return s;
 }
 
@@ -176,6 +178,8 @@ void EngineWorker::generate(const ChatRequest& request) {
     const GenerateResult result = engine_->generate(r, &sink, cancel_);
     PerfSnapshot last = sink.live();
     last.final = true;
+    last.conversations = engine_->conversation_cache();  // as the answer left them (kept after its last token)
+    last.pictures = engine_->vision_cache();
     emit perfUpdated(last);
     emit answerFinished({request.id, QString::fromStdString(result.text), QString::fromStdString(result.stop_reason),
                          QString::fromStdString(engine_->device()), result.timing});

@@ -525,6 +525,7 @@ void MainWindow::connect_engine() {
     throughput_->update_from(s);
     kernels_->update_from(s);
     pool_->update_from(s.memory, has_device_memory(engine_->model()));
+    pool_->set_kept(s.conversations, s.pictures);
   });
   connect(engine_, &EngineController::answerFinished, this, [this](const Answer& a) {
     chat_->finish_last(answer_stats(a));

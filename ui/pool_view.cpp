@@ -72,13 +72,16 @@ void BlockMap::paintEvent(QPaintEvent*) {
 }
 
 PoolView::PoolView(QWidget* parent)
-    : QWidget(parent), cpu_(new QLabel), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), source_(new QLabel),
+    : QWidget(parent), cpu_(new QLabel), kept_(new QLabel), summary_(new QLabel), plan_(new QLabel), bar_(new OwnerBar), map_(new BlockMap), source_(new QLabel),
       capacity_(new QSlider(Qt::Horizontal)), capacity_label_(new QLabel("free memory")), capacity_title_(new QLabel("Capacity")) {
   source_->setObjectName("pool_source");
   source_->setWordWrap(true);
   source_->setForegroundRole(QPalette::PlaceholderText);
   summary_->setWordWrap(true);
   summary_->setObjectName("pool_summary");
+  kept_->setObjectName("pool_kept");
+  kept_->setWordWrap(true);
+  kept_->hide();
   cpu_->setObjectName("cpu_resources");
   cpu_->setWordWrap(true);
   cpu_->hide();
@@ -96,6 +99,7 @@ PoolView::PoolView(QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(cpu_);
   layout->addWidget(summary_);
+  layout->addWidget(kept_);
   layout->addWidget(plan_);
   layout->addWidget(bar_);
   layout->addWidget(map_, 1);
@@ -161,6 +165,15 @@ void PoolView::update_from(const MemoryReport& r, bool device_memory) {
 void PoolView::show_cpu_resources(const QString& text) {
   cpu_->setText(text);
   cpu_->setVisible(!capacity_->isVisible() && !text.isEmpty());
+}
+
+void PoolView::set_kept(const ConversationCacheStats& conversations, const VisionCacheStats& pictures) {
+  const auto count = [](int64_t n, const char* what) { return QString("%1 %2%3").arg(n).arg(what).arg(n == 1 ? "" : "s"); };
+  kept_->setText(QString("Kept between answers: %1' keys and values, %2 of %3 · %4' features, %5 of %6 (host memory)")
+                     .arg(count(conversations.conversations, "chat"), mib(int64_t(conversations.bytes)),
+                          mib(int64_t(conversations.budget)), count(pictures.images, "picture"), mib(int64_t(pictures.bytes)),
+                          mib(int64_t(pictures.budget))));
+  kept_->show();
 }
 
 QString PoolView::cpu_resources() const { return cpu_->isVisibleTo(this) ? cpu_->text() : QString(); }

@@ -4,6 +4,8 @@
 #include <QWidget>
 
 #include "backend/backend.h"
+#include "runtime/conversation_cache.h"
+#include "runtime/vision_cache.h"
 
 class QLabel;
 class QSlider;
@@ -54,6 +56,8 @@ public:
   void use_painter(const QString& reason);
   // While the model is on the CPU (no pool): what matters there, in one line (MainWindow::cpu_resources).
   void show_cpu_resources(const QString& text);
+  // What the engine keeps between answers (chats' keys and values in the pool or RAM, pictures' features in RAM).
+  void set_kept(const ConversationCacheStats& conversations, const VisionCacheStats& pictures);
   QString cpu_resources() const;
 
 signals:
@@ -61,6 +65,7 @@ signals:
 
 private:
   QLabel* cpu_;
+  QLabel* kept_;
   QLabel* summary_;
   QLabel* plan_;
   OwnerBar* bar_;

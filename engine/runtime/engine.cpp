@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "backend/backend.h"
-#include "core/content_hash.h"
 #include "backend/registry.h"
 #include "core/cancel.h"
+#include "core/content_hash.h"
 #include "core/error.h"
 #include "io/model_folder.h"
 #include "model/text_decoder.h"
@@ -262,15 +262,17 @@ private:
       if (kept) reuse = reusable_prefix(*kept, result.prompt_ids, image_keys, int32_t(config.image_token_id));
     }
     const std::vector<DecoderPart> parts = decoder_parts();
-    CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, tokens_per_image);
+    const ImageTokens image_tokens{tokens_per_image, kept_features(request.images, tokens_per_image, prompt.preprocessor)};
+    CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, image_tokens);
     std::unique_ptr<KvCache> cache;
     try {
       if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
-      const NewImages images = prepare_images(request.images, reuse.images, tokens_per_image, prompt.preprocessor, cancel, result);
+      NewImages images = prepare_images(request.images, reuse.images, tokens_per_image, prompt.preprocessor, cancel, result);
       result.timing.preprocess_ms = ms_since(t0);
 
       t0 = Clock::now();
       const VisionInjection vision = encode_vision(images, result, reuse.tokens, cancel);
+      images.patches.clear();  // not beside the prefill: the plan counts the features there, not the patches
       result.timing.vision_ms = ms_since(t0);
 
       t0 = Clock::now();
@@ -299,8 +301,8 @@ private:
       t0 = Clock::now();
       decode(request, max_new_tokens, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
       result.timing.decode_ms = ms_since(t0);
-      keep_image_features(images, vision);
       keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
+      keep_image_features(images, vision);
     } catch (const Cancelled&) {
       // Stopped before the answer: the conversation keeps what its cache validly holds. Before the cache was made,
       // the kept one is untouched (its own ids); after, the prompt's tokens up to the last whole prefill pass.
@@ -318,6 +320,10 @@ private:
     result.timing.generated_tokens = int64_t(result.generated_ids.size());
   }
 
+  // Merged tokens of each of a request's images, and of those the tower would encode (0 where the features are kept).
+  struct ImageTokens {
+    std::vector<int64_t> all, encoded;
+  };
   // How this request gets its KvCache, decided before the vision tower (which may undo the prefix's reuse) and carried
   // out after it (the plan counts the vision pass's activations and the KV cache at different moments: a cache made
   // before the pass would sit beside it).
@@ -331,7 +337,7 @@ private:
   // the next turn: up to the next multiple of 512 positions. The other kept conversations make room, least recently
   // used first: within the budget, and on a GPU within the pool's room beside the passes.
   CacheChoice choose_cache(bool keep, std::optional<CachedConversation>& kept, ReusablePrefix& reuse, int64_t needed,
-                           const std::vector<DecoderPart>& parts, const std::vector<int64_t>& tokens_per_image) {
+                           const std::vector<DecoderPart>& parts, const ImageTokens& image_tokens) {
     CacheChoice choice;
     choice.kept = kept ? std::move(kept->cache) : nullptr;
     if (choice.kept && choice.kept->parts() != parts) choice.kept.reset();
@@ -340,7 +346,7 @@ private:
       if (!choice.kept) reuse = {};
       choice.capacity = choice.kept && choice.kept->capacity() >= needed ? 0 : grown;
       const uint64_t bytes = choice.capacity ? kv_bytes_per_token() * uint64_t(choice.capacity) : 0;
-      const std::optional<PoolRoom> room = pool_room(reuse, tokens_per_image);
+      const std::optional<PoolRoom> room = pool_room(reuse, image_tokens);
       const uint64_t own = choice.kept && room ? pool_bytes(choice.kept->capacity()) : 0,
                      fresh = choice.capacity && room ? pool_bytes(choice.capacity) : 0;
       if (choice.kept && (bytes + choice.kept->bytes() > conversations_.budget() ||  // not both at once
@@ -366,14 +372,30 @@ private:
   struct PoolRoom {
     uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;
   };
-  std::optional<PoolRoom> pool_room(const ReusablePrefix& reuse, const std::vector<int64_t>& tokens_per_image) const {
+  std::optional<PoolRoom> pool_room(const ReusablePrefix& reuse, const ImageTokens& tokens) const {
     if (!plan_ || plan_->gpu_layers == 0) return std::nullopt;
-    const int64_t image_tokens =
-        std::accumulate(tokens_per_image.begin() + std::ptrdiff_t(reuse.images), tokens_per_image.end(), int64_t(0));
+    const auto past_prefix = [&](const std::vector<int64_t>& v) {
+      return std::accumulate(v.begin() + std::ptrdiff_t(reuse.images), v.end(), int64_t(0));
+    };
     PoolRoom room;
-    if (plan_->vision_on_gpu && image_tokens > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(image_tokens);
-    room.beside_prefill = plan_->room_beside_prefill(image_tokens);
+    const int64_t encoded = past_prefix(tokens.encoded);
+    if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(encoded);
+    room.beside_prefill = plan_->room_beside_prefill(past_prefix(tokens.all));
     return room;
+  }
+  // The tokens each image would take through the tower: 0 where its features are kept (as prepare_images finds them).
+  std::vector<int64_t> kept_features(const std::vector<ImageInput>& images, const std::vector<int64_t>& tokens_per_image,
+                                     const PreprocessorConfig& preprocessor) const {
+    std::vector<int64_t> encoded = tokens_per_image;
+    if (vision_features_.budget() == 0) return encoded;
+    for (std::size_t i = 0; i < images.size(); ++i)
+      if (const ImageFeatures* f = vision_features_.peek(features_key(images[i], preprocessor));
+          f && grid_tokens(f->grid) == tokens_per_image[i])
+        encoded[i] = 0;
+    return encoded;
+  }
+  int64_t grid_tokens(const ImageGrid& g) const {
+    return g.t * g.h * g.w / (model_.config.vision.spatial_merge_size * model_.config.vision.spatial_merge_size);
   }
   // A KV cache of `capacity` positions as the pool places it (the GPU's layers; plan_ set).
   uint64_t pool_bytes(int64_t capacity) const {
@@ -430,13 +452,12 @@ private:
                            const std::vector<int64_t>& tokens_per_image, const PreprocessorConfig& preprocessor,
                            const std::atomic<bool>* stop, GenerateResult& result) {
     NewImages out;
-    const int64_t merge = model_.config.vision.spatial_merge_size * model_.config.vision.spatial_merge_size;
     for (std::size_t i = first; i < images.size(); ++i) {
       stop_if_requested(stop);
       const uint64_t key = vision_features_.budget() > 0 ? features_key(images[i], preprocessor) : 0;
       out.keys.push_back(key);
       const ImageFeatures* hit = vision_features_.budget() > 0 ? vision_features_.find(key) : nullptr;
-      if (hit && hit->grid.t * hit->grid.h * hit->grid.w / merge == tokens_per_image[i]) {
+      if (hit && grid_tokens(hit->grid) == tokens_per_image[i]) {
         out.kept.push_back(*hit);
         out.tokens.push_back(tokens_per_image[i]);
         result.image_grids.push_back(hit->grid);
@@ -445,7 +466,7 @@ private:
       }
       const PreprocessedImage p = preprocess_image(*images[i].pixels(), preprocessor);
       out.kept.push_back(std::nullopt);
-      out.tokens.push_back(p.grid.t * p.grid.h * p.grid.w / merge);
+      out.tokens.push_back(grid_tokens(p.grid));
       out.grids.push_back(p.grid);
       out.patches.push_back(patches(vision_backend(), p));
       result.image_grids.push_back(p.grid);
@@ -489,7 +510,8 @@ private:
   // and sent to `be`.
   Tensor joined(Backend& be, const NewImages& images, const Tensor* encoded,
                 const std::function<const Tensor&(const ImageFeatures&)>& part) const {
-    const Tensor rows = encoded ? be.to_host(*encoded) : Tensor();
+    Tensor rows = encoded ? be.to_host(*encoded) : Tensor();
+    if (encoded && rows.dtype() != DType::F32) rows = rows.to(DType::F32);  // the backend's activation type
     const int64_t width = model_.config.text.hidden_size;
     Tensor host = Tensor::empty(DType::F32, {std::accumulate(images.tokens.begin(), images.tokens.end(), int64_t(0)), width});
     int64_t at = 0, from_encoded = 0;
@@ -505,22 +527,28 @@ private:
 
   // The features of the images this request encoded, kept by content for later requests (after the answer: a GPU's
   // copy to the host is not in the time to first token).
-  void keep_image_features(const NewImages& news, const VisionInjection& vision) {
-    if (vision_features_.budget() == 0 || news.patches.empty()) return;
-    Backend& be = *vision.backend;
-    const Tensor embeddings = be.to_host(vision.embeddings);
-    std::vector<Tensor> deepstack;
-    for (const Tensor& t : vision.deepstack) deepstack.push_back(be.to_host(t));
-    int64_t at = 0;
-    std::size_t encoded = 0;
-    for (std::size_t j = 0; j < news.kept.size(); ++j) {
-      const int64_t n = news.tokens[j];
-      if (!news.kept[j]) {
-        ImageFeatures features{news.grids[encoded++], embeddings.slice_rows(at, at + n).to(DType::F32), {}};
-        for (const Tensor& t : deepstack) features.deepstack.push_back(t.slice_rows(at, at + n).to(DType::F32));
-        vision_features_.put(news.keys[j], std::move(features));
+  // Best effort: the answer is complete, and a store that could not take them (the host's memory) costs only a
+  // later encoding.
+  void keep_image_features(const NewImages& news, const VisionInjection& vision) noexcept {
+    const bool encoded_any = std::any_of(news.kept.begin(), news.kept.end(), [](const auto& k) { return !k; });
+    if (vision_features_.budget() == 0 || !encoded_any) return;
+    try {
+      Backend& be = *vision.backend;
+      const Tensor embeddings = be.to_host(vision.embeddings);
+      std::vector<Tensor> deepstack;
+      for (const Tensor& t : vision.deepstack) deepstack.push_back(be.to_host(t));
+      int64_t at = 0;
+      std::size_t encoded = 0;
+      for (std::size_t j = 0; j < news.kept.size(); ++j) {
+        const int64_t n = news.tokens[j];
+        if (!news.kept[j]) {
+          ImageFeatures features{news.grids[encoded++], embeddings.slice_rows(at, at + n).to(DType::F32), {}};
+          for (const Tensor& t : deepstack) features.deepstack.push_back(t.slice_rows(at, at + n).to(DType::F32));
+          vision_features_.put(news.keys[j], std::move(features));
+        }
+        at += n;
       }
-      at += n;
+    } catch (const std::exception&) {
     }
   }
 

@@ -23,6 +23,11 @@ const ImageFeatures* VisionFeatureCache::find(uint64_t key) {
   return &entries_.front().features;
 }
 
+const ImageFeatures* VisionFeatureCache::peek(uint64_t key) const {
+  const auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
+  return it == entries_.end() ? nullptr : &it->features;
+}
+
 void VisionFeatureCache::put(uint64_t key, ImageFeatures features) {
   const auto old = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.key == key; });
   if (old != entries_.end()) {

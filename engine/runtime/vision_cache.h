@@ -32,6 +32,8 @@ public:
   uint64_t budget() const { return budget_; }
   // The features of the picture `key`, made the most recently used; nullptr when none are kept.
   const ImageFeatures* find(uint64_t key);
+  // The same without touching the order or the counts (planning a request before it uses them).
+  const ImageFeatures* peek(uint64_t key) const;
   // Keeps `features` under `key` (replacing any), evicting the least recently used first; dropped when alone over
   // the budget.
   void put(uint64_t key, ImageFeatures features);

@@ -43,7 +43,7 @@ TEST(VisionFeatureCache, KeepsTheMostRecentlyUsedWithinItsBudget) {
   store.put(5, features_of(4, 5));  // alone over the budget: dropped, nothing evicted for it
   EXPECT_EQ(store.find(5), nullptr);
   EXPECT_EQ(store.stats().images, 3);
-  store.put(3, features_of(2, 6));  // replaced: its old bytes leave, the LRU one (4) makes room
+  store.put(3, features_of(2, 6));  // replaced: its old bytes leave, and the least recently used (1) makes room
   EXPECT_EQ(store.find(3)->embeddings.dim(0), 2);
   EXPECT_EQ(store.stats().bytes, 3 * one);
   EXPECT_EQ(store.stats().hits, 4);  // the finds above that found
@@ -113,22 +113,37 @@ void check_kept_pictures(const std::string& device) {
   const GenerateResult d_fresh = fresh->generate(edited_fresh);
   EXPECT_EQ(d.generated_ids, d_fresh.generated_ids) << device;
 
-  // A kept picture beside a new one: the new one alone goes through the tower, the two joined in prompt order. The
-  // fresh engine encodes both in one batch, the kept one was encoded alone: the same numbers up to the order of
-  // the kernels' sums over a batch.
-  const GenerateRequest both = ask({user("", 2, "Which picture has more shapes?")}, {"scene-2.png", "scene-1.png"});
-  const GenerateResult e = kept->generate(both), e_fresh = fresh->generate(both);
-  EXPECT_EQ(e.timing.cached_images, 2) << device << ": both pictures were seen";
-  const GenerateRequest mixed = ask({user("", 2, "Which picture has more shapes?")}, {"scene-3.png", "scene-1.png"});
-  const GenerateResult f = kept->generate(mixed), f_fresh = fresh->generate(mixed);
-  EXPECT_EQ(f.timing.cached_images, 1) << device;
-  EXPECT_EQ(f.generated_ids, f_fresh.generated_ids) << device;
+  // Kept pictures joined in prompt order, and beside new ones before and after them: the new ones alone go through
+  // the tower. The fresh engine encodes all of a request's pictures in one batch where the kept ones were encoded in
+  // other batches: the same numbers up to the order of the kernels' sums over a batch.
   const double tolerance = device == "cpu" ? 1e-5 : 1e-3;
-  EXPECT_LE(logit_difference(f, f_fresh), tolerance) << device;
-  std::printf("[ info ] %s: first-step logits with kept features against encoded again: %.3g (same batch), %.3g "
-              "(kept beside new); %lld pictures kept, %lld hits\n",
-              device.c_str(), logit_difference(b, b_fresh), logit_difference(f, f_fresh),
-              (long long)kept->vision_cache().images, (long long)kept->vision_cache().hits);
+  const auto same_answer = [&](const GenerateResult& with_kept, const GenerateResult& encoded, const char* what) {
+    EXPECT_EQ(with_kept.generated_ids, encoded.generated_ids) << device << ", " << what;
+    EXPECT_LE(logit_difference(with_kept, encoded), tolerance) << device << ", " << what;
+  };
+  const auto both = [&](const char* first_picture, const char* second_picture) {
+    return ask({user("", 2, "Which picture has more shapes?")}, {first_picture, second_picture});
+  };
+  const GenerateResult e = kept->generate(both("scene-2.png", "scene-1.png")), e_fresh = fresh->generate(both("scene-2.png", "scene-1.png"));
+  EXPECT_EQ(e.timing.cached_images, 2) << device << ": both pictures were seen";
+  same_answer(e, e_fresh, "two kept pictures");
+  const GenerateResult f = kept->generate(both("scene-3.png", "scene-1.png")), f_fresh = fresh->generate(both("scene-3.png", "scene-1.png"));
+  EXPECT_EQ(f.timing.cached_images, 1) << device;
+  same_answer(f, f_fresh, "a new picture, then a kept one");
+  const GenerateResult g = kept->generate(both("scene-2.png", "scene-3.png")), g_fresh = fresh->generate(both("scene-2.png", "scene-3.png"));
+  EXPECT_EQ(g.timing.cached_images, 2) << device << ": scene-3 was kept from the request before";
+  same_answer(g, g_fresh, "two kept pictures in another order");
+  // Another pixel budget makes another grid: not the kept features.
+  GenerateRequest smaller = ask({user("", 1, "How many shapes are there?")}, {"scene-1.png"});
+  smaller.image_min_tokens = smaller.image_max_tokens = 16;
+  const GenerateResult h = kept->generate(smaller), h_fresh = fresh->generate(smaller);
+  EXPECT_EQ(h.timing.cached_images, 0) << device;
+  EXPECT_EQ(h.generated_ids, h_fresh.generated_ids) << device;
+  std::printf("[ info ] %s: first-step logits with kept features against encoded again: %.3g (same batch), %.3g / "
+              "%.3g / %.3g (kept and new, joined); %lld pictures kept, %lld hits\n",
+              device.c_str(), logit_difference(b, b_fresh), logit_difference(e, e_fresh), logit_difference(f, f_fresh),
+              logit_difference(g, g_fresh), (long long)kept->vision_cache().images,
+              (long long)kept->vision_cache().hits);
 
   // Other kernels make other features: switching the fusions empties the store.
   kept->set_fusions(Fusions::none());

@@ -33,6 +33,7 @@
 #include <QMimeData>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSlider>
@@ -349,6 +350,12 @@ private slots:
     set_max_new_tokens(30);
     send("What shapes do you see?", {shapes_image()});
     QTRY_VERIFY_WITH_TIMEOUT(pool->cpu_resources().contains("GB/s of weights"), 3000);
+    // What the engine keeps between answers: this chat's keys and values, and the picture's features.
+    const QString kept = child<QLabel>("pool_kept")->text();
+    QVERIFY2(QRegularExpression("^Kept between answers: [1-9][0-9]* chats?' keys and values, [0-9.]+ MiB of [0-9.]+ MiB · "
+                                "[1-9][0-9]* pictures?' features, [0-9.]+ MiB of 256.0 MiB \\(host memory\\)$")
+                 .match(kept).hasMatch(),
+             qPrintable(kept));
   }
 
   void thePoolViewSaysWhyThereIsNoGpu() {
