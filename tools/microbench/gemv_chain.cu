@@ -55,18 +55,12 @@ __global__ void __launch_bounds__(256, 4) gemv_a(const uint16_t* w, const float*
   if (lane == 0) y[row] = acc;
 }
 
-// k == 2048 or a multiple: a row is k / 2048 batches of 8 loads a lane. Rows walked with a stride of all warps.
-template <int kMinBlocks>
-__global__ void __launch_bounds__(256, kMinBlocks) gemv_b(const uint16_t* w, const float* x, float* y, int n, int k) {
+// A warp's rows of w (n x k), `warps` apart from `row`, batch by batch (8 loads a lane), the next batch asked for
+// before the current one is used; `cur` holds the first batch, already asked for.
+__device__ __forceinline__ void walk_rows(const uint16_t* w, const float* x, float* y, int n, int k, int row, int base,
+                                          int warps, uint4 (&cur)[8]) {
   const int lane = threadIdx.x % 32;
-  const int warps = gridDim.x * 8;
-  int row = blockIdx.x * 8 + threadIdx.x / 32;
-  allow_next();
-  uint4 cur[8], nxt[8];
-  // batches in row-major order over this warp's rows: (row, base)
-  int base = lane * 8;
-  if (row < n) load_batch(cur, w + (int64_t)row * k, base, k);
-  wait_prev();
+  uint4 nxt[8];
   float acc = 0;
   while (row < n) {
     int nrow = row, nbase = base + 2048;
@@ -82,6 +76,20 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_b(const uint16_t* w, con
 #pragma unroll
     for (int u = 0; u < 8; ++u) cur[u] = nxt[u];
   }
+}
+
+// k == 2048 or a multiple: a row is k / 2048 batches of 8 loads a lane. Rows walked with a stride of all warps.
+template <int kMinBlocks>
+__global__ void __launch_bounds__(256, kMinBlocks) gemv_b(const uint16_t* w, const float* x, float* y, int n, int k) {
+  const int lane = threadIdx.x % 32;
+  const int warps = gridDim.x * 8;
+  int row = blockIdx.x * 8 + threadIdx.x / 32;
+  allow_next();
+  uint4 cur[8];
+  int base = lane * 8;
+  if (row < n) load_batch(cur, w + (int64_t)row * k, base, k);
+  wait_prev();
+  walk_rows(w, x, y, n, k, row, base, warps, cur);
 }
 
 // C: one persistent kernel for all the GEMVs, a grid barrier between consecutive ones; each warp asks for its first
@@ -102,7 +110,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_c(const uint16_t* w, con
   const int lane = threadIdx.x % 32, warps = gridDim.x * 8, warp0 = blockIdx.x * 8 + threadIdx.x / 32;
   unsigned target = 0;
   const uint16_t* wl = w;
-  uint4 cur[8], nxt[8];
+  uint4 cur[8];
   for (int l = 0; l < layers; ++l)
     for (int s = 0; s < 4; ++s) {
       const int n = sh.n[s], k = sh.k[s];
@@ -110,21 +118,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_c(const uint16_t* w, con
       if (row < n) load_batch(cur, wl + (int64_t)row * k, base, k);
       target += gridDim.x;
       grid_barrier(counter, target);  // the previous product is complete (x is ready)
-      float acc = 0;
-      while (row < n) {
-        int nrow = row, nbase = base + 2048;
-        if (nbase >= k) nrow = row + warps, nbase = lane * 8;
-        if (nrow < n) load_batch(nxt, wl + (int64_t)nrow * k, nbase, k);
-        acc += dot_batch(cur, x, base, k);
-        if (nrow != row) {
-          for (int o = 16; o; o /= 2) acc += __shfl_xor_sync(~0u, acc, o);
-          if (lane == 0) y[row] = acc;
-          acc = 0;
-        }
-        row = nrow, base = nbase;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) cur[u] = nxt[u];
-      }
+      walk_rows(wl, x, y, n, k, row, base, warps, cur);
       wl += (size_t)n * k;
     }
 }
