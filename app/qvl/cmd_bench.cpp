@@ -201,6 +201,7 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
   return {{"new_tokens", second.timing.prompt_tokens - second.timing.cached_tokens},
           {"new_images", new_images.size()},
           {"cached_tokens", second.timing.cached_tokens},
+          {"cached_images", second.timing.cached_images},
           {"time_to_first_token_ms", median(ttft)},
           {"vision_ms", median(vision)},
           {"prefill_ms", median(prefill)},
@@ -394,6 +395,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"decode_tokens", last.timing.generated_tokens},
       {"repeats", repeat},
       {"vision_ms", median(vision)},
+      {"cached_images", last.timing.cached_images},  // of the last run: kept features, not encoded (--vision-cache-mb)
       {"prefill_ms", median(prefill)},
       {"prefill_tokens_per_s", double(last.timing.prompt_tokens) / median(prefill) * 1e3},
       {"time_to_first_token_ms", median(ttft)},
@@ -435,7 +437,10 @@ int run_bench(const std::vector<std::string>& argv) {
   std::printf("prompt           %lld tokens (%lld from %zu image(s))\n", (long long)out["prompt_tokens"].get<int64_t>(),
               (long long)image_tokens, request.images.size());
   std::printf("vision encode    %.1f ms", median(vision));
-  if (request.images.size() > 1)
+  if (last.timing.cached_images > 0)
+    std::printf(" (%lld of %zu image(s) kept by content: their features uploaded, not encoded)",
+                (long long)last.timing.cached_images, request.images.size());
+  else if (request.images.size() > 1)
     std::printf(" (%.2f ms an image, %zu in one batch)", median(vision) / double(request.images.size()),
                 request.images.size());
   std::printf("\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(prefill),
