@@ -262,17 +262,18 @@ private:
       if (kept) reuse = reusable_prefix(*kept, result.prompt_ids, image_keys, int32_t(config.image_token_id));
     }
     const std::vector<DecoderPart> parts = decoder_parts();
-    const ImageTokens image_tokens{tokens_per_image, kept_features(request.images, tokens_per_image, prompt.preprocessor)};
+    const std::vector<uint64_t> feature_keys = features_keys(request.images, prompt.preprocessor);
+    const ImageTokens image_tokens{tokens_per_image, kept_features(feature_keys, tokens_per_image)};
     CacheChoice choice = choose_cache(!request.conversation_id.empty(), kept, reuse, needed, parts, image_tokens);
     std::unique_ptr<KvCache> cache;
     try {
       if (kept) result.image_grids.assign(kept->image_grids.begin(), kept->image_grids.begin() + std::ptrdiff_t(reuse.images));
-      NewImages images = prepare_images(request.images, reuse.images, tokens_per_image, prompt.preprocessor, cancel, result);
+      NewImages images =
+          prepare_images(request.images, reuse.images, tokens_per_image, feature_keys, prompt.preprocessor, cancel, result);
       result.timing.preprocess_ms = ms_since(t0);
 
       t0 = Clock::now();
       const VisionInjection vision = encode_vision(images, result, reuse.tokens, cancel);
-      images.patches.clear();  // not beside the prefill: the plan counts the features there, not the patches
       result.timing.vision_ms = ms_since(t0);
 
       t0 = Clock::now();
@@ -384,15 +385,15 @@ private:
     return room;
   }
   // The tokens each image would take through the tower: 0 where its features are kept (as prepare_images finds them).
-  std::vector<int64_t> kept_features(const std::vector<ImageInput>& images, const std::vector<int64_t>& tokens_per_image,
-                                     const PreprocessorConfig& preprocessor) const {
+  std::vector<int64_t> kept_features(const std::vector<uint64_t>& keys, const std::vector<int64_t>& tokens_per_image) const {
     std::vector<int64_t> encoded = tokens_per_image;
-    if (vision_features_.budget() == 0) return encoded;
-    for (std::size_t i = 0; i < images.size(); ++i)
-      if (const ImageFeatures* f = vision_features_.peek(features_key(images[i], preprocessor));
-          f && grid_tokens(f->grid) == tokens_per_image[i])
-        encoded[i] = 0;
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      if (usable(vision_features_.peek(keys[i]), tokens_per_image[i])) encoded[i] = 0;
     return encoded;
+  }
+  // Kept features serve an image whose header gives the token count they were made for.
+  const ImageFeatures* usable(const ImageFeatures* kept, int64_t tokens) const {
+    return kept && grid_tokens(kept->grid) == tokens ? kept : nullptr;
   }
   int64_t grid_tokens(const ImageGrid& g) const {
     return g.t * g.h * g.w / (model_.config.vision.spatial_merge_size * model_.config.vision.spatial_merge_size);
@@ -437,27 +438,31 @@ private:
     std::vector<Tensor> patches;                 // of those encoded, in order
     std::vector<ImageGrid> grids;                // and their grids
     std::vector<int64_t> tokens;                 // merged tokens of every image
-    std::vector<uint64_t> keys;                  // and its key in vision_features_ (features_key)
+    std::vector<uint64_t> keys;                  // and its key in vision_features_ (features_keys)
   };
   // A picture's features depend on its content and on its size after preprocessing, which the request's token
   // budget sets (the model's other preprocessing settings are the engine's): the key holds both.
-  static uint64_t features_key(const ImageInput& image, const PreprocessorConfig& preprocessor) {
+  // Each image's key, computed once a request (empty where the store keeps nothing: no picture is hashed for it).
+  std::vector<uint64_t> features_keys(const std::vector<ImageInput>& images, const PreprocessorConfig& preprocessor) const {
+    std::vector<uint64_t> keys;
+    if (vision_features_.budget() == 0) return keys;
     const int64_t budget[2] = {preprocessor.min_pixels, preprocessor.max_pixels};
-    return content_hash(std::as_bytes(std::span(budget)), image.content_key());
+    for (const ImageInput& image : images) keys.push_back(content_hash(std::as_bytes(std::span(budget)), image.content_key()));
+    return keys;
   }
   // Images from `first` on: kept features where the store has the picture (and the same token count the header
   // gives), else patches on the backend (a GPU cuts image i while the host decodes and resizes image i + 1), one
   // decoded image held at a time; their grids are appended to the result's.
   NewImages prepare_images(const std::vector<ImageInput>& images, std::size_t first,
-                           const std::vector<int64_t>& tokens_per_image, const PreprocessorConfig& preprocessor,
-                           const std::atomic<bool>* stop, GenerateResult& result) {
+                           const std::vector<int64_t>& tokens_per_image, const std::vector<uint64_t>& feature_keys,
+                           const PreprocessorConfig& preprocessor, const std::atomic<bool>* stop, GenerateResult& result) {
     NewImages out;
     for (std::size_t i = first; i < images.size(); ++i) {
       stop_if_requested(stop);
-      const uint64_t key = vision_features_.budget() > 0 ? features_key(images[i], preprocessor) : 0;
+      const uint64_t key = feature_keys.empty() ? 0 : feature_keys[i];
       out.keys.push_back(key);
-      const ImageFeatures* hit = vision_features_.budget() > 0 ? vision_features_.find(key) : nullptr;
-      if (hit && grid_tokens(hit->grid) == tokens_per_image[i]) {
+      const ImageFeatures* hit = feature_keys.empty() ? nullptr : usable(vision_features_.find(key), tokens_per_image[i]);
+      if (hit) {
         out.kept.push_back(*hit);
         out.tokens.push_back(tokens_per_image[i]);
         result.image_grids.push_back(hit->grid);
@@ -477,8 +482,8 @@ private:
   // The vision tower over the images to encode in one batch, and where the features of all the new images go in the
   // prompt: the image tokens from `first_token` on (those before it are a kept conversation's). Kept features join
   // the encoded ones in prompt order on the host (only when some were kept: otherwise the tower's output is used as
-  // it is).
-  VisionInjection encode_vision(const NewImages& images, const GenerateResult& result, int64_t first_token,
+  // it is). The patches are released once encoded: the plan counts the features beside the prefill, not them.
+  VisionInjection encode_vision(NewImages& images, const GenerateResult& result, int64_t first_token,
                                 const std::atomic<bool>* stop) {
     VisionInjection vision;
     if (images.kept.empty()) return vision;
@@ -500,6 +505,7 @@ private:
         vision.deepstack.push_back(joined(be, images, encoded ? &v.deepstack[d] : nullptr,
                                           [d](const ImageFeatures& f) -> const Tensor& { return f.deepstack[d]; }));
     }
+    images.patches.clear();
     for (auto i = std::size_t(first_token); i < result.prompt_ids.size(); ++i)
       if (result.prompt_ids[i] == model_.config.image_token_id) vision.positions.push_back(int64_t(i));
     return vision;
