@@ -23,6 +23,17 @@ struct CopyRowsTo {
   int64_t count = 0, width = 0;
 };
 void copy_rows_to(const CopyRowsTo& args, cudaStream_t stream);
+// x[i] += ((w[4i]·t[r[4i]] + w[4i+1]·t[r[4i+1]]) + w[4i+2]·t[r[4i+2]]) + w[4i+3]·t[r[4i+3]] for i < count: a
+// bilinear interpolation of a position table (the vision tower's), rows and weights on the device.
+struct BlendRows {
+  float* x = nullptr;
+  const void* table = nullptr;
+  WeightType table_type = WeightType::F32;
+  const int32_t* rows = nullptr;
+  const float* weights = nullptr;
+  int64_t count = 0, width = 0;
+};
+void add_blended_rows(const BlendRows& args, cudaStream_t stream);
 // x[rows[i]] (+)= src[i]; rows on the device.
 void scatter_rows(float* x, const float* src, const int64_t* rows, int64_t count, int64_t width, bool accumulate,
                   cudaStream_t stream);

@@ -14,6 +14,17 @@ void check_patchify(const Tensor& image, const PatchLayout& p, const Tensor& out
     fail("patchify: ", shape_to_string(out.shape()), " cannot hold the patches of a ", w, "x", h, " image");
 }
 
+void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {
+  if (x.dtype() != DType::F32) fail("add_blended_rows: x must be f32 rows");
+  if (table.rank() != 2 || table.dim(1) != last_dim(x))
+    fail("add_blended_rows: a table ", shape_to_string(table.shape()), " for rows of ", last_dim(x));
+  if (blend.rows.size() != blend.weights.size() || int64_t(blend.rows.size()) != rows_of(x) * RowBlend::kTaps)
+    fail("add_blended_rows: ", blend.rows.size(), " taps and ", blend.weights.size(), " weights for ", rows_of(x),
+         " rows of ", RowBlend::kTaps);
+  for (int32_t r : blend.rows)
+    if (r < 0 || r >= table.dim(0)) fail("add_blended_rows: row ", r, " is outside the table of ", table.dim(0));
+}
+
 void AttentionMask::check_block_layout(int64_t queries) const {
   if (block_layout.empty()) return;
   const int64_t side = layout_side, positions = past + queries;

@@ -72,6 +72,17 @@ struct PatchLayout {
 // Throws unless `image` is [H, W, 3] u8 that tiles into the layout's windows and `out` holds its patches.
 void check_patchify(const Tensor& image, const PatchLayout& layout, const Tensor& out);
 
+// Four table rows and their weights for each row of an output (Backend::add_blended_rows): a bilinear interpolation.
+struct RowBlend {
+  static constexpr int kTaps = 4;
+  std::vector<int32_t> rows;   // kTaps per output row
+  std::vector<float> weights;  // kTaps per output row
+  int64_t count() const { return int64_t(rows.size()) / kTaps; }
+};
+
+// Throws unless `blend` has one set of taps per row of x, table rows of x's width, and every tap inside the table.
+void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
+
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
 class RecordedWork {
@@ -257,6 +268,10 @@ public:
   virtual void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[rows[i]] = src[i]
   virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
+  // x[i] += ((w[i,0]·t[r[i,0]] + w[i,1]·t[r[i,1]]) + w[i,2]·t[r[i,2]]) + w[i,3]·t[r[i,3]] for each row i of x, with
+  // r = blend.rows and w = blend.weights (4 a row), t = `table` (float rows of x's width): a bilinear interpolation of
+  // a learned position table, summed in this order and rounded once before the add, on every backend.
+  virtual void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) = 0;
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,

@@ -7,8 +7,6 @@ namespace qvl {
 
 namespace {
 
-int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
-
 const char* epilogue_name(Epilogue e) {
   switch (e) {
     case Epilogue::Store: return "store";
@@ -87,7 +85,7 @@ Projection& Projection::gelu(GeluKind kind) {
   return *this;
 }
 
-int64_t Projection::rows() const { return input->numel() / std::max<int64_t>(1, last_dim(*input)); }
+int64_t Projection::rows() const { return rows_of(*input); }
 
 void check_projection(const Projection& p) {
   if (!p.input) fail("projection: no input");

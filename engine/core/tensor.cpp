@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -131,5 +132,8 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
     }
   }
 }
+
+int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
+int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(1, last_dim(t)); }
 
 }  // namespace qvl

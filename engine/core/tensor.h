@@ -63,6 +63,10 @@ private:
   std::shared_ptr<const void> owner_;
 };
 
+// The last dimension (1 for a scalar), and the rows before it: a tensor seen as [rows, last_dim].
+int64_t last_dim(const Tensor& t);
+int64_t rows_of(const Tensor& t);
+
 // Converts `count` elements between floating types (f32/f16/bf16/f64) on the CPU.
 void convert_elements(DType from, const void* src, DType to, void* dst, std::size_t count);
 

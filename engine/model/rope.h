@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 
@@ -32,8 +33,9 @@ std::pair<Tensor, Tensor> text_rope_tables(const TextConfig& config, const std::
 // frequencies by patch row, the second by column, then repeated (rotate_half pairs d and d + head_dim/2).
 std::pair<Tensor, Tensor> vision_rope_tables(const VisionConfig& config, const std::vector<ImageGrid>& grids);
 
-// The learned position embedding, bilinearly interpolated from its square grid to each image's grid and put in
-// merge-window order: [N, hidden] f32.
-Tensor interpolated_position_embedding(const VisionConfig& config, const Tensor& table, const std::vector<ImageGrid>& grids);
+// The learned position embedding, bilinearly interpolated from its square grid of `table_rows` to each image's grid
+// in merge-window order: for each patch the four table rows around it and their weights (Backend::add_blended_rows
+// adds them to the patch rows, on the device that holds the table).
+RowBlend position_blend(const VisionConfig& config, const std::vector<ImageGrid>& grids);
 
 }  // namespace qvl

@@ -38,7 +38,7 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
 
   Tensor x = be.alloc({n, hidden});
   be.project(Projection::of(pixel_values, w.patch_embed, x));
-  be.add(x, be.from_host(interpolated_position_embedding(c, w.position_table, grids)), x);
+  be.add_blended_rows(x, w.position_table, position_blend(c, grids));
   const auto [cos_host, sin_host] = vision_rope_tables(c, grids);
   const Tensor cos = be.from_host(cos_host), sin = be.from_host(sin_host);
   const AttentionMask mask = AttentionMask::segments(bounds);

@@ -105,7 +105,7 @@ ModelWeights bind_weights(const ModelFolder& model, const WeightPlacement& place
 
   const std::string vis = "model.visual.";
   w.vision.patch_embed = b.unit(vis + "patch_embed.proj.weight", b.host(vis + "patch_embed.proj.bias"));
-  w.vision.position_table = b.host(vis + "pos_embed.weight").to(DType::F32);  // widened once, not per image
+  w.vision.position_table = b.vector(vis + "pos_embed.weight");
   const int64_t h = c.vision.hidden_size;
   for (int64_t i = 0; i < c.vision.depth; ++i) {
     const std::string p = vis + "blocks." + std::to_string(i) + ".";

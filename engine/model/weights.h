@@ -23,7 +23,7 @@ struct MergerWeights {
 };
 struct VisionWeights {
   LinearWeights patch_embed;   // Conv3d viewed as [hidden, C·T·P·P]
-  Tensor position_table;       // host f32 copy: interpolated on the host each image
+  Tensor position_table;       // [side², hidden] on the vision backend, blended per patch (rope.h: position_blend)
   std::vector<VisionBlockWeights> blocks;
   MergerWeights merger;
   std::vector<MergerWeights> deepstack;

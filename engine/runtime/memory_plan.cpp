@@ -73,8 +73,6 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
   w.layer.assign(std::size_t(c.text.num_hidden_layers), 0);
   const std::string layers = "model.language_model.layers.";
   for (const TensorSpec& spec : expected_tensors(c)) {
-    // The vision position table stays on the host (interpolated there for every image).
-    if (spec.role == TensorRole::PositionEmbedding) continue;
     const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / std::max<int64_t>(rows, 1);
     uint64_t bytes = 0, quantised_elements = 0;
     const std::optional<QuantisedAs> as = r.formats ? quantised_as(spec, *r.formats) : std::nullopt;
@@ -131,12 +129,12 @@ struct ActivationModel {
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
     return pass(rows) + pass(1) + workspace;
   }
-  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (x, position
-  // embedding, q, k, v, attn, proj, norm slot, MLP, rotary rows), the widest product's workspace, the mergers.
+  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (x, q, k, v, attn,
+  // proj, norm slot, MLP, rotary rows), the widest product's workspace, the mergers.
   uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
     const VisionConfig& v = c.vision;
     const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;
-    const uint64_t blocks = a * u(n) * u(7 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
+    const uint64_t blocks = a * u(n) * u(6 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
     const uint64_t workspace =
         (widest_quantised ? widest_quantised * widened : 0) + 2 * u(n) * u(std::max(v.intermediate_size, v.patch_dim()));
     const uint64_t mergers = a * u(tokens) * u(2 * v.merged_dim() + c.text.hidden_size);

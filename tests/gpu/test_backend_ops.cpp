@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda_plugin.h"
 #include "backend/quantize.h"
+#include "model/rope.h"
 #include "runtime/profiler.h"
 
 namespace qvl {
@@ -488,6 +489,18 @@ struct Runner {
       cpu.copy_rows(src, big_cpu, 9);
       gpu.copy_rows(gpu.from_host(src), big_gpu, 9);
       check("copy_rows", big_gpu, big_cpu, 0.0);
+    }
+    // The vision tower's position embedding: each patch blends four rows of a 48 x 48 table (a 448x448 image and
+    // a 64x96 one, as the model's position_blend picks them), in the same order on both sides: the same bits.
+    VisionConfig vision;
+    vision.hidden_size = 64, vision.num_heads = 4, vision.num_position_embeddings = 48 * 48;
+    const RowBlend blend = position_blend(vision, {{1, 28, 28}, {1, 4, 6}});
+    for (DType dt : {DType::F32, DType::BF16}) {
+      const Tensor table = random({48 * 48, 64}, dt), x = random({blend.count(), 64});
+      Tensor a = x.to(DType::F32), g = gpu.from_host(x);
+      cpu.add_blended_rows(a, table, blend);
+      gpu.add_blended_rows(g, gpu.upload(table, WeightRole::Vector), blend);
+      check("add_blended_rows " + std::string(dtype_name(dt)), g, a, stored_table_limit(dt));
     }
   }
 

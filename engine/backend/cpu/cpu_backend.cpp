@@ -29,8 +29,6 @@ constexpr std::size_t kMinChunkWork = 1 << 16;
 void expect_f32(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != DType::F32 || t.device() != Device::CPU) fail(op, ": ", what, " must be an f32 CPU tensor");
 }
-int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
-int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(1, last_dim(t)); }
 
 // Reads element i of a norm weight or bias of any float type.
 float weight_at(const Tensor& w, int64_t i) {
@@ -428,6 +426,27 @@ public:
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("set_rows", src, 2); });
     scatter(x, src, rows, [](float& a, float b) { a = b; });
+  }
+
+  void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override {
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("add_blended_rows", x, 2 + RowBlend::kTaps); });
+    expect_f32(x, "add_blended_rows", "x");
+    check_blend(x, table, blend);
+    const int64_t d = last_dim(x);
+    const std::size_t row_bytes = std::size_t(d) * dtype_size(table.dtype());
+    ThreadPool::global().parallel_for(std::size_t(rows_of(x)), std::max<std::size_t>(1, kMinChunkWork / std::size_t(4 * d)),
+                                      [&](std::size_t b, std::size_t e) {
+      std::vector<float> taps(std::size_t(RowBlend::kTaps * d));  // the four table rows, widened
+      for (std::size_t i = b; i < e; ++i) {
+        for (int j = 0; j < RowBlend::kTaps; ++j)
+          convert_elements(table.dtype(), static_cast<const char*>(table.raw()) + std::size_t(blend.rows[i * 4 + std::size_t(j)]) * row_bytes,
+                           DType::F32, taps.data() + j * d, std::size_t(d));
+        const float* w = blend.weights.data() + i * 4;
+        const float *t0 = taps.data(), *t1 = t0 + d, *t2 = t1 + d, *t3 = t2 + d;
+        float* out = x.data<float>() + int64_t(i) * d;
+        for (int64_t c = 0; c < d; ++c) out[c] += ((t0[c] * w[0] + t1[c] * w[1]) + t2[c] * w[2]) + t3[c] * w[3];
+      }
+    });
   }
 
 private:

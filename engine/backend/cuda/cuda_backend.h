@@ -88,6 +88,7 @@ public:
   void copy_rows_at(const Tensor& src, Tensor& dst, const Tensor& row) override;
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
+  void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
 
 private:
   template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }

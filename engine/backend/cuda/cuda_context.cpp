@@ -74,8 +74,6 @@ cuda::WeightType weight_type(DType t) {
     default: fail("CUDA backend: weights of type ", dtype_name(t), " are not supported");
   }
 }
-int64_t last_dim(const Tensor& t) { return t.rank() ? t.dim(t.rank() - 1) : 1; }
-int64_t rows_of(const Tensor& t) { return t.numel() / std::max<int64_t>(1, last_dim(t)); }
 float* f32(const Tensor& t) {
   if (t.dtype() != DType::F32 || t.device() != Device::CUDA) fail("CUDA backend: expected an f32 device tensor");
   return const_cast<float*>(t.data<float>());

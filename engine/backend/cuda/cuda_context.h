@@ -58,8 +58,6 @@ private:
 
 // Helpers shared by the backend's files.
 cuda::WeightType weight_type(DType t);
-int64_t last_dim(const Tensor& t);
-int64_t rows_of(const Tensor& t);
 float* f32(const Tensor& t);  // throws unless an f32 device tensor
 // Keys and values as the attention kernels read them: f32 (activations, an f32 cache) or bf16 (a bf16 cache).
 struct KvData {
