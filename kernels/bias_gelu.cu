@@ -1,4 +1,4 @@
-// Grid-stride, memory-bound (8 bytes an element): the bias is added exactly as add_bias does and the GELU is the
+// Memory-bound (8 bytes an element): the bias is added exactly as add_bias does and the GELU is the
 // element-wise kernel's (activation.cuh), so the result equals the unfused pair bit for bit.
 #include <algorithm>
 
@@ -10,11 +10,15 @@
 namespace qvl::cuda {
 namespace {
 
+// Blocks walk rows, threads columns (as add_bias: no 64-bit division an element).
 template <bool kTanh>
-__global__ void bias_gelu_kernel(float* y, const void* bias, WeightType bias_type, int64_t cols, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float v = y[i] + load_weight(bias, bias_type, i % cols);
-    y[i] = kTanh ? gelu_tanh(v) : gelu_erf(v);
+__global__ void bias_gelu_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols) {
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float b = load_weight(bias, bias_type, c);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+      const float v = y[r * cols + c] + b;
+      y[r * cols + c] = kTanh ? gelu_tanh(v) : gelu_erf(v);
+    }
   }
 }
 
@@ -22,11 +26,10 @@ __global__ void bias_gelu_kernel(float* y, const void* bias, WeightType bias_typ
 
 void bias_gelu(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool tanh_form,
                cudaStream_t stream) {
-  const int64_t n = rows * cols;
-  if (n == 0) return;
-  const auto blocks = unsigned(std::min<int64_t>((n + 255) / 256, 4096));
-  if (tanh_form) bias_gelu_kernel<true><<<blocks, 256, 0, stream>>>(y, bias, bias_type, cols, n);
-  else bias_gelu_kernel<false><<<blocks, 256, 0, stream>>>(y, bias, bias_type, cols, n);
+  if (rows * cols == 0) return;
+  const auto blocks = unsigned(std::min<int64_t>(rows, 4096));
+  if (tanh_form) bias_gelu_kernel<true><<<blocks, 256, 0, stream>>>(y, bias, bias_type, rows, cols);
+  else bias_gelu_kernel<false><<<blocks, 256, 0, stream>>>(y, bias, bias_type, rows, cols);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -15,13 +15,42 @@ __global__ void narrow_kernel(const float* x, void* out, WeightType type, int64_
     store_activation(out, type, i, x[i]);
 }
 
-__global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols) {
+// Four columns a thread (float4), the column from a 32-bit remainder: a flat loop with a 64-bit `i % cols` an element
+// took 10-14 us for 784 x 1024 on an H100 (ncu), about 4x what its 6.4 MB take. Other shapes: one element a thread.
+__device__ __forceinline__ void bias_kernel_body(float* y, const void* bias, WeightType bias_type, int64_t rows,
+                                                 int64_t cols, bool by_four) {
+  if (by_four) {
+    const int quads = int(rows * cols / 4), row_quads = int(cols / 4);
+    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < quads; i += int(gridDim.x * blockDim.x)) {
+      const int c = (i % row_quads) * 4;
+      float4 v = reinterpret_cast<float4*>(y)[i];
+      v.x += load_weight(bias, bias_type, c), v.y += load_weight(bias, bias_type, c + 1);
+      v.z += load_weight(bias, bias_type, c + 2), v.w += load_weight(bias, bias_type, c + 3);
+      reinterpret_cast<float4*>(y)[i] = v;
+    }
+    return;
+  }
   const int64_t n = rows * cols;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     y[i] += load_weight(bias, bias_type, i % cols);
 }
 
+__global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool by_four) {
+  bias_kernel_body(y, bias, bias_type, rows, cols, by_four);
+}
+
+// blockIdx.y picks the output.
+__global__ void biases_kernel(Biases b, WeightType bias_type, int64_t rows, int64_t cols, bool by_four) {
+  if (!b.bias[blockIdx.y]) return;
+  bias_kernel_body(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, by_four);
+}
+
 unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + 255) / 256, 4096)); }
+// Whether rows x cols at y go four columns a thread: whole float4s, a 32-bit index.
+bool by_four(const float* y, int64_t rows, int64_t cols) {
+  return cols % 4 == 0 && rows * cols < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+}
+unsigned bias_blocks(int64_t rows, int64_t cols, bool four) { return blocks_for(four ? rows * cols / 4 : rows * cols); }
 
 }  // namespace
 
@@ -34,7 +63,16 @@ void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaS
 
 void add_bias(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows * cols == 0) return;
-  bias_kernel<<<blocks_for(rows * cols), 256, 0, stream>>>(y, bias, bias_type, rows, cols);
+  const bool four = by_four(y, rows, cols);
+  bias_kernel<<<bias_blocks(rows, cols, four), 256, 0, stream>>>(y, bias, bias_type, rows, cols, four);
+  CUDA_CHECK_LAUNCH();
+}
+
+void add_biases(const Biases& b, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0 || b.count == 0) return;
+  bool four = true;
+  for (int i = 0; i < b.count; ++i) four = four && by_four(b.y[i], rows, cols);
+  biases_kernel<<<dim3(bias_blocks(rows, cols, four), unsigned(b.count)), 256, 0, stream>>>(b, bias_type, rows, cols, four);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -12,5 +12,12 @@ namespace qvl::cuda {
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream);
 // y[r, c] += bias[c] for r < rows, c < cols
 void add_bias(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream);
+// The same for up to three outputs of one shape in one launch (a batched product's); a null bias adds nothing.
+struct Biases {
+  float* y[3] = {};
+  const void* bias[3] = {};
+  int count = 0;
+};
+void add_biases(const Biases& biases, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -36,12 +36,18 @@ CublasGemm::CublasGemm(cudaStream_t stream) : stream_(stream) {
 
 CublasGemm::~CublasGemm() { cublasDestroy(static_cast<cublasHandle_t>(handle_)); }
 
-void CublasGemm::run(const float* x, void* x_narrow, const void* w, WeightType w_type, float* y, int64_t m, int64_t n,
-                     int64_t k) {
-  if (m == 0 || n == 0) return;
+namespace {
+void check_dimensions(int64_t m, int64_t n, int64_t k) {
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   if (m > kMax || n > kMax || k > kMax || m * k > kMax || n * k > kMax)
     throw std::runtime_error("cuBLAS GEMM: a dimension over 2^31");
+}
+}  // namespace
+
+void CublasGemm::run(const float* x, void* x_narrow, const void* w, WeightType w_type, float* y, int64_t m, int64_t n,
+                     int64_t k) {
+  if (m == 0 || n == 0) return;
+  check_dimensions(m, n, k);
   const float alpha = 1.0f, beta = 0.0f;
   cudaDataType_t type = CUDA_R_32F;
   const void* b = x;
@@ -53,6 +59,18 @@ void CublasGemm::run(const float* x, void* x_narrow, const void* w, WeightType w
   CUBLAS_CHECK(cublasGemmEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha,
                             w, type, int(k), b, type, int(k), &beta, y, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
+}
+
+void CublasGemm::run_batched(const void* const* pointers, int count, WeightType w_type, int64_t m, int64_t n, int64_t k) {
+  if (m == 0 || n == 0 || count == 0) return;
+  check_dimensions(m, n, k);
+  if (w_type == WeightType::F32) throw std::runtime_error("cuBLAS batched GEMM: for 16-bit weights");
+  const float alpha = 1.0f, beta = 0.0f;
+  const cudaDataType_t type = w_type == WeightType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
+  CUBLAS_CHECK(cublasGemmBatchedEx(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k),
+                                   &alpha, pointers, type, int(k), pointers + count, type, int(k), &beta,
+                                   const_cast<void* const*>(pointers + 2 * count), CUDA_R_32F, int(n), count,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace qvl::cuda

@@ -20,6 +20,9 @@ public:
   // x_narrow: device scratch of M·K elements of w_type (unused for f32 weights); x == nullptr: x_narrow already holds
   // the activations in w_type (a norm wrote them so), and no conversion runs.
   void run(const float* x, void* x_narrow, const void* w, WeightType w_type, float* y, int64_t m, int64_t n, int64_t k);
+  // `count` products of one shape in one launch, y_i = x_i · w_iᵀ, the activations already in w_type: `pointers` (on
+  // the device) holds the count weights, then the count activations, then the count f32 outputs.
+  void run_batched(const void* const* pointers, int count, WeightType w_type, int64_t m, int64_t n, int64_t k);
 
 private:
   void* handle_ = nullptr;  // cublasHandle_t, kept out of this header

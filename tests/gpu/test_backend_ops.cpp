@@ -382,7 +382,7 @@ struct Runner {
   }
 
   // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
-  // rows (the backend runs the unfused ops).
+  // rows (native profile: gate and up in one batched cuBLAS launch, then silu_mul).
   void swiglu_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128}}) {
@@ -406,11 +406,13 @@ struct Runner {
   }
 
   // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
-  // biases, and prefill rows (the backend runs three GEMMs).
+  // biases, and prefill rows (native profile: the matrices of one shape in one batched cuBLAS launch, the decoder's
+  // k and v or the vision tower's q, k and v, biases after in one launch, four columns a thread where they divide).
   void qkv_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},
-                                                                      {4, 40, 24, 136}, {9, 64, 32, 128}})
+                                                                      {4, 40, 24, 136}, {9, 64, 32, 128},
+                                                                      {16, 64, 64, 96}, {12, 30, 30, 64}})
         for (bool with_bias : {false, true}) {
           const Tensor x = random({m, k}), wq = random({nq, k}, wt, 0.1f), wk = random({nkv, k}, wt, 0.1f),
                        wv = random({nkv, k}, wt, 0.1f), bq = random({nq}, DType::BF16), bk = random({nkv}, DType::BF16),
