@@ -18,8 +18,8 @@ __global__ void narrow_kernel(const float* x, void* out, WeightType type, int64_
 // Four columns a thread (float4), the column from a 32-bit remainder: a flat loop with a 64-bit `i % cols` an element
 // took 10-14 us for 784 x 1024 on an H100 (ncu), about 4x what its 6.4 MB take. Other shapes: one element a thread.
 __device__ __forceinline__ void bias_kernel_body(float* y, const void* bias, WeightType bias_type, int64_t rows,
-                                                 int64_t cols, bool by_four) {
-  if (by_four) {
+                                                 int64_t cols, bool four) {
+  if (four) {
     const int quads = int(rows * cols / 4), row_quads = int(cols / 4);
     for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < quads; i += int(gridDim.x * blockDim.x)) {
       const int c = (i % row_quads) * 4;
@@ -35,24 +35,24 @@ __device__ __forceinline__ void bias_kernel_body(float* y, const void* bias, Wei
     y[i] += load_weight(bias, bias_type, i % cols);
 }
 
-__global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool by_four) {
-  bias_kernel_body(y, bias, bias_type, rows, cols, by_four);
+__global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
+  bias_kernel_body(y, bias, bias_type, rows, cols, four);
 }
 
 // blockIdx.y picks the output.
-__global__ void biases_kernel(Biases b, WeightType bias_type, int64_t rows, int64_t cols, bool by_four) {
+__global__ void biases_kernel(Biases b, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
   if (!b.bias[blockIdx.y]) return;
-  bias_kernel_body(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, by_four);
+  bias_kernel_body(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, four);
 }
 
 unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + 255) / 256, 4096)); }
-// Whether rows x cols at y go four columns a thread: whole float4s, a 32-bit index.
-bool by_four(const float* y, int64_t rows, int64_t cols) {
-  return cols % 4 == 0 && rows * cols < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(y) % 16 == 0;
-}
 unsigned bias_blocks(int64_t rows, int64_t cols, bool four) { return blocks_for(four ? rows * cols / 4 : rows * cols); }
 
 }  // namespace
+
+bool by_four(const float* y, int64_t rows, int64_t cols) {
+  return cols % 4 == 0 && rows * cols < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+}
 
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream) {
   if (count == 0) return;

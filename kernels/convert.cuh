@@ -10,6 +10,9 @@
 namespace qvl::cuda {
 
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream);
+// Whether a row-major rows x cols f32 result at y goes four columns a thread (whole float4s, a 32-bit index): the
+// per-column kernels (add_bias, bias_gelu) then take the column from a 32-bit remainder a float4.
+bool by_four(const float* y, int64_t rows, int64_t cols);
 // y[r, c] += bias[c] for r < rows, c < cols
 void add_bias(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, cudaStream_t stream);
 // The same for up to three outputs of one shape in one launch (a batched product's); a null bias adds nothing.
