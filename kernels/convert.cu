@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "bias_columns.cuh"
 #include "common.cuh"
 #include "convert.cuh"
 #include "weights.cuh"
@@ -15,38 +16,19 @@ __global__ void narrow_kernel(const float* x, void* out, WeightType type, int64_
     store_activation(out, type, i, x[i]);
 }
 
-// Four columns a thread (float4), the column from a 32-bit remainder: a flat loop with a 64-bit `i % cols` an element
-// took 10-14 us for 784 x 1024 on an H100 (ncu), about 4x what its 6.4 MB take. Other shapes: one element a thread.
-__device__ __forceinline__ void bias_kernel_body(float* y, const void* bias, WeightType bias_type, int64_t rows,
-                                                 int64_t cols, bool four) {
-  if (four) {
-    const int quads = int(rows * cols / 4), row_quads = int(cols / 4);
-    for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < quads; i += int(gridDim.x * blockDim.x)) {
-      const int c = (i % row_quads) * 4;
-      float4 v = reinterpret_cast<float4*>(y)[i];
-      v.x += load_weight(bias, bias_type, c), v.y += load_weight(bias, bias_type, c + 1);
-      v.z += load_weight(bias, bias_type, c + 2), v.w += load_weight(bias, bias_type, c + 3);
-      reinterpret_cast<float4*>(y)[i] = v;
-    }
-    return;
-  }
-  const int64_t n = rows * cols;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] += load_weight(bias, bias_type, i % cols);
-}
+__device__ __forceinline__ float plus(float y, float bias) { return y + bias; }
 
 __global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
-  bias_kernel_body(y, bias, bias_type, rows, cols, four);
+  for_each_with_bias(y, bias, bias_type, rows, cols, four, plus);
 }
 
 // blockIdx.y picks the output.
 __global__ void biases_kernel(Biases b, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
   if (!b.bias[blockIdx.y]) return;
-  bias_kernel_body(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, four);
+  for_each_with_bias(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, four, plus);
 }
 
 unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + 255) / 256, 4096)); }
-unsigned bias_blocks(int64_t rows, int64_t cols, bool four) { return blocks_for(four ? rows * cols / 4 : rows * cols); }
 
 }  // namespace
 

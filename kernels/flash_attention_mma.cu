@@ -6,7 +6,7 @@
 // A block of 8 warps takes 128 queries of one head; each warp owns 16 query rows and keeps them in registers as
 // A fragments (q·scale·log2 e, f16) for the whole key loop. Per tile of 64 keys the block stages K and V in shared
 // memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
-// warp computes its 16 x 64 scores with mma (B = K rows, read as 32-bit pairs), masks them, updates the running
+// warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
 // row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
 // through shared memory), and accumulates p·V with mma, V's B fragments loaded transposed by ldmatrix. Each K/V
 // element is read from global memory once per 128 queries; the block skips tiles none of its queries sees (causal
@@ -20,6 +20,7 @@
 // f16 tiles 2 x 64 x (D + 8) x 2 B, raw 2 x 64 x D x (2 or 4) B: 66 KB at D = 128 from a bf16 cache.
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <cfloat>
 
 #include "attention_mask.cuh"
@@ -33,11 +34,11 @@ namespace {
 // 8 warps (128 queries) a block: each staged K/V tile serves more queries. Measured on an H100 with 1/2/4/8 warps:
 // causal 512 queries x 16 heads, d = 128: 139/89/60/51 us; 784 vision patches, d = 64: 98/65/49/44 us (fewer,
 // fuller blocks beat more blocks here: the staging, not the occupancy, was the cost).
-constexpr int kWarps = 8, kQueries = 16 * kWarps, kKeysTile = kFlashLayoutBlock;
+constexpr int kWarps = 8, kQueries = 16 * kWarps;
+constexpr int kKeys = kFlashLayoutBlock;  // a key tile is one block of a block-sparse layout
 
 // The device helpers exist only where the kernel has a body (the host pass and SM80+).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-constexpr int kKeys = kKeysTile;  // a key tile is one block of a block-sparse layout
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
@@ -117,7 +118,7 @@ template <int D, typename KV> __device__ __forceinline__ void widen_tile(const K
 
 // Dynamic shared memory of one block: the f16 K and V tiles, then the raw ones.
 template <int D, typename KV> constexpr int shared_bytes() {
-  return 2 * kKeysTile * (D + 8) * 2 + 2 * kKeysTile * D * int(sizeof(KV));
+  return 2 * kKeys * (D + 8) * 2 + 2 * kKeys * D * int(sizeof(KV));
 }
 
 template <int D, typename KV>
@@ -306,8 +307,15 @@ template <int D> void launch(const AttentionArgs& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
-    constexpr int bytes = shared_bytes<D, KV>();  // past the 48 KB a block gets without asking (on this device)
-    CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    constexpr int bytes = shared_bytes<D, KV>();  // past the 48 KB a block gets without asking, once a device
+    static std::atomic<uint64_t> opted_in{0};      // bit i: device i (devices past 63 ask every launch)
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+    if (!bit || !(opted_in.load() & bit)) {
+      CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      opted_in.fetch_or(bit);
+    }
     flash_attention_mma_kernel<D, KV><<<grid, kWarps * 32, bytes, stream>>>(
         a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out, a.s, a.hq, a.hkv, a.kv_len, a.causal,
         a.past, a.bounds, a.segments, a.scale, a.layout, a.layout_side);

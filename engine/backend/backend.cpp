@@ -16,6 +16,8 @@ void check_patchify(const Tensor& image, const PatchLayout& p, const Tensor& out
 
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {
   if (x.dtype() != DType::F32) fail("add_blended_rows: x must be f32 rows");
+  if (table.device() != x.device() || (table.dtype() != DType::F32 && table.dtype() != DType::BF16 && table.dtype() != DType::F16))
+    fail("add_blended_rows: the table must be f32, bf16 or f16 rows on x's device (a ", dtype_name(table.dtype()), " table)");
   if (table.rank() != 2 || table.dim(1) != last_dim(x))
     fail("add_blended_rows: a table ", shape_to_string(table.shape()), " for rows of ", last_dim(x));
   if (blend.rows.size() != blend.weights.size() || int64_t(blend.rows.size()) != rows_of(x) * RowBlend::kTaps)

@@ -269,8 +269,9 @@ public:
   // x[rows[i]] = src[i]
   virtual void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) = 0;
   // x[i] += ((w[i,0]·t[r[i,0]] + w[i,1]·t[r[i,1]]) + w[i,2]·t[r[i,2]]) + w[i,3]·t[r[i,3]] for each row i of x, with
-  // r = blend.rows and w = blend.weights (4 a row), t = `table` (float rows of x's width): a bilinear interpolation of
-  // a learned position table, summed in this order and rounded once before the add, on every backend.
+  // r = blend.rows and w = blend.weights (4 a row), t = `table` (float rows of x's width, on x's device): a bilinear
+  // interpolation of a learned position table, each product and sum rounded in this order on every backend (the
+  // same bits where the table is stored in one type; the SM61 profile keeps a bf16 table as f16).
   virtual void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) = 0;
 
   // ---- Recording ----

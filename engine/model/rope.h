@@ -33,8 +33,8 @@ std::pair<Tensor, Tensor> text_rope_tables(const TextConfig& config, const std::
 // frequencies by patch row, the second by column, then repeated (rotate_half pairs d and d + head_dim/2).
 std::pair<Tensor, Tensor> vision_rope_tables(const VisionConfig& config, const std::vector<ImageGrid>& grids);
 
-// The learned position embedding, bilinearly interpolated from its square grid of `table_rows` to each image's grid
-// in merge-window order: for each patch the four table rows around it and their weights (Backend::add_blended_rows
+// The learned position embedding (num_position_embeddings rows, a square grid), bilinearly interpolated to each
+// image's grid in merge-window order: for each patch the four table rows around it and their weights (Backend::add_blended_rows
 // adds them to the patch rows, on the device that holds the table).
 RowBlend position_blend(const VisionConfig& config, const std::vector<ImageGrid>& grids);
 

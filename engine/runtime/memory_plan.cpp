@@ -129,12 +129,13 @@ struct ActivationModel {
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
     return pass(rows) + pass(1) + workspace;
   }
-  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (x, q, k, v, attn,
-  // proj, norm slot, MLP, rotary rows), the widest product's workspace, the mergers.
+  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the
+  // hidden width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace, the
+  // mergers. (The position embedding, once an eighth, is blended into x on the device.)
   uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
     const VisionConfig& v = c.vision;
     const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;
-    const uint64_t blocks = a * u(n) * u(6 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
+    const uint64_t blocks = a * u(n) * u(7 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
     const uint64_t workspace =
         (widest_quantised ? widest_quantised * widened : 0) + 2 * u(n) * u(std::max(v.intermediate_size, v.patch_dim()));
     const uint64_t mergers = a * u(tokens) * u(2 * v.merged_dim() + c.text.hidden_size);

@@ -129,9 +129,12 @@ struct Runner {
   void quantised_linear() {
     for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
       for (const int64_t group : {32, 128})
+        // m > 4 runs the dequantisation: eight values a thread ({5, 64, 1032}: a last block of 8 of 32 values) or,
+        // where a row's values are not whole eights ({5, 64, 100}), the warp-a-block kernel.
         for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 7, 48},     {1, 300, 2048}, {3, 64, 1032},
                                                                 {4, 2048, 6144}, {2, 151, 96},   {5, 100, 96},
-                                                                {64, 256, 1024}, {300, 1024, 2048}}) {
+                                                                {64, 256, 1024}, {300, 1024, 2048}, {5, 64, 1032},
+                                                                {5, 64, 100}}) {
           const Tensor x = random({m, k});
           LinearWeights host = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, group, "w");
           host.bias = random({n}, DType::BF16);
@@ -447,7 +450,8 @@ struct Runner {
   // The vision tower's linears with their bias folded into what follows (GELU; residual add + LayerNorm) against the
   // CPU's unfused sequences: few rows (the GEMV adds the bias itself) and many (cuBLAS, then the fused kernel).
   void bias_epilogues() {
-    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{3, 64, 48}, {37, 256, 64}, {300, 1024, 256}}) {
+    // n = 30: the bias kernels' element-a-thread path (columns not whole fours).
+    for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{3, 64, 48}, {37, 256, 64}, {300, 1024, 256}, {37, 30, 64}}) {
       const std::string shape = " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
       const Tensor x = random({m, k}), w = random({n, k}, DType::BF16, 0.1f), bias = random({n}, DType::BF16);
       const LinearWeights host = LinearWeights::of(w, bias), wg = on_gpu(w, &bias);

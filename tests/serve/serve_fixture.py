@@ -223,6 +223,17 @@ class QvlServer:
         status, _, body = self.request_json("GET", "/health", timeout=10.0)
         return status, body
 
+    def wait_until_idle(self, timeout=20.0):
+        """Waits until no request runs or waits (an earlier test's cancelled stream may still be winding down)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            status, body = self.health()
+            if status == 200 and body["queue"]["running"] == 0 and body["queue"]["waiting"] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise self.failure(f"the server stayed busy for {timeout} s: {body}")
+            time.sleep(0.05)
+
     def rss_kib(self):
         """The server's resident memory (VmRSS) in KiB."""
         with open(f"/proc/{self.pid}/status") as status:

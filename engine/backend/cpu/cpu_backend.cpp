@@ -439,9 +439,9 @@ public:
       std::vector<float> taps(std::size_t(RowBlend::kTaps * d));  // the four table rows, widened
       for (std::size_t i = b; i < e; ++i) {
         for (int j = 0; j < RowBlend::kTaps; ++j)
-          convert_elements(table.dtype(), static_cast<const char*>(table.raw()) + std::size_t(blend.rows[i * 4 + std::size_t(j)]) * row_bytes,
+          convert_elements(table.dtype(), static_cast<const char*>(table.raw()) + std::size_t(blend.rows[i * RowBlend::kTaps + std::size_t(j)]) * row_bytes,
                            DType::F32, taps.data() + j * d, std::size_t(d));
-        const float* w = blend.weights.data() + i * 4;
+        const float* w = blend.weights.data() + i * RowBlend::kTaps;
         const float *t0 = taps.data(), *t1 = t0 + d, *t2 = t1 + d, *t3 = t2 + d;
         float* out = x.data<float>() + int64_t(i) * d;
         for (int64_t c = 0; c < d; ++c) out[c] += ((t0[c] * w[0] + t1[c] * w[1]) + t2[c] * w[2]) + t3[c] * w[3];
