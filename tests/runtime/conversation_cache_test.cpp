@@ -231,6 +231,72 @@ TEST(ConversationCache, EvictsDownToABoundByTheGivenMeasure) {
   EXPECT_EQ(store.stats().bytes, 0u);
 }
 
+// On a GPU whose pool is tight, a turn that brings a picture and a long question (its cache grows: the kept one and
+// a larger new one side by side while the prefix is copied) keeps the other conversations only as far as the pool
+// has room beside its vision pass and prefill, counted as the pool places caches, evicting the least recently used
+// first: the request is not refused, the pool stays within its budget, and every answer is a fresh run's. The budget
+// is chosen from the plan so that a text turn's prefill has room for three and a half short chats' caches.
+TEST(ConversationCache, AGrowingPictureTurnOnATightGpuEvictsTheLeastRecentlyUsedAndAnswersAsAFreshRun) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const auto model = test::resource_dir() / "models" / "demo-shapes";
+  const auto text_turn = [](const char* id) {
+    GenerateRequest r;
+    r.messages = {ChatMessage::text("user", std::string("Tell me about ") + id)};
+    r.max_new_tokens = 6;
+    r.conversation_id = id;
+    return r;
+  };
+  std::string long_question = "What shapes do you see?";
+  for (int i = 0; i < 600; ++i) long_question += " shapes";
+  GenerateRequest picture;
+  picture.messages = {ChatMessage::text("user", "Tell me about a"), user_with_image(long_question)};
+  picture.images.push_back(ImageInput::file(test::resource_dir() / "samples" / "scene-1.png"));
+  picture.max_new_tokens = 8;
+
+  EngineOptions options{"cuda"};
+  options.plan_context = 2048;
+  const auto fresh = Engine::load(model, options);
+  const GenerateResult whole = fresh->generate(picture);
+  ASSERT_GT(whole.prompt_ids.size(), 512u);  // past a short chat's 512 tokens of cache: the turn grows it
+  const auto probe = Engine::load(model, options);
+  ASSERT_TRUE(probe->memory_plan().has_value());
+  const MemoryPlan generous = *probe->memory_plan();
+  const TextConfig& text = probe->model().config.text;
+  const uint64_t cache = kv_cache_pool_bytes(text, text.num_hidden_layers, 512, DType::BF16);  // a short chat's
+  const uint64_t text_room = generous.room_beside_prefill(0);  // moves one for one with the budget
+  ASSERT_GT(text_room, 4 * cache);
+  options.device_memory_limit = std::size_t(generous.budget - text_room + cache * 7 / 2);
+
+  const auto tight = Engine::load(model, options);
+  ASSERT_TRUE(tight->memory_plan().has_value());
+  ASSERT_TRUE(tight->memory_plan()->everything_on_gpu()) << tight->memory_plan()->summary();
+  for (const char* id : {"a", "b", "c"}) tight->generate(text_turn(id));
+  const ConversationCacheStats before = tight->conversation_cache();
+  EXPECT_EQ(before.conversations, 3);
+
+  // "a", the least recently used, brings the picture: its own caches are decided first, then "b" goes before "c".
+  GenerateRequest a = picture;
+  a.conversation_id = "a";
+  const GenerateResult with_picture = tight->generate(a);
+  EXPECT_EQ(with_picture.generated_ids, whole.generated_ids);
+  const ConversationCacheStats after = tight->conversation_cache();
+  EXPECT_GT(after.evictions, before.evictions);
+  const MemoryReport pool = tight->memory_report();
+  EXPECT_LE(pool.reserved_peak, pool.capacity);
+  std::printf("[ info ] budget %.1f MiB, a short chat's cache %.2f MiB: %lld conversations kept before the picture, "
+              "%lld after (%lld evicted); pool peak %.1f of %.1f MiB\n",
+              double(options.device_memory_limit) / (1 << 20), double(cache) / (1 << 20), (long long)before.conversations,
+              (long long)after.conversations, (long long)(after.evictions - before.evictions),
+              double(pool.reserved_peak) / (1 << 20), double(pool.capacity) / (1 << 20));
+
+  // "b" went first: its next turn is computed whole, and answers as a fresh run does.
+  const GenerateResult again = tight->generate(text_turn("b"));
+  EXPECT_EQ(again.timing.cached_tokens, 0);
+  GenerateRequest b_fresh = text_turn("b");
+  b_fresh.conversation_id.clear();
+  EXPECT_EQ(again.generated_ids, fresh->generate(b_fresh).generated_ids);
+}
+
 // A conversation's keys were computed with the kernels of their time: switching fusions drops them.
 TEST(ConversationCache, ChangingFusionsDropsTheKeptConversations) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
