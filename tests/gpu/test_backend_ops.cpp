@@ -385,7 +385,7 @@ struct Runner {
   }
 
   // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
-  // rows (native profile: gate and up in one batched cuBLAS launch, then silu_mul).
+  // rows (the backend runs the unfused ops).
   void swiglu_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128}}) {
@@ -409,8 +409,8 @@ struct Runner {
   }
 
   // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
-  // biases, and prefill rows (native profile: the matrices of one shape in one batched cuBLAS launch, the decoder's
-  // k and v or the vision tower's q, k and v, biases after in one launch, four columns a thread where they divide).
+  // biases, and prefill rows (native profile: three matrices of one shape, as the vision tower's, in one batched
+  // cuBLAS launch with their biases after in one launch, four columns a thread where they divide; else three GEMMs).
   void qkv_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},

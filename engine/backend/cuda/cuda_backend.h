@@ -108,7 +108,7 @@ private:
   bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_accumulate(const Projection& p, const Tensor& in);
-  bool gemm_batched(const Projection& p, const Tensor& in, std::initializer_list<int> which);
+  bool gemm_batched(const Projection& p, const Tensor& in);
   void products(const Projection& p, const Tensor& in, bool fold);
   void residual_epilogue(const Projection& p, const Tensor& in);
 

@@ -100,21 +100,11 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
   switch (p.epilogue) {
     case Epilogue::Store:
       if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return;
-      if (p.count == 3 && fusions_.qkv_projection) {  // many rows: the matrices of one shape in one launch
-        if (gemm_batched(p, in, {0, 1, 2})) return;
-        if (gemm_batched(p, in, {1, 2})) {  // the decoder's k and v (q has more rows)
-          linear(in, w0, *p.outputs[0]);
-          return;
-        }
-      }
+      if (p.count == 3 && fusions_.qkv_projection && gemm_batched(p, in)) return;  // many rows, one shape: one launch
       for (int i = 0; i < p.count; ++i) linear(in, *p.weights[std::size_t(i)], *p.outputs[std::size_t(i)]);
       return;
     case Epilogue::SwiGLU:
       if ((fusions_.swiglu_projection || fold) && gemv_swiglu(p, in, false)) return;
-      if (fusions_.swiglu_projection && gemm_batched(p, in, {0, 1})) {
-        silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
-        return;
-      }
       linear(in, w0, *p.outputs[0]);
       linear(in, *p.weights[1], *p.outputs[1]);
       silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
@@ -197,18 +187,20 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
   return true;
 }
 
-// Many rows: the products of `which` matrices (one shape, 16-bit, not quantised) in one cuBLAS launch, each into its
-// own output, then their biases in one launch. Measured on an H200 (2B shapes): the vision tower's three 1024 x 1024
-// products of 784 rows were 3 launches of 7 x 8 output tiles each for 132 SMs (15 us each with the bias kernel).
-// The same arithmetic as one product at a time; cuBLAS may choose another kernel for the batch. false: nothing ran.
-bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in, std::initializer_list<int> which) {
+// Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one
+// cuBLAS launch, each into its own output, then their biases in one launch. The profiled traces on an H200 (2B
+// shapes, 784 rows): three launches of 7 x 8 output tiles for 132 SMs, 15.4 us each with the bias kernel, against
+// 31.4 us for the batch with its biases. The decoder's k and v, and gate and up, batched the same way moved its
+// prefill by nothing beyond the spread, so they run one product at a time. cuBLAS may choose another kernel for the
+// batch than for one product. false: nothing ran.
+bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   const int64_t m = rows_of(in), k = last_dim(in);
-  const LinearWeights& first = *p.weights[std::size_t(*which.begin())];
+  const LinearWeights& first = *p.weights[0];
   const DType wt = first.weight.dtype();
   if (!runs_cublas(m) || (wt != DType::BF16 && wt != DType::F16) || (in.dtype() != DType::F32 && in.dtype() != wt))
     return false;
   const Tensor* some_bias = nullptr;
-  for (const int i : which) {
+  for (int i = 0; i < p.count; ++i) {
     const LinearWeights& w = *p.weights[std::size_t(i)];
     if (w.quantised() || w.weight.dtype() != wt || w.rows() != first.rows() || w.cols() != k ||
         p.outputs[std::size_t(i)]->numel() != m * w.rows())
@@ -218,9 +210,9 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in, std::initi
       some_bias = b;
     }
   }
-  const auto count = int(which.size());
+  const int count = p.count;
   const GpuTimer timer = timed([&] {
-    const double outputs = double(count) * double(p.outputs[std::size_t(*which.begin())]->nbytes());
+    const double outputs = double(count) * double(p.outputs[0]->nbytes());
     return op_cost::make("linear " + std::to_string(count) + "x" + std::to_string(first.rows()) + "x" + std::to_string(k) +
                              " " + std::string(format_traits(first.format).name) + " m>4 batched",
                          double(count) * double(first.weight.nbytes()) + double(in.nbytes()) + outputs,
@@ -234,15 +226,15 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in, std::initi
   }
   const void* operand = narrow.raw() ? narrow.raw() : in.raw();
   std::vector<const void*> pointers;  // weights, activations, outputs
-  for (const int i : which) pointers.push_back(p.weights[std::size_t(i)]->weight.raw());
+  for (int i = 0; i < count; ++i) pointers.push_back(p.weights[std::size_t(i)]->weight.raw());
   for (int i = 0; i < count; ++i) pointers.push_back(operand);
-  for (const int i : which) pointers.push_back(p.outputs[std::size_t(i)]->raw());
+  for (int i = 0; i < count; ++i) pointers.push_back(p.outputs[std::size_t(i)]->raw());
   Tensor on_device = ctx_.device_tensor(DType::I64, {int64_t(pointers.size())}, pool::Owner::Workspace);
   ctx_.stage(on_device.raw(), pointers.data(), pointers.size() * sizeof(void*));
   ctx_.cublas->run_batched(static_cast<const void* const*>(on_device.raw()), count, weight_type(wt), m, first.rows(), k);
   if (some_bias) {
     cuda::Biases biases;
-    for (const int i : which) {
+    for (int i = 0; i < count; ++i) {
       biases.y[biases.count] = f32(*p.outputs[std::size_t(i)]);
       const Tensor* b = p.weights[std::size_t(i)]->bias_or_null();
       biases.bias[biases.count++] = b ? b->raw() : nullptr;
