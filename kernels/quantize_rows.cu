@@ -18,6 +18,9 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __
                                                                   QuantizedRows out) {
   extern __shared__ float normed[];
   allow_next_kernel();  // the GEMV after it fetches its first weights meanwhile (it waits before it reads x)
+  // Launched overlapped, it starts while the kernel that writes x drains (the boundary before it was a whole kernel's
+  // launch on the decode step's chain, four times a layer), and waits for it before anything else.
+  wait_for_previous_kernel();
   const int64_t row = blockIdx.x;
   const float* in = x + row * k;
   if constexpr (kNormed) {
@@ -68,12 +71,12 @@ __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __
 // The normed row, and 1 KB for the block reduction's own static shared memory.
 bool quantize_rows_fits(int64_t k, bool normed) { return !normed || k * int64_t(sizeof(float)) <= kSharedLimit - 1024; }
 
-void quantize_rows(const float* x, int64_t k, const GemvNorm& norm, const QuantizedRows& out, cudaStream_t stream) {
+void quantize_rows(const float* x, int64_t k, const GemvNorm& norm, const QuantizedRows& out, bool overlap,
+                   cudaStream_t stream) {
   if (out.rows == 0) return;
-  if (norm.w)
-    quantize_rows_kernel<true><<<unsigned(out.rows), kThreads, std::size_t(k) * sizeof(float), stream>>>(x, k, norm, out);
-  else quantize_rows_kernel<false><<<unsigned(out.rows), kThreads, 0, stream>>>(x, k, norm, out);
-  CUDA_CHECK_LAUNCH();
+  const dim3 grid(unsigned(out.rows)), block(kThreads);
+  if (norm.w) launch_kernel(quantize_rows_kernel<true>, grid, block, std::size_t(k) * sizeof(float), stream, overlap, x, k, norm, out);
+  else launch_kernel(quantize_rows_kernel<false>, grid, block, 0, stream, overlap, x, k, norm, out);
 }
 
 }  // namespace qvl::cuda

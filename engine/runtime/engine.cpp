@@ -571,16 +571,17 @@ private:
                                                result.image_grids, model_.config.vision.spatial_merge_size),
                            model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
     for (int64_t step = 0; step < max_new_tokens; ++step) {
-      std::vector<float> scores(logits.data<float>(), logits.data<float>() + logits.numel());
+      // Sampled where they lie (the step's own host copy): a copy of the 2B model's 151,936 scores cost 30-60 µs a token.
+      const std::span<float> scores(logits.data<float>(), std::size_t(logits.numel()));
       if (step == 0) {
         result.first_step_top = top_logits(scores, 20);
-        if (request.keep_step_logits) result.first_step_logits = scores;
+        if (request.keep_step_logits) result.first_step_logits.assign(scores.begin(), scores.end());
       }
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
       const auto sampling_began = Clock::now();
       const int32_t next = sampler.next(scores, history, result.prompt_ids.size());
       result.timing.sample_ms += ms_since(sampling_began);
-      if (request.keep_step_logits && step > 0) result.last_step_logits = std::move(scores);  // no copy: timings stay honest
+      if (request.keep_step_logits && step > 0) result.last_step_logits.assign(scores.begin(), scores.end());
       history.push_back(next);
       result.generated_ids.push_back(next);
       const bool stop = !request.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end();
@@ -687,7 +688,7 @@ public:
   }
 
 private:
-  static std::vector<std::pair<int32_t, float>> top_logits(const std::vector<float>& logits, std::size_t k) {
+  static std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, std::size_t k) {
     std::vector<int32_t> idx(logits.size());
     for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i);
     k = std::min(k, idx.size());

@@ -28,7 +28,7 @@ public:
   // `logits` is modified in place (penalties, filtering) up to the vocabulary. `history` holds prompt and generated
   // ids, the answer's from `answer_start` on. Throws qvl::Error when a logit is NaN (weights holding NaN or Inf, or an
   // overflow).
-  int32_t next(std::vector<float>& logits, std::span<const int32_t> history, std::size_t answer_start = 0);
+  int32_t next(std::span<float> logits, std::span<const int32_t> history, std::size_t answer_start = 0);
 
 private:
   SamplingOptions options_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -18,6 +19,39 @@ TEST(Sampler, GreedyTakesTheFirstLargestLogit) {
   Sampler s({});
   std::vector<float> logits{0.5f, 3.0f, -1.0f, 3.0f};
   EXPECT_EQ(s.next(logits, {}), 1);
+}
+
+// Greedy over a vocabulary's worth of logits (it runs in 16 lanes and a tail) against a plain first-index argmax: equal
+// maxima in other lanes, earlier and later blocks, the tail, every value -inf, and NaN in a lane or the tail.
+TEST(Sampler, GreedyOverManyLogitsIsTheFirstIndexOfTheLargest) {
+  const auto plain_argmax = [](const std::vector<float>& l) {
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < l.size(); ++i)
+      if (l[i] > l[best]) best = i;
+    return int32_t(best);
+  };
+  for (const std::size_t n : {std::size_t(1), std::size_t(15), std::size_t(16), std::size_t(17), std::size_t(1000),
+                              std::size_t(151936 + 7)}) {
+    std::vector<float> base(n);
+    for (std::size_t i = 0; i < n; ++i) base[i] = std::sin(float(i) * 0.37f);  // below 1 everywhere
+    const std::vector<std::vector<std::size_t>> tops{{0}, {n - 1}, {n / 2, n / 3}, {n - 1, n / 2}, {n / 3, n / 3 + 16},
+                                                     {n / 3 + 5, n / 3 + 16, n / 3 + 1}};
+    for (const auto& at : tops) {
+      std::vector<float> l = base;
+      for (std::size_t i : at)
+        if (i < n) l[i] = 2.0f;  // equal maxima: the first index wins
+      std::vector<float> copy = l;
+      Sampler s({});
+      EXPECT_EQ(s.next(copy, {}), plain_argmax(l)) << n << " values";
+    }
+    std::vector<float> all_low(n, -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(Sampler({}).next(all_low, {}), 0) << n << " values of -inf";
+    for (const std::size_t at : {std::size_t(0), n / 2, n - 1}) {
+      std::vector<float> l = base;
+      l[at] = std::nanf("");
+      EXPECT_THROW(Sampler({}).next(l, {}), Error) << "NaN at " << at << " of " << n;
+    }
+  }
 }
 
 TEST(Sampler, DrawsFollowTheTemperedSoftmax) {

@@ -86,7 +86,7 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
   Tensor scales = ctx_.device_tensor(DType::F32, {m, blocks}, pool::Owner::Workspace);
   Tensor sums = ctx_.device_tensor(DType::I32, {m, blocks}, pool::Owner::Workspace);
   a.x = {values.data<int8_t>(), scales.data<float>(), sums.data<int32_t>(), m, blocks};
-  cuda::quantize_rows(f32(x), k, norm, a.x, ctx_.stream);
+  cuda::quantize_rows(f32(x), k, norm, a.x, ctx_.overlapped_launches, ctx_.stream);
   cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
 }
 
