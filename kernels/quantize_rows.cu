@@ -1,7 +1,11 @@
-// A block of 256 threads per row; eight lanes per 32-value block, four values a lane, so a block's maximum and sum
-// take three shuffles each (a warp per block took five dependent shuffles for each, a thread per block a serial chain
-// of 32: both kept the products waiting microseconds). Decode rows are 2,048-6,144 values: one pass or a few, reading
-// 8-24 KB.
+// Activations quantised per 32-value block for the integer GEMV. Eight lanes a block, four values a lane, so a
+// block's maximum and sum take three shuffles each (a warp a block took five dependent shuffles for each, a thread a
+// block a serial chain of 32). A block of 256 threads takes 32 blocks (1,024 values) of one row: a decode row of
+// 2,048-6,144 values is 2-6 blocks of the grid, each one pass with its loads issued together. One block a row, looping
+// over its chunks with a load per pass (and the normed row written to shared memory first), took 4-8 µs on the H100
+// at Nsight's base clocks: on the decode step's chain four times a layer, before each quantised GEMV.
+// A normed row: each block sums the whole row's squares (RmsNormRow, the plain RMSNorm's code: its bits) and scales
+// its own values by the same w · (x · inverse).
 #include "common.cuh"
 #include "quantize_rows.cuh"
 #include "row_slice.cuh"
@@ -11,71 +15,70 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kThreads = 256, kLanesPerBlock = 8, kPerLane = kQuantBlock / kLanesPerBlock;
-constexpr int64_t kSharedLimit = 48 * 1024;
+constexpr int kBlocksPerChunk = kThreads / kLanesPerBlock;  // 32 blocks, 1,024 values
 
 template <bool kNormed>
 __global__ void __launch_bounds__(kThreads) quantize_rows_kernel(const float* __restrict__ x, int64_t k, GemvNorm norm,
                                                                   QuantizedRows out) {
-  extern __shared__ float normed[];
   allow_next_kernel();  // the GEMV after it fetches its first weights meanwhile (it waits before it reads x)
-  // Launched overlapped, it starts while the kernel that writes x drains (the boundary before it was a whole kernel's
-  // launch on the decode step's chain, four times a layer), and waits for it before anything else.
+  const int64_t row = blockIdx.y, b = int64_t(blockIdx.x) * kBlocksPerChunk + threadIdx.x / kLanesPerBlock;
+  const int sub = threadIdx.x % kLanesPerBlock;
+  const int64_t col = b * kQuantBlock + sub * kPerLane;
+  float w[kPerLane];  // the norm's weights: nothing writes them, so they come before the wait
+  if constexpr (kNormed)
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) w[e] = col + e < k ? load_weight(norm.w, norm.type, col + e) : 0.0f;
+  // Launched overlapped, it starts while the kernel that writes x drains, and waits for it before reading x.
   wait_for_previous_kernel();
-  const int64_t row = blockIdx.x;
   const float* in = x + row * k;
+  float v[kPerLane];
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) v[e] = col + e < k ? in[col + e] : 0.0f;  // zeros past the row's width
   if constexpr (kNormed) {
-    RmsNormRow<kThreads, 8> rms;  // the GEMV's folded norm and the plain kernel's code: the same bits
+    RmsNormRow<kThreads, 8> rms;  // its loads issued with this lane's own
     rms.load(in, k);
-    rms.finish(norm.w, norm.type, norm.eps, normed, WeightType::F32);
-    __syncthreads();
-    in = normed;
-  }
-  // b0 is the same for a whole warp, so every lane takes part in the shuffles (lanes past the last block with zeros).
-  const int sub = threadIdx.x % kLanesPerBlock, lane_block = threadIdx.x % 32 / kLanesPerBlock;
-  for (int64_t b0 = threadIdx.x / 32 * (32 / kLanesPerBlock); b0 < out.blocks; b0 += kThreads / kLanesPerBlock) {
-    const int64_t b = b0 + lane_block, col = b * kQuantBlock + sub * kPerLane;
-    const bool here = b < out.blocks;
-    float v[kPerLane];
-    int finite = 1;
-    float amax = 0;
+    const float inverse = rms.inverse(norm.eps);
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) {
-      v[e] = here && col + e < k ? in[col + e] : 0.0f;
-      finite &= isfinite(v[e]) ? 1 : 0;
-      amax = fmaxf(amax, fabsf(v[e]));
-    }
-    for (int offset = kLanesPerBlock / 2; offset > 0; offset /= 2) {
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-      finite &= __shfl_xor_sync(0xffffffffu, finite, offset);
-    }
-    // As the CPU: a block whose 127 / max is past the f32 range quantises to zeros.
-    const float inv = finite && amax > 0 && isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
-    int sum = 0;
-    uint32_t word = 0;
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) {
-      const int q = finite ? __float2int_rn(v[e] * inv) : 0;
-      sum += q;
-      word |= uint32_t(uint8_t(int8_t(q))) << (8 * e);
-    }
-    for (int offset = kLanesPerBlock / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (!here) continue;
-    const int64_t block = row * out.blocks + b;
-    reinterpret_cast<uint32_t*>(out.values + block * kQuantBlock)[sub] = word;
-    if (sub == 0) out.scales[block] = finite ? amax / 127.0f : __int_as_float(0x7fc00000), out.sums[block] = sum;
+    for (int e = 0; e < kPerLane; ++e) v[e] = RowSlice<kThreads, 8>::rms_scaled(w[e], v[e], inverse);
   }
+  // The CPU's quantize_activation_row: the block's largest magnitude, scale = max / 127, values x · (127 / max)
+  // rounded to nearest even; NaN or an infinity in the block gives a NaN scale and zeros, and a 127 / max past the
+  // f32 range zeros. The lanes of a block are 8 consecutive lanes of one warp, so every lane takes part in the
+  // shuffles (lanes past the last block with zeros).
+  int finite = 1;
+  float amax = 0;
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    finite &= isfinite(v[e]) ? 1 : 0;
+    amax = fmaxf(amax, fabsf(v[e]));
+  }
+  for (int offset = kLanesPerBlock / 2; offset > 0; offset /= 2) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    finite &= __shfl_xor_sync(0xffffffffu, finite, offset);
+  }
+  const float inv = finite && amax > 0 && isfinite(127.0f / amax) ? 127.0f / amax : 0.0f;
+  int sum = 0;
+  uint32_t word = 0;
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    const int q = finite ? __float2int_rn(v[e] * inv) : 0;
+    sum += q;
+    word |= uint32_t(uint8_t(int8_t(q))) << (8 * e);
+  }
+  for (int offset = kLanesPerBlock / 2; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  if (b >= out.blocks) return;
+  const int64_t block = row * out.blocks + b;
+  reinterpret_cast<uint32_t*>(out.values + block * kQuantBlock)[sub] = word;
+  if (sub == 0) out.scales[block] = finite ? amax / 127.0f : __int_as_float(0x7fc00000), out.sums[block] = sum;
 }
 
 }  // namespace
 
-// The normed row, and 1 KB for the block reduction's own static shared memory.
-bool quantize_rows_fits(int64_t k, bool normed) { return !normed || k * int64_t(sizeof(float)) <= kSharedLimit - 1024; }
-
 void quantize_rows(const float* x, int64_t k, const GemvNorm& norm, const QuantizedRows& out, bool overlap,
                    cudaStream_t stream) {
   if (out.rows == 0) return;
-  const dim3 grid(unsigned(out.rows)), block(kThreads);
-  if (norm.w) launch_kernel(quantize_rows_kernel<true>, grid, block, std::size_t(k) * sizeof(float), stream, overlap, x, k, norm, out);
+  const dim3 grid(unsigned((out.blocks + kBlocksPerChunk - 1) / kBlocksPerChunk), unsigned(out.rows)), block(kThreads);
+  if (norm.w) launch_kernel(quantize_rows_kernel<true>, grid, block, 0, stream, overlap, x, k, norm, out);
   else launch_kernel(quantize_rows_kernel<false>, grid, block, 0, stream, overlap, x, k, norm, out);
 }
 

@@ -10,8 +10,6 @@
 
 namespace qvl::cuda {
 
-// Whether a normed row of k values fits the kernel's shared memory (48 KB).
-bool quantize_rows_fits(int64_t k, bool normed);
 // x [out.rows, k] f32 -> out (out.blocks = ceil(k / 32)); norm.w == nullptr: no norm. overlap: programmatic
 // dependent launch (common.cuh).
 void quantize_rows(const float* x, int64_t k, const GemvNorm& norm, const QuantizedRows& out, bool overlap,

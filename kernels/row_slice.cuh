@@ -57,11 +57,13 @@ template <int kThreads, int kPerThread> struct RowSlice {
 #pragma unroll
     for (int n = 0; n < kPerThread; ++n) {
       const int64_t i = threadIdx.x + int64_t(n) * kThreads;
-      if (i < width) store_activation(out, out_type, i, load_weight(w, wt, i) * (v[n] * scale));
+      if (i < width) store_activation(out, out_type, i, rms_scaled(load_weight(w, wt, i), v[n], scale));
     }
     for (int64_t i = threadIdx.x + kCapacity; i < width; i += kThreads)
-      store_activation(out, out_type, i, load_weight(w, wt, i) * (row[i] * scale));
+      store_activation(out, out_type, i, rms_scaled(load_weight(w, wt, i), row[i], scale));
   }
+  // One normalised value, w · (x · scale): the rounding every RMSNorm of the project uses.
+  __device__ static __forceinline__ float rms_scaled(float w, float x, float scale) { return w * (x * scale); }
   static constexpr int64_t kCapacity = int64_t(kThreads) * kPerThread;
 };
 
@@ -80,10 +82,13 @@ template <int kThreads, int kPerThread> struct RmsNormRow {
     x.load(row, n);
   }
   __device__ __forceinline__ void finish(const void* w, WeightType wt, float eps, void* out, WeightType out_type) const {
+    x.write_scaled(out, out_type, in, w, wt, inverse(eps), width);
+  }
+  // 1 / rms(in) (a block sum: every thread calls it), for a caller that scales the values itself (Slice::rms_scaled).
+  __device__ __forceinline__ float inverse(float eps) const {
     float sq = x.sum_of_squares();
     for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += in[i] * in[i];
-    const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
-    x.write_scaled(out, out_type, in, w, wt, inv, width);
+    return rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
   }
 };
 

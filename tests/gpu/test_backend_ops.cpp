@@ -161,11 +161,14 @@ struct Runner {
     for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
       for (const int64_t group : {32, 128})
         // m > 4 runs the dequantisation: eight values a thread ({5, 64, 1032}: a last block of 8 of 32 values) or,
-        // where a row's values are not whole eights ({5, 64, 100}), the warp-a-block kernel.
-        for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 7, 48},     {1, 300, 2048}, {3, 64, 1032},
-                                                                {4, 2048, 6144}, {2, 151, 96},   {5, 100, 96},
-                                                                {64, 256, 1024}, {300, 1024, 2048}, {5, 64, 1032},
-                                                                {5, 64, 100},    {1, 64, 12288}}) {
+        // where a row's values are not whole eights ({5, 64, 100}), the warp-a-block kernel. m <= 4: x quantised in
+        // chunks of 1,024 values a block (2: {1, 300, 2048}, 6: {1, 2048, 6144}, 12: {1, 64, 12288}), the GEMV with 4
+        // rows a warp at q4 and 2 at q8 ({1, 300, 2048}: a last block of 3 busy warps; {1, 32768, 2048}) or 1.
+        for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 7, 48},       {1, 300, 2048},  {3, 64, 1032},
+                                                                {4, 2048, 6144},   {2, 151, 96},    {5, 100, 96},
+                                                                {64, 256, 1024},   {300, 1024, 2048}, {5, 64, 1032},
+                                                                {5, 64, 100},      {1, 64, 12288},  {1, 2048, 6144},
+                                                                {1, 32768, 2048}}) {
           const Tensor x = random({m, k});
           LinearWeights host = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, group, "w");
           host.bias = random({n}, DType::BF16);
@@ -198,11 +201,12 @@ struct Runner {
   // gate/up launches, the residual added in the GEMV, the closing norm left to the next projection) and off, against
   // the CPU's reference. Folding the norm normalises on the GPU (the plain RMSNorm's bits, not the CPU's): a value on
   // a rounding boundary of its 8-bit activation can land one step apart, hence a limit above the f32 one. Widths: the
-  // norm's row within the registers of the kernel that folds it (256), past them (2,304: the rest summed from memory),
-  // and near the 47 KB of shared memory a folded norm may take (10,016).
+  // norm's row within the registers of the kernel that folds it (256), past them (2,304, 10,016: the rest of its sum
+  // of squares read from memory).
   void quantised_projections() {
     const int64_t inter = 512;
-    for (const auto [hidden, m] : std::vector<std::array<int64_t, 2>>{{256, 1}, {256, 3}, {2304, 3}, {10016, 4}}) {
+    for (const auto [hidden, m] :
+         std::vector<std::array<int64_t, 2>>{{256, 1}, {256, 3}, {2304, 1}, {2304, 3}, {10016, 4}}) {
       const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
       const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
       for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})

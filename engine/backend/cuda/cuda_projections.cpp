@@ -69,10 +69,9 @@ bool CudaBackend::runs_cublas(int64_t m) const {
 // same rows for a projection's closing norm and for the next projection's input norm, so the closing norm is left
 // out exactly when the next projection folds it in.
 // Both sides ask with their own weights, which share quantised-ness (model/weights.h: one policy for every matrix and
-// the output head); quantised products fold the norm into the activations' quantisation, where the row fits.
+// the output head); quantised products fold the norm into the activations' quantisation.
 bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const {
-  return norm.kind == RowNorm::Kind::Rms && fusions_.norm_into_projection && rows <= ctx_.profile->gemv_max_rows &&
-         (!weights.quantised() || cuda::quantize_rows_fits(norm.width(), true));
+  return norm.kind == RowNorm::Kind::Rms && fusions_.norm_into_projection && rows <= ctx_.profile->gemv_max_rows;
 }
 
 void CudaBackend::project(const Projection& p) {
