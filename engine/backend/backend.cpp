@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include "core/error.h"
+#include "core/first_max.h"
 
 namespace qvl {
 
@@ -12,6 +13,23 @@ void check_patchify(const Tensor& image, const PatchLayout& p, const Tensor& out
     fail("patchify: a ", w, "x", h, " image does not tile into ", ps, "-pixel patches and ", m, "x", m, " windows");
   if (out.numel() != gh * gw * 3 * p.temporal * ps * ps)
     fail("patchify: ", shape_to_string(out.shape()), " cannot hold the patches of a ", w, "x", h, " image");
+}
+
+void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick) {
+  if (logits.dtype() != DType::F32 || rows_of(logits) != 1)
+    fail("greedy_pick: the logits must be one f32 row, not ", dtype_name(logits.dtype()), " ", shape_to_string(logits.shape()));
+  if (vocabulary <= 0 || vocabulary > logits.numel())
+    fail("greedy_pick: a vocabulary of ", vocabulary, " for ", logits.numel(), " logits");
+  if (pick.dtype() != DType::I64 || pick.numel() != 2 || pick.device() != logits.device())
+    fail("greedy_pick: the pick must be 2 indices on the logits' device");
+}
+
+void Backend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) {
+  check_greedy_pick(logits, vocabulary, pick);
+  const Tensor host = to_host(logits);
+  const FirstMax m = first_max({host.data<float>(), std::size_t(vocabulary)});
+  const int64_t values[2] = {int64_t(m.index), m.nan ? 1 : 0};
+  write_indices(pick, values);
 }
 
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {

@@ -82,6 +82,8 @@ struct RowBlend {
 
 // Throws unless `blend` has one set of taps per row of x, table rows of x's width, and every tap inside the table.
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
+// greedy_pick's arguments: one f32 row, 0 < vocabulary <= its length, two indices for the pick.
+void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
 
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
@@ -273,6 +275,11 @@ public:
   // interpolation of a learned position table, each product and sum rounded in this order on every backend (the
   // same bits where the table is stored in one type; the SM61 profile keeps a bf16 table as f16).
   virtual void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) = 0;
+  // Greedy decoding's pick over the first `vocabulary` values of `logits` (one f32 row): pick (2 indices on this
+  // backend) = {the first index of the largest value (0 where all are -inf), 1 if any of them is NaN else 0}, as
+  // core/first_max.h. Made where the logits are, a decode step hands the host 16 bytes instead of the whole row (the
+  // 2B model's 608 KB, copied and scanned on the host every token). Default: read the row back and pick on the host.
+  virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,

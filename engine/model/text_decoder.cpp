@@ -10,7 +10,7 @@ namespace qvl {
 
 // The activations of one forward pass over `rows` tokens.
 struct DecoderActivations {
-  Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits;
+  Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits, pick;  // pick: a greedy one-token pass's
 };
 
 // Where this pass's tokens go: known on the host (run directly), or read from device tensors (a recorded step,
@@ -28,7 +28,8 @@ struct RecordedDecodeStep {
   Tensor ids, past, cos, sin;
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
-  AttentionTapSpec tap;  // the tap recorded into `work`
+  AttentionTapSpec tap;              // the tap recorded into `work`
+  int64_t pick_vocabulary = 0;       // and the greedy pick (0: none)
 };
 
 namespace {
@@ -124,7 +125,8 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s) {
   return {be.alloc({s, hidden}),     Tensor(),                  be.alloc({s, hq, d}),
           be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    be.alloc({s, hq, d}),
           be.alloc({s, hidden}),     be.alloc({s, c_.intermediate_size}), be.alloc({s, c_.intermediate_size}),
-          Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor()};
+          Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor(),
+          picks(part, s) ? be.alloc_indices(2) : Tensor()};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
@@ -167,7 +169,8 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
   std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
-  if (recorded && recorded->work && !recorded->tap.same_as(tap_)) recorded.reset();  // recorded with another tap
+  if (recorded && recorded->work && (!recorded->tap.same_as(tap_) || recorded->pick_vocabulary != pick_vocabulary_))
+    recorded.reset();  // recorded with another tap, or another pick
   if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
     return forward_recorded(part, in, cos_host, sin_host, cache);
 
@@ -180,7 +183,12 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
     if (vision) be.set_rows(b.x, local.embeddings, local.positions);
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
-  return be.to_host(has_head(part) ? b.logits : b.x);
+  return be.to_host(result(part, b));
+}
+
+// What a pass hands on: the greedy pick, the last position's logits, or (a part without the head) every hidden row.
+const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b) const {
+  return !has_head(part) ? b.x : b.pick.numel() ? b.pick : b.logits;
 }
 
 // Called with recording begun, or with the step already recorded.
@@ -204,6 +212,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
       step.tap = tap_;
+      step.pick_vocabulary = pick_vocabulary_;
     } catch (...) {
       be.end_recording();  // leave the backend able to run ops again
       throw;
@@ -220,7 +229,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
   be.write(step.cos, cos_host);
   be.write(step.sin, sin_host);
   be.replay(*step.work);
-  return be.to_host(has_head(part) ? step.buffers.logits : step.buffers.x);
+  return be.to_host(result(part, step.buffers));
 }
 
 // One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);
@@ -269,6 +278,7 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   // Only the last position's logits are needed (generation reads nothing else).
   const Tensor last = b.x.slice_rows(s - 1, s);
   be.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
+  if (b.pick.numel()) be.greedy_pick(b.logits, pick_vocabulary_, b.pick);
 }
 
 }  // namespace qvl

@@ -96,13 +96,18 @@ public:
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
               AttentionWindow window = {});
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
-  // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32).
+  // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32; a
+  // one-token pass with set_greedy_pick on: the pick).
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
                  KvCache& cache);
   const std::vector<DecoderPart>& parts() const { return parts_; }
   // Checked before every layer a pass runs directly and before forward returns (core/cancel.h): a set flag throws
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
+  // Greedy decoding from now on (vocabulary > 0; 0: off): one-token passes end with Backend::greedy_pick over the
+  // first `vocabulary` logits, and forward returns the pick ({index, 1 if NaN was seen}, 2 int64 on the host) instead
+  // of the logits, which stay on the device.
+  void set_greedy_pick(int64_t vocabulary) { pick_vocabulary_ = vocabulary; }
   // The tap for the one-token steps from now on (layer -1: none).
   void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
   const AttentionTapSpec& attention_tap() const { return tap_; }
@@ -115,6 +120,8 @@ private:
     const Tensor* rows = nullptr;
   };
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
+  bool picks(std::size_t part, int64_t rows) const { return has_head(part) && rows == 1 && pick_vocabulary_ > 0; }
+  const Tensor& result(std::size_t part, const DecoderActivations& b) const;
   DecoderActivations allocate(std::size_t part, int64_t rows);
   Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
                       const VisionInjection* vision, KvCache& cache);
@@ -128,6 +135,7 @@ private:
   AttentionWindow window_;
   const std::atomic<bool>* stop_ = nullptr;
   AttentionTapSpec tap_;
+  int64_t pick_vocabulary_ = 0;
 };
 
 }  // namespace qvl

@@ -570,18 +570,30 @@ private:
                            latest_image_tokens(result.prompt_ids, int32_t(model_.config.image_token_id),
                                                result.image_grids, model_.config.vision.spatial_merge_size),
                            model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
+    // Greedy decoding with nothing to keep: the decode steps pick on the backend and hand back the pick, not the logits.
+    const bool picked_on_backend = sampler.greedy_only() && !request.keep_step_logits;
+    decoder.set_greedy_pick(picked_on_backend ? sampler.vocabulary(logits.numel()) : 0);
     for (int64_t step = 0; step < max_new_tokens; ++step) {
-      // Sampled where they lie (the step's own host copy): a copy of the 2B model's 151,936 scores cost 30-60 µs a token.
-      const std::span<float> scores(logits.data<float>(), std::size_t(logits.numel()));
-      if (step == 0) {
-        result.first_step_top = top_logits(scores, 20);
-        if (request.keep_step_logits) result.first_step_logits.assign(scores.begin(), scores.end());
-      }
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
-      const auto sampling_began = Clock::now();
-      const int32_t next = sampler.next(scores, history, result.prompt_ids.size());
-      result.timing.sample_ms += ms_since(sampling_began);
-      if (request.keep_step_logits && step > 0) result.last_step_logits.assign(scores.begin(), scores.end());
+      const auto timed = [&](auto&& pick) {
+        const auto began = Clock::now();
+        const int32_t id = pick();
+        result.timing.sample_ms += ms_since(began);
+        return id;
+      };
+      int32_t next = 0;
+      if (step > 0 && picked_on_backend) {
+        next = timed([&] { return sampler.take_pick(logits.data<int64_t>()[0], logits.data<int64_t>()[1] != 0); });
+      } else {
+        // Sampled where they lie (the step's own host copy): a copy of the 2B model's 151,936 scores cost 30-60 µs.
+        const std::span<float> scores(logits.data<float>(), std::size_t(logits.numel()));
+        if (step == 0) {
+          result.first_step_top = top_logits(scores, 20);
+          if (request.keep_step_logits) result.first_step_logits.assign(scores.begin(), scores.end());
+        }
+        next = timed([&] { return sampler.next(scores, history, result.prompt_ids.size()); });
+        if (request.keep_step_logits && step > 0) result.last_step_logits.assign(scores.begin(), scores.end());
+      }
       history.push_back(next);
       result.generated_ids.push_back(next);
       const bool stop = !request.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end();

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/first_max.h"
 
 namespace qvl {
 
@@ -33,50 +33,24 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
 }
 
 namespace {
+[[noreturn]] void fail_nan_logits() {
+  fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
+}
+}  // namespace
 
-// Greedy's pick: the first index of the largest value, and whether any value is NaN. Sixteen lanes (four vectors of
-// GCC's vector extension, which every target lowers to its own SIMD or to scalars), each keeping its maximum and the
-// first 16-value block that reached it: one running index was a chain of dependent loads and compares, ~3 cycles a
-// logit, 0.17 ms of a 1.6 ms decode step of the 2B model on the H200's host. Within a lane a later equal value never
-// replaces the kept one, and across lanes the smallest index among those holding the maximum wins: the first index.
-struct FirstMax {
-  std::size_t index = 0;
-  bool nan = false;
-};
-FirstMax first_max(std::span<const float> v) {
-  using F4 = float __attribute__((vector_size(16)));
-  using I4 = int32_t __attribute__((vector_size(16)));
-  constexpr int kVectors = 4, kLanes = 4 * kVectors;
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  F4 best[kVectors];
-  I4 block[kVectors], nan = {0, 0, 0, 0};
-  for (int j = 0; j < kVectors; ++j) best[j] = F4{kNegInf, kNegInf, kNegInf, kNegInf}, block[j] = I4{0, 0, 0, 0};
-  const auto blocks = int32_t(v.size() / kLanes);  // a vocabulary is far below 2^31 values
-  for (int32_t b = 0; b < blocks; ++b)
-    for (int j = 0; j < kVectors; ++j) {
-      F4 x;
-      std::memcpy(&x, v.data() + std::size_t(b) * kLanes + 4 * j, sizeof x);
-      const I4 better = x > best[j];
-      best[j] = better ? x : best[j];
-      block[j] = better ? I4{b, b, b, b} : block[j];
-      nan |= x != x;
-    }
-  FirstMax r;
-  float top = kNegInf;  // lanes that saw only -inf take no part: all -inf gives index 0
-  for (int j = 0; j < kVectors; ++j)
-    for (int e = 0; e < 4; ++e) {
-      r.nan |= nan[e] != 0;
-      const std::size_t at = std::size_t(block[j][e]) * kLanes + std::size_t(4 * j + e);
-      if (best[j][e] > top || (best[j][e] == top && top != kNegInf && at < r.index)) top = best[j][e], r.index = at;
-    }
-  for (std::size_t i = std::size_t(blocks) * kLanes; i < v.size(); ++i) {  // the tail: after every lane's indices
-    r.nan |= std::isnan(v[i]);
-    if (v[i] > top) top = v[i], r.index = i;
-  }
-  return r;
+bool Sampler::greedy_only() const {
+  return options_.temperature == 0.0 && options_.repetition_penalty == 1.0 && options_.presence_penalty == 0.0 &&
+         options_.frequency_penalty == 0.0;
 }
 
-}  // namespace
+int64_t Sampler::vocabulary(int64_t logits) const {
+  return vocabulary_ > 0 ? std::min(logits, int64_t(vocabulary_)) : logits;
+}
+
+int32_t Sampler::take_pick(int64_t index, bool nan) const {
+  if (nan) fail_nan_logits();
+  return int32_t(index);
+}
 
 int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> history, std::size_t answer_start) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -84,9 +58,6 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
   const std::span<float> logits(all_logits.data(), vocabulary_ > 0 ? std::min(all_logits.size(), vocabulary_)
                                                                    : all_logits.size());
   if (logits.empty()) fail("sampler: no logits to pick from");
-  const auto nan_logits = [] {
-    fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
-  };
   if (options_.presence_penalty != 0.0 || options_.frequency_penalty != 0.0) {
     // The answer's ids sorted: each distinct id once, with its count (the answer is short; the vocabulary is not).
     std::vector<int32_t> answer(history.begin() + std::ptrdiff_t(std::min(answer_start, history.size())), history.end());
@@ -111,10 +82,10 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
   }
   if (options_.temperature == 0.0) {  // the first of equal maxima; NaN checked in the same pass
     const FirstMax pick = first_max(logits);
-    if (pick.nan) nan_logits();
+    if (pick.nan) fail_nan_logits();
     return int32_t(pick.index);
   }
-  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) nan_logits();
+  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) fail_nan_logits();
 
   for (float& l : logits) l = float(l / options_.temperature);
   // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no allocation a

@@ -29,6 +29,12 @@ public:
   // ids, the answer's from `answer_start` on. Throws qvl::Error when a logit is NaN (weights holding NaN or Inf, or an
   // overflow).
   int32_t next(std::span<float> logits, std::span<const int32_t> history, std::size_t answer_start = 0);
+  // Greedy with no penalty: the pick depends on the logits alone, so a backend may make it where they are
+  // (Backend::greedy_pick, over the first `vocabulary` of `logits` logits).
+  bool greedy_only() const;
+  int64_t vocabulary(int64_t logits) const;
+  // The pick a backend made ({index, whether a logit was NaN}): the index, or the error next() gives for NaN logits.
+  int32_t take_pick(int64_t index, bool nan) const;
 
 private:
   SamplingOptions options_;

@@ -2,6 +2,8 @@
 // exactly what the same ops give with the values passed on the host.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -56,6 +58,28 @@ TEST(CpuBackend, FusedAddRmsNormEqualsAddThenRmsNorm) {
     EXPECT_EQ(fused_x.to_f32_vector(), unfused_x.to_f32_vector()) << width;
     EXPECT_EQ(fused_y.to_f32_vector(), unfused_y.to_f32_vector()) << width;
   }
+}
+
+// The backend's greedy pick (the default: the host's first_max over the row read back) into a pick tensor: the first
+// index of the largest within the vocabulary, the NaN flag, and bad arguments refused by name.
+TEST(CpuBackend, GreedyPickIsTheFirstLargestWithinTheVocabulary) {
+  const auto be = make_cpu_backend();
+  Tensor logits = test::random_normal({1, 1000}, 5).to(DType::F32), pick = be->alloc_indices(2);
+  float* l = logits.data<float>();
+  l[700] = l[300] = 9.0f;  // equal maxima: the first
+  l[990] = 20.0f;          // past the vocabulary: not a candidate
+  be->greedy_pick(logits, 900, pick);
+  EXPECT_EQ(pick.data<int64_t>()[0], 300);
+  EXPECT_EQ(pick.data<int64_t>()[1], 0);
+  be->greedy_pick(logits, 1000, pick);
+  EXPECT_EQ(pick.data<int64_t>()[0], 990);
+  l[899] = std::nanf("");
+  be->greedy_pick(logits, 900, pick);
+  EXPECT_EQ(pick.data<int64_t>()[1], 1);
+  EXPECT_THROW(be->greedy_pick(logits, 1001, pick), Error);
+  EXPECT_THROW(be->greedy_pick(logits, 0, pick), Error);
+  Tensor short_pick = be->alloc_indices(1);
+  EXPECT_THROW(be->greedy_pick(logits, 900, short_pick), Error);
 }
 
 }  // namespace

@@ -7,10 +7,12 @@
 // --profile native|sm61|both (default both). Exit codes: 0 all passed, 1 a case failed, 77 no usable GPU (CTest
 // reports the test as skipped, with the reason printed).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -247,6 +249,49 @@ struct Runner {
             check("rms_norm (closing, ready)+linear " + what, after_g, after_c, 1e-6);
           });
         }
+    }
+  }
+
+  // Greedy decoding's pick made on the GPU against the CPU's (core/first_max.h): the first index of the largest value
+  // within the vocabulary, and the NaN flag. Equal maxima in one thread's share and in other threads', a larger value
+  // past the vocabulary, every value -inf, -FLT_MAX, NaN; the 2B model's 151,936 logits and rows shorter than the block.
+  void greedy_pick() {
+    const auto pick_of = [&](Backend& be, const Tensor& host, int64_t vocabulary) {
+      Tensor pick = be.alloc_indices(2);
+      be.greedy_pick(&be == &cpu ? host : gpu.from_host(host), vocabulary, pick);
+      const Tensor h = be.to_host(pick);
+      return std::array<int64_t, 2>{h.data<int64_t>()[0], h.data<int64_t>()[1]};
+    };
+    for (const int64_t n : {1, 5, 1000, 151936}) {
+      const auto set = [&](const std::vector<std::pair<int64_t, float>>& values) {
+        Tensor t = random({1, n});
+        for (auto [i, v] : values)
+          if (i < n) t.data<float>()[i] = v;
+        return t;
+      };
+      const auto filled = [&](float v) {
+        Tensor t = Tensor::empty(DType::F32, {1, n});
+        std::fill_n(t.data<float>(), n, v);
+        return t;
+      };
+      const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
+      const std::vector<std::pair<std::string, Tensor>> rows{
+          {"random", random({1, n})},
+          {"equal maxima, one share", set({{n / 2 + 1024 * 4, 50.0f}, {n / 2, 50.0f}})},
+          {"equal maxima, two shares", set({{n - 1, 50.0f}, {n / 3 + 7, 50.0f}})},
+          {"larger past the vocabulary", set({{n - 1, 99.0f}, {n / 2, 50.0f}})},
+          {"all -inf", filled(-inf)},
+          {"all -FLT_MAX", filled(-big)},
+          {"NaN", set({{n / 2, std::nanf("")}})}};
+      for (const auto& [name, row] : rows) {
+        const int64_t vocabulary = name == "larger past the vocabulary" ? std::max<int64_t>(1, n - 1) : n;
+        const auto g = pick_of(gpu, row, vocabulary), c = pick_of(cpu, row, vocabulary);
+        ++cases;
+        const bool ok = g == c;
+        if (!ok) ++failures;
+        std::printf("  %-64s %lld/%lld %lld/%lld  %s\n", ("greedy_pick " + name + " n=" + std::to_string(n)).c_str(),
+                    (long long)g[0], (long long)g[1], (long long)c[0], (long long)c[1], ok ? "OK" : "FAIL");
+      }
     }
   }
 
@@ -708,6 +753,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.linear();
   r.quantised_linear();
   r.norms_and_elementwise();
+  r.greedy_pick();
   r.rows_ops();
   r.qk_norm_rope_append();
   r.attention_tap();

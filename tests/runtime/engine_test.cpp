@@ -404,6 +404,27 @@ TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
   unsetenv("QVL_CUDA_FAIL_INIT");
 }
 
+// Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits) and gives the tokens the
+// host's pick gives (a request that keeps the step logits picks on the host), also when one conversation's kept
+// steps (recorded on a GPU with one way) are asked the other way.
+TEST(Engine, GreedyPicksOnTheBackendGiveTheHostsTokens) {
+  std::vector<std::string> devices{"cpu"};
+  if (cuda_plugin().usable) devices.push_back("cuda");
+  else std::printf("[ note ] the CUDA half of this test is skipped: %s\n", cuda_plugin().reason.c_str());
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device);
+    const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{device});
+    GenerateRequest on_backend = text_request("Pick, please.", 24), on_host = on_backend;
+    on_host.keep_step_logits = true;
+    const GenerateResult a = engine->generate(on_backend), b = engine->generate(on_host);
+    ASSERT_EQ(a.generated_ids.size(), 24u);
+    EXPECT_EQ(a.generated_ids, b.generated_ids);
+    on_backend.conversation_id = on_host.conversation_id = "one chat";
+    EXPECT_EQ(engine->generate(on_host).generated_ids, b.generated_ids);
+    EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same first turn, kept steps re-recorded
+  }
+}
+
 TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   EngineOptions graphs{"cuda"}, launched{"cuda"};

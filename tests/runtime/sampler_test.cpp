@@ -54,6 +54,23 @@ TEST(Sampler, GreedyOverManyLogitsIsTheFirstIndexOfTheLargest) {
   }
 }
 
+// What a backend may pick for the sampler: greedy with no penalty only; its NaN flag fails as next() does.
+TEST(Sampler, ABackendsPickIsTakenOnlyForPlainGreedy) {
+  EXPECT_TRUE(Sampler({}).greedy_only());
+  SamplingOptions hot, repeat, present, frequent;
+  hot.temperature = 0.7, repeat.repetition_penalty = 1.1, present.presence_penalty = 0.5, frequent.frequency_penalty = 0.5;
+  for (const SamplingOptions& o : {hot, repeat, present, frequent}) EXPECT_FALSE(Sampler(o).greedy_only());
+  EXPECT_EQ(Sampler({}, 100).vocabulary(151), 100);
+  EXPECT_EQ(Sampler({}, 0).vocabulary(151), 151);
+  EXPECT_EQ(Sampler({}).take_pick(42, false), 42);
+  try {
+    Sampler({}).take_pick(42, true);
+    ADD_FAILURE() << "a NaN pick was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN logits"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Sampler, DrawsFollowTheTemperedSoftmax) {
   SamplingOptions o;
   o.temperature = 0.5;

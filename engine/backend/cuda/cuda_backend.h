@@ -89,6 +89,7 @@ public:
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
+  void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
 
 private:
   template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }
@@ -96,7 +97,7 @@ private:
 
   // cuda_projections.cpp: the pieces project() chooses between.
   void linear_into(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
-  bool folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const;
+  bool folds_norm(const RowNorm& norm, int64_t rows) const;
 
   // cuda_quantized.cpp
   void linear_quantised(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);

@@ -67,17 +67,16 @@ bool CudaBackend::runs_cublas(int64_t m) const {
 
 // Whether an RMSNorm runs inside the GEMV that reads it (decode rows, the rms_norm+linear fusion). Asked with the
 // same rows for a projection's closing norm and for the next projection's input norm, so the closing norm is left
-// out exactly when the next projection folds it in.
-// Both sides ask with their own weights, which share quantised-ness (model/weights.h: one policy for every matrix and
-// the output head); quantised products fold the norm into the activations' quantisation.
-bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows, const LinearWeights& weights) const {
+// out exactly when the next projection folds it in. Quantised products fold the norm into the activations'
+// quantisation, at any width (quantize_rows reads the rest of a wide row's squares from memory).
+bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows) const {
   return norm.kind == RowNorm::Kind::Rms && fusions_.norm_into_projection && rows <= ctx_.profile->gemv_max_rows;
 }
 
 void CudaBackend::project(const Projection& p) {
   check_projection(p);
   if (p.weights[0]->quantised()) return project_quantised(p);
-  const bool fold = p.norm && folds_norm(p.norm, p.rows(), *p.weights[0]);
+  const bool fold = p.norm && folds_norm(p.norm, p.rows());
   if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
     if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return;
     if (p.epilogue == Epilogue::SwiGLU && gemv_swiglu(p, *p.input, true)) return;
@@ -139,7 +138,7 @@ void CudaBackend::residual_epilogue(const Projection& p, const Tensor& in) {
   const RowNorm& next = p.then_norm;
   const int64_t rows = rows_of(x);  // the rows the next projection reads: the same question folds_norm asks there
   const bool whole_rows = next && next.width() == last_dim(x);
-  const bool next_folds = next && folds_norm(next, rows, w);
+  const bool next_folds = next && folds_norm(next, rows);
   const auto slot = [&]() -> Tensor& { return norm_slot(*this, *p.then_normed, x, p); };
   if (whole_rows && next.kind == RowNorm::Kind::Layer && fusions_.add_layer_norm) {
     const Tensor* bias = w.bias_or_null();

@@ -94,7 +94,7 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
 void CudaBackend::project_quantised(const Projection& p) {
   const int64_t rows = p.rows();
   if (rows > ctx_.profile->gemv_max_rows) return project_unfused(*this, p);
-  bool fold = p.norm && folds_norm(p.norm, rows, *p.weights[0]);
+  bool fold = p.norm && folds_norm(p.norm, rows);
   const Tensor* input = p.input;
   if (fold && p.norm.width() != last_dim(*p.input)) {  // a norm over groups of the row: made here, as the GEMV cannot
     normalise(*this, p.norm, *p.input, *p.normed, p);
@@ -129,7 +129,7 @@ void CudaBackend::project_quantised(const Projection& p) {
         add(*p.residual, *p.outputs[0], *p.residual);
       }
       const RowNorm& next = p.then_norm;
-      if (next && !folds_norm(next, rows_of(*p.residual), *p.weights[0]))
+      if (next && !folds_norm(next, rows_of(*p.residual)))
         normalise(*this, next, *p.residual, norm_slot(*this, *p.then_normed, *p.residual, p), p);
       return;
     }

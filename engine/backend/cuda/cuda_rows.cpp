@@ -1,5 +1,5 @@
 // Row-wise and element-wise ops of the CUDA backend: norms (also with the residual add folded in), element-wise
-// activations, embedding lookups, RoPE, row copies and scatters, patchify.
+// activations, embedding lookups, RoPE, row copies and scatters, patchify, greedy decoding's pick.
 #include "add_layer_norm.cuh"
 #include "add_rms_norm.cuh"
 #include "backend/op_costs.h"
@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "cuda_backend.h"
 #include "dequantize.cuh"
+#include "greedy_pick.cuh"
 #include "norm.cuh"
 #include "patchify.cuh"
 #include "rope.cuh"
@@ -161,6 +162,12 @@ void CudaBackend::add_blended_rows(Tensor& x, const Tensor& table, const RowBlen
                           .count = rows_of(x),
                           .width = last_dim(x)},
                          ctx_.stream);
+}
+
+void CudaBackend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) {
+  check_greedy_pick(logits, vocabulary, pick);
+  const GpuTimer timer = timed([&] { return op_cost::make("greedy_pick", double(vocabulary) * 4, 0); });
+  cuda::greedy_pick(logits.data<float>(), vocabulary, pick.data<int64_t>(), ctx_.stream);
 }
 
 void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {

@@ -1,0 +1,12 @@
+#pragma once
+// Greedy decoding's pick on the device (Backend::greedy_pick): the first index of the largest of `count` f32 logits
+// and whether any is NaN, into pick[0] and pick[1] (int64 on the device), as core/first_max.h picks on the host.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace qvl::cuda {
+
+void greedy_pick(const float* logits, int64_t count, int64_t* pick, cudaStream_t stream);
+
+}  // namespace qvl::cuda
