@@ -1,6 +1,7 @@
-// One warp per output row, eight warps a block. Bytes per token: N·K (q8) or N·K/2 (q4) plus N·K/group·2 of scales;
-// the quantised activations (M·K bytes) come from L1/L2. Lane l takes the row's 32-value blocks l, l + 32, ...: a
-// warp's loads of one step are 1 KB of q8 or 512 B of q4, contiguous; kBatch blocks a lane are in flight before the
+// One warp per output row (2 or 4 rows a warp where rows are short: rows_per_warp), eight warps a block. Bytes per
+// token: N·K (q8) or N·K/2 (q4) plus N·K/group·2 of scales; the quantised activations (M·K bytes) come from L1/L2.
+// Lane l takes the row's 32-value blocks l, l + 32, ...: a warp's loads of one step are 1 KB of q8 or 512 B of q4,
+// contiguous; kBatch blocks a lane are in flight before the
 // first is used, and the first batch is asked for before x (nothing writes weights: with an overlapped launch they
 // come while quantize_rows runs).
 #include <cuda_fp16.h>
@@ -143,8 +144,8 @@ __global__ void __launch_bounds__(kThreads) gemv_quantized_kernel(QuantGemvArgs 
 // (2 gated: gate and up), q8 2 (1 gated); 1 for longer rows (their batches fill on their own) and for M > 1 (the
 // accumulators). Each part's rows must be a multiple of it.
 template <bool kQ4, QuantEpilogue E> constexpr int kMostRowsAWarp = (kQ4 ? 4 : 2) / (E == QuantEpilogue::SwiGlu ? 2 : 1);
-template <int M, bool kQ4, QuantEpilogue E> int rows_per_warp(const QuantGemvArgs& a) {
-  if (M > 1 || a.x.blocks > 64) return 1;
+template <bool kQ4, QuantEpilogue E> int rows_per_warp(const QuantGemvArgs& a) {
+  if (a.x.blocks > 64) return 1;
   int r = kMostRowsAWarp<kQ4, E>;
   for (int p = 0; p < (E == QuantEpilogue::SwiGlu ? 1 : a.count); ++p)
     while (r > 1 && a.part[p].w.rows % r != 0) r /= 2;
@@ -163,7 +164,7 @@ void launch_typed(const QuantGemvArgs& a, bool overlap, cudaStream_t stream) {
   if (E != QuantEpilogue::SwiGlu)
     for (int p = 1; p < a.count; ++p) rows += a.part[p].w.rows;
   if constexpr (M == 1) {
-    const int r = rows_per_warp<M, kQ4, E>(a);
+    const int r = rows_per_warp<kQ4, E>(a);
     if constexpr (kMostRowsAWarp<kQ4, E> >= 4)
       if (r == 4) return launch_rows_a_warp<M, kQ4, E, 4>(a, rows, overlap, stream);
     if constexpr (kMostRowsAWarp<kQ4, E> >= 2)

@@ -2,7 +2,8 @@
 // that wrote them): each thread keeps the largest value it saw and its first index over a strided share, four loads
 // in flight; then the block keeps the larger value of each pair, the smaller index where they are equal, so the
 // result is the first index of the maximum whatever the order of the reductions. Launched plainly (no overlap): it
-// is the last kernel of a recorded decode step, whose result the host copies as soon as the step ends.
+// ends a decode step's work (a recording closes with barrier.cuh's empty kernel after it), and the host copies its
+// 16 bytes as soon as the step ends.
 #include <cfloat>
 
 #include "common.cuh"

@@ -278,7 +278,8 @@ public:
   // Greedy decoding's pick over the first `vocabulary` values of `logits` (one f32 row): pick (2 indices on this
   // backend) = {the first index of the largest value (0 where all are -inf), 1 if any of them is NaN else 0}, as
   // core/first_max.h. Made where the logits are, a decode step hands the host 16 bytes instead of the whole row (the
-  // 2B model's 608 KB, copied and scanned on the host every token). Default: read the row back and pick on the host.
+  // 2B model's 608 KB, copied and scanned on the host every token). Default: read the row back and pick on the host
+  // (so a backend that records work overrides it: to_host cannot be recorded).
   virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
 
   // ---- Recording ----

@@ -169,8 +169,9 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
   std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
-  if (recorded && recorded->work && (!recorded->tap.same_as(tap_) || recorded->pick_vocabulary != pick_vocabulary_))
-    recorded.reset();  // recorded with another tap, or another pick
+  if (recorded && recorded->work &&
+      (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick_vocabulary != pick_vocabulary_)))
+    recorded.reset();  // recorded with another tap, or (the head's part) another pick
   if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
     return forward_recorded(part, in, cos_host, sin_host, cache);
 

@@ -80,7 +80,8 @@ struct GenerateTiming {
   int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
   int64_t cached_images = 0;  // of the images the kept conversation did not hold, those whose features were kept
   int64_t decode_steps = 0;  // forward passes in decode_ms (the first token comes from the prefill)
-  double sample_ms = 0;      // of decode_ms, the sampler's (penalties, temperature, top-k/p and the draw, every token)
+  double sample_ms = 0;      // of decode_ms, the host sampler's (penalties, temperature, top-k/p and the draw, every
+                             // token; a greedy pick made on the backend is in the step's time, this ~0)
 };
 
 struct GenerateResult {

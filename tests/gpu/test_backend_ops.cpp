@@ -165,12 +165,13 @@ struct Runner {
         // m > 4 runs the dequantisation: eight values a thread ({5, 64, 1032}: a last block of 8 of 32 values) or,
         // where a row's values are not whole eights ({5, 64, 100}), the warp-a-block kernel. m <= 4: x quantised in
         // chunks of 1,024 values a block (2: {1, 300, 2048}, 6: {1, 2048, 6144}, 12: {1, 64, 12288}), the GEMV with 4
-        // rows a warp at q4 and 2 at q8 ({1, 300, 2048}: a last block of 3 busy warps; {1, 32768, 2048}) or 1.
+        // rows a warp at q4 and 2 at q8 ({1, 300, 2048}: a last block of 3 busy warps; {1, 32768, 2048}), 2 where the
+        // rows are not a multiple of 4 ({1, 302, 2048}), or 1.
         for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 7, 48},       {1, 300, 2048},  {3, 64, 1032},
                                                                 {4, 2048, 6144},   {2, 151, 96},    {5, 100, 96},
                                                                 {64, 256, 1024},   {300, 1024, 2048}, {5, 64, 1032},
                                                                 {5, 64, 100},      {1, 64, 12288},  {1, 2048, 6144},
-                                                                {1, 32768, 2048}}) {
+                                                                {1, 32768, 2048},  {1, 302, 2048}}) {
           const Tensor x = random({m, k});
           LinearWeights host = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, group, "w");
           host.bias = random({n}, DType::BF16);
@@ -216,7 +217,8 @@ struct Runner {
           const auto make = [&](int64_t rows, int64_t cols) {
             return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
           };
-          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(64, hidden), gate = make(inter, hidden),
+          // v of 66 rows: the q+k+v launch's rows a warp drop to 2 (each part's rows a multiple of them)
+          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(66, hidden), gate = make(inter, hidden),
                               up = make(inter, hidden), down = make(hidden, inter);
           const LinearWeights qg = gpu.upload_linear(q), kg = gpu.upload_linear(k), vg = gpu.upload_linear(v),
                               gateg = gpu.upload_linear(gate), upg = gpu.upload_linear(up), downg = gpu.upload_linear(down);
@@ -225,11 +227,12 @@ struct Runner {
           with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
             const Tensor x = random({m, hidden}), xg = gpu.from_host(x);
             Tensor slot_c, slot_g;
-            Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 64});
-            Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 64});
+            Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 66});
+            Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 66});
             project_unfused(cpu, Projection::of(x, q, k, v, qc, kc, vc).reading_norm(rms, slot_c));
             gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
             check("rms_norm+q+k+v " + what + " (q)", qo, qc, 1e-6);
+            check("rms_norm+q+k+v " + what + " (k)", ko, kc, 1e-6);
             check("rms_norm+q+k+v " + what + " (v)", vo, vc, 1e-6);
             Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), yg = gpu.alloc({m, inter}), upo = gpu.alloc({m, inter});
             Tensor slot2_c, slot2_g;

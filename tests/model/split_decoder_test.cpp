@@ -4,6 +4,7 @@
 // the GPU and the CPU here (the GPU split is in tests/runtime/engine_test.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/registry.h"
@@ -98,6 +99,36 @@ TEST_F(Split, APromptInChunksGivesTheWholePromptsLogits) {
     const auto chunked = run(parts, weights.text, chunk);
     for (std::size_t step = 0; step < whole.size(); ++step)
       EXPECT_LT(relative_difference(chunked[step], whole[step]), 1e-5) << "chunks of " << chunk << ", step " << step;
+  }
+}
+
+// With the greedy pick on, the decode steps of a split decoder hand back {index, NaN seen} (int64) from the head's
+// part, the first index of the largest of the logits the same steps give without it; the prefill still gives logits.
+TEST_F(Split, GreedyPicksComeFromTheHeadsPartAsTheLogitsLargest) {
+  const int64_t layers = config.text.num_hidden_layers;
+  const ModelWeights weights = bind_weights(model, split_at(2));
+  const std::vector<DecoderPart> parts{{gpu_stand_in.get(), 0, 2}, {host.get(), 2, layers}};
+  const auto logits = run(parts, weights.text, 64);
+  KvCache cache(parts, config.text, 32);
+  TextDecoder decoder(parts, config, weights.text);
+  const int64_t vocabulary = weights.text.lm_head.rows() - 3;  // the last rows are not candidates
+  decoder.set_greedy_pick(vocabulary);
+  std::array<std::vector<int64_t>, 3> axes;
+  for (int64_t p = 0; p < 24; ++p)
+    for (auto& a : axes) a.push_back(p);
+  const auto [cos, sin] = text_rope_tables(config.text, axes, 0, prompt.size());
+  const Tensor prefill = decoder.forward(prompt, cos, sin, &vision, cache);
+  EXPECT_EQ(prefill.to_f32_vector(), logits[0]);
+  std::size_t step = 1;
+  for (int32_t id : {7, 4242, 99}) {
+    const auto [c, s] = text_rope_tables(config.text, axes, std::size_t(cache.length()), 1);
+    const Tensor pick = decoder.forward(std::span(&id, 1), c, s, nullptr, cache);
+    ASSERT_EQ(pick.dtype(), DType::I64);
+    ASSERT_EQ(pick.numel(), 2);
+    const std::vector<float>& expected = logits[step++];
+    const auto largest = std::max_element(expected.begin(), expected.begin() + vocabulary) - expected.begin();
+    EXPECT_EQ(pick.data<int64_t>()[0], largest) << "step " << step - 1;
+    EXPECT_EQ(pick.data<int64_t>()[1], 0);
   }
 }
 

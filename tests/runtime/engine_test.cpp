@@ -405,8 +405,9 @@ TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
 }
 
 // Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits) and gives the tokens the
-// host's pick gives (a request that keeps the step logits picks on the host), also when one conversation's kept
-// steps (recorded on a GPU with one way) are asked the other way.
+// host's pick gives (a request that keeps the step logits picks on the host). Sent again in one conversation, the
+// prompt's last token is a one-token prefill pass (its logits for the first token), then the decode steps pick: on a
+// GPU the step recorded for the first is recorded again with the pick.
 TEST(Engine, GreedyPicksOnTheBackendGiveTheHostsTokens) {
   std::vector<std::string> devices{"cpu"};
   if (cuda_plugin().usable) devices.push_back("cuda");
@@ -421,7 +422,7 @@ TEST(Engine, GreedyPicksOnTheBackendGiveTheHostsTokens) {
     EXPECT_EQ(a.generated_ids, b.generated_ids);
     on_backend.conversation_id = on_host.conversation_id = "one chat";
     EXPECT_EQ(engine->generate(on_host).generated_ids, b.generated_ids);
-    EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same first turn, kept steps re-recorded
+    EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same turn again
   }
 }
 

@@ -166,6 +166,7 @@ void CudaBackend::add_blended_rows(Tensor& x, const Tensor& table, const RowBlen
 
 void CudaBackend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) {
   check_greedy_pick(logits, vocabulary, pick);
+  if (logits.device() != Device::CUDA) fail("greedy_pick: the logits must be on the GPU");
   const GpuTimer timer = timed([&] { return op_cost::make("greedy_pick", double(vocabulary) * 4, 0); });
   cuda::greedy_pick(logits.data<float>(), vocabulary, pick.data<int64_t>(), ctx_.stream);
 }
