@@ -1,9 +1,8 @@
 // One warp per output row (2 or 4 rows a warp where rows are short: rows_per_warp), eight warps a block. Bytes per
 // token: N·K (q8) or N·K/2 (q4) plus N·K/group·2 of scales; the quantised activations (M·K bytes) come from L1/L2.
 // Lane l takes the row's 32-value blocks l, l + 32, ...: a warp's loads of one step are 1 KB of q8 or 512 B of q4,
-// contiguous; kBatch blocks a lane are in flight before the
-// first is used, and the first batch is asked for before x (nothing writes weights: with an overlapped launch they
-// come while quantize_rows runs).
+// contiguous; kBatch blocks a lane are in flight before the first is used, and the first batch is asked for before x
+// (nothing writes weights: with an overlapped launch they come while quantize_rows runs).
 #include <cuda_fp16.h>
 
 #include "common.cuh"

@@ -4,8 +4,6 @@
 // result is the first index of the maximum whatever the order of the reductions. Launched plainly (no overlap): it
 // ends a decode step's work (a recording closes with barrier.cuh's empty kernel after it), and the host copies its
 // 16 bytes as soon as the step ends.
-#include <cfloat>
-
 #include "common.cuh"
 #include "greedy_pick.cuh"
 
@@ -15,8 +13,8 @@ namespace {
 constexpr int kThreads = 1024, kUnroll = 4;
 
 struct Best {
-  float value;
-  int64_t index;  // count where nothing above -inf was seen yet
+  float value;    // -inf, index `count`: nothing above -inf seen yet
+  int64_t index;
 };
 
 __device__ __forceinline__ Best better(Best a, Best b) {
@@ -25,7 +23,7 @@ __device__ __forceinline__ Best better(Best a, Best b) {
 
 __global__ void __launch_bounds__(kThreads) greedy_pick_kernel(const float* __restrict__ logits, int64_t count,
                                                                int64_t* pick) {
-  Best best{-FLT_MAX, count};
+  Best best{-INFINITY, count};
   int nan = 0;
   for (int64_t base = threadIdx.x; base < count; base += int64_t(kThreads) * kUnroll) {
     float v[kUnroll];
@@ -37,7 +35,7 @@ __global__ void __launch_bounds__(kThreads) greedy_pick_kernel(const float* __re
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {  // indices rise with u: a later equal value never replaces the kept one
       nan |= isnan(v[u]) ? 1 : 0;
-      if (v[u] > best.value || (v[u] == best.value && best.index == count)) best = {v[u], base + int64_t(u) * kThreads};
+      if (v[u] > best.value) best = {v[u], base + int64_t(u) * kThreads};
     }
   }
   for (int offset = 16; offset > 0; offset >>= 1) {

@@ -55,8 +55,7 @@ int32_t Sampler::take_pick(int64_t index, bool nan) const {
 int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> history, std::size_t answer_start) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // The ids that may be picked: all, or those the tokenizer knows (the rest stay as they are, unread).
-  const std::span<float> logits(all_logits.data(), vocabulary_ > 0 ? std::min(all_logits.size(), vocabulary_)
-                                                                   : all_logits.size());
+  const std::span<float> logits(all_logits.data(), std::size_t(vocabulary(int64_t(all_logits.size()))));
   if (logits.empty()) fail("sampler: no logits to pick from");
   if (options_.presence_penalty != 0.0 || options_.frequency_penalty != 0.0) {
     // The answer's ids sorted: each distinct id once, with its count (the answer is short; the vocabulary is not).
@@ -82,8 +81,7 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
   }
   if (options_.temperature == 0.0) {  // the first of equal maxima; NaN checked in the same pass
     const FirstMax pick = first_max(logits);
-    if (pick.nan) fail_nan_logits();
-    return int32_t(pick.index);
+    return take_pick(int64_t(pick.index), pick.nan);
   }
   if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) fail_nan_logits();
 
