@@ -7,6 +7,16 @@
 
 namespace qvl::cuda {
 
-void greedy_pick(const float* logits, int64_t count, int64_t* pick, cudaStream_t stream);
+struct GreedyPickArgs {
+  const float* logits;
+  int64_t count;
+  int64_t* pick;
+  void* workspace;  // greedy_pick_workspace_bytes(), zeroed once by the caller; every call leaves it zeroed again
+};
+
+// The blocks' partial picks and their arrival counter.
+int64_t greedy_pick_workspace_bytes();
+
+void greedy_pick(const GreedyPickArgs& args, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

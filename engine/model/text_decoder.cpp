@@ -118,7 +118,7 @@ TextDecoder::TextDecoder(Backend& backend, const ModelConfig& config, const Text
     : TextDecoder({DecoderPart{&backend, 0, config.text.num_hidden_layers}}, config, weights, record_decode_steps,
                   window) {}
 
-DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s) {
+DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s, bool pick) {
   Backend& be = *parts_[part].backend;
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
   // a is the projections' norm slot: the backend allocates it on first use, in the type its products read.
@@ -126,13 +126,16 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s) {
           be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    be.alloc({s, hq, d}),
           be.alloc({s, hidden}),     be.alloc({s, c_.intermediate_size}), be.alloc({s, c_.intermediate_size}),
           Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor(),
-          picks(part, s) ? be.alloc_indices(2) : Tensor()};
+          pick ? be.alloc_indices(2) : Tensor()};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
-                            const VisionInjection* vision, KvCache& cache) {
+                            const VisionInjection* vision, KvCache& cache, Returns returns) {
   const auto s = int64_t(ids.size());
   if (s == 0) fail("decoder: no tokens to run");
+  if (returns == Returns::Pick && (s != 1 || pick_vocabulary_ <= 0))
+    fail("decoder: a pick is handed back by one-token passes with the greedy pick on, not a pass of ", s, " tokens",
+         pick_vocabulary_ > 0 ? "" : " without it");
   if (cache.length_ + s > cache.capacity_)
     fail("the conversation needs ", cache.length_ + s, " tokens but the context holds ", cache.capacity_);
   // The same split, not only as many parts: layer 1 on a GPU against a cache made with it on the CPU would read
@@ -142,7 +145,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
     if (id < 0 || id >= w_.embed_tokens.rows()) fail("decoder: token id ", id, " is outside the embedding table");
   Tensor out;
   if (parts_.size() == 1) {
-    out = forward_part(0, {ids, nullptr}, cos_host, sin_host, vision, cache);
+    out = forward_part(0, {ids, nullptr}, cos_host, sin_host, vision, cache, returns);
   } else {
     // The table lives with the output head: the tokens are embedded there and their rows go to the first part.
     Backend& table = *parts_.back().backend;
@@ -154,7 +157,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
     }
     out = table.to_host(x);
     for (std::size_t part = 0; part < parts_.size(); ++part)
-      out = forward_part(part, {{}, &out}, cos_host, sin_host, vision, cache);
+      out = forward_part(part, {{}, &out}, cos_host, sin_host, vision, cache, returns);
   }
   stop_if_requested(stop_);  // work skipped after a stop made these logits: never returned
   cache.length_ += s;
@@ -163,7 +166,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
 
 // One part over this pass's tokens: the last part's logits (last position), or every position's hidden state.
 Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
-                                 const VisionInjection* vision, KvCache& cache) {
+                                 const VisionInjection* vision, KvCache& cache, Returns returns) {
   Backend& be = *parts_[part].backend;
   const int64_t s = in.rows ? in.rows->dim(0) : int64_t(in.ids.size()), past = cache.length_;
   // One-token steps replay the step recorded for this cache, or record it now; backends that cannot record (the
@@ -173,9 +176,9 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
       (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick_vocabulary != pick_vocabulary_)))
     recorded.reset();  // recorded with another tap, or (the head's part) another pick
   if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
-    return forward_recorded(part, in, cos_host, sin_host, cache);
+    return forward_recorded(part, in, cos_host, sin_host, cache, returns);
 
-  DecoderActivations b = allocate(part, s);
+  DecoderActivations b = allocate(part, s, has_head(part) && returns == Returns::Pick);
   const VisionInjection local = vision ? on_backend(*vision, be) : VisionInjection{};
   if (in.rows) {
     be.write(b.x, *in.rows);
@@ -184,17 +187,17 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
     if (vision) be.set_rows(b.x, local.embeddings, local.positions);
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
-  return be.to_host(result(part, b));
+  return be.to_host(result(part, b, returns));
 }
 
-// What a pass hands on: the greedy pick, the last position's logits, or (a part without the head) every hidden row.
-const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b) const {
-  return !has_head(part) ? b.x : b.pick.numel() ? b.pick : b.logits;
+// What a pass hands on: the greedy pick or the last position's logits, or (a part without the head) every hidden row.
+const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b, Returns returns) const {
+  return !has_head(part) ? b.x : returns == Returns::Pick ? b.pick : b.logits;
 }
 
 // Called with recording begun, or with the step already recorded.
 Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
-                                     KvCache& cache) {
+                                     KvCache& cache, Returns returns) {
   Backend& be = *parts_[part].backend;
   const int64_t past = cache.length_;
   std::unique_ptr<RecordedDecodeStep>& slot = cache.decode_steps_[part];
@@ -206,7 +209,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       step.past = be.alloc_indices(1);
       step.cos = be.alloc({1, c_.head_dim});
       step.sin = be.alloc({1, c_.head_dim});
-      step.buffers = allocate(part, 1);
+      step.buffers = allocate(part, 1, has_head(part) && pick_vocabulary_ > 0);
       if (!in.rows) {
         step.ids = be.alloc_indices(1);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
@@ -219,6 +222,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       throw;
     }
     step.work = be.end_recording();
+    ++cache.recordings_;
   }
   if (in.rows) {
     be.write(step.buffers.x, *in.rows);
@@ -230,7 +234,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
   be.write(step.cos, cos_host);
   be.write(step.sin, sin_host);
   be.replay(*step.work);
-  return be.to_host(result(part, step.buffers));
+  return be.to_host(result(part, step.buffers, returns));
 }
 
 // One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);

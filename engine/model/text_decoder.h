@@ -41,12 +41,14 @@ public:
   // Drops the recorded decode steps: they replay the kernels chosen when they were recorded (fusions, timing), so a
   // cache kept between requests records them again for each.
   void forget_recorded_steps();
+  // How many decode steps were recorded into this cache (all parts): one a part per request, where recording works.
+  int64_t recordings() const { return recordings_; }
 
 private:
   friend class TextDecoder;
   std::vector<DecoderPart> parts_;  // where each layer's keys and values live: a decoder must use the same parts
   std::vector<Tensor> k_, v_;
-  int64_t length_ = 0, capacity_ = 0;
+  int64_t length_ = 0, capacity_ = 0, recordings_ = 0;
   std::vector<std::unique_ptr<RecordedDecodeStep>> decode_steps_;  // one per part
 };
 
@@ -95,19 +97,23 @@ public:
               bool record_decode_steps = true, AttentionWindow window = {});
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
               AttentionWindow window = {});
+  // What a pass hands back: the last position's logits (host f32), or the greedy pick ({index, 1 if NaN was seen},
+  // 2 int64 on the host; one-token passes with set_greedy_pick on), the logits staying on the device.
+  enum class Returns { Logits, Pick };
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
-  // ([S, head_dim] host f32), appends their keys/values, and returns the last position's logits (host f32; a
-  // one-token pass with set_greedy_pick on: the pick).
+  // ([S, head_dim] host f32), appends their keys/values, and returns what `returns` asks for.
   Tensor forward(std::span<const int32_t> ids, const Tensor& cos, const Tensor& sin, const VisionInjection* vision,
-                 KvCache& cache);
+                 KvCache& cache, Returns returns = Returns::Logits);
   const std::vector<DecoderPart>& parts() const { return parts_; }
   // Checked before every layer a pass runs directly and before forward returns (core/cancel.h): a set flag throws
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
-  // Greedy decoding from now on (vocabulary > 0; 0: off): one-token passes end with Backend::greedy_pick over the
-  // first `vocabulary` logits, and forward returns the pick ({index, 1 if NaN was seen}, 2 int64 on the host) instead
-  // of the logits, which stay on the device.
+  // Greedy decoding from now on (vocabulary > 0; 0: off): the recorded one-token step ends with Backend::greedy_pick
+  // over the first `vocabulary` logits, whatever a call asks for (the prompt's last pass may be one token and want
+  // the logits; the steps after it replay the same recording and take the pick), and forward(..., Returns::Pick)
+  // hands the pick back. Set it before the prompt's passes: a step recorded without it is recorded again.
   void set_greedy_pick(int64_t vocabulary) { pick_vocabulary_ = vocabulary; }
+  int64_t greedy_pick() const { return pick_vocabulary_; }
   // The tap for the one-token steps from now on (layer -1: none).
   void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
   const AttentionTapSpec& attention_tap() const { return tap_; }
@@ -120,12 +126,12 @@ private:
     const Tensor* rows = nullptr;
   };
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
-  bool picks(std::size_t part, int64_t rows) const { return has_head(part) && rows == 1 && pick_vocabulary_ > 0; }
-  const Tensor& result(std::size_t part, const DecoderActivations& b) const;
-  DecoderActivations allocate(std::size_t part, int64_t rows);
+  const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
+  DecoderActivations allocate(std::size_t part, int64_t rows, bool pick);
   Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
-                      const VisionInjection* vision, KvCache& cache);
-  Tensor forward_recorded(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin, KvCache& cache);
+                      const VisionInjection* vision, KvCache& cache, Returns returns);
+  Tensor forward_recorded(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin, KvCache& cache,
+                          Returns returns);
   void run(std::size_t part, DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache);
 
   std::vector<DecoderPart> parts_;

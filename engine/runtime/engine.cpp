@@ -281,6 +281,11 @@ private:
       cache = make_cache(choice, reuse, parts);
       TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
       decoder.set_stop_flag(cancel);
+      Sampler sampler(request.sampling, tokenizer_->vocab_size());
+      // Greedy decoding with nothing to keep: the decode steps pick on the backend and hand back the pick, not the
+      // logits. Set before the prompt, whose last pass may be the one-token step that decoding then replays.
+      if (sampler.greedy_only() && !request.keep_step_logits)
+        decoder.set_greedy_pick(sampler.vocabulary(weights_.text.lm_head.rows()));
       // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
       // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
       // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
@@ -300,7 +305,7 @@ private:
       if (sink) sink->on_prompt_done(result.timing);
 
       t0 = Clock::now();
-      decode(request, max_new_tokens, decoder, *cache, positions.delta, std::move(logits), sink, cancel, result);
+      decode(request, max_new_tokens, decoder, sampler, *cache, positions.delta, std::move(logits), sink, cancel, result);
       result.timing.decode_ms = ms_since(t0);
       keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
       keep_image_features(images, vision);
@@ -559,9 +564,9 @@ private:
   }
 
   // Sample, stream, stop or step: one token at a time from the prefill's logits.
-  void decode(const GenerateRequest& request, int64_t max_new_tokens, TextDecoder& decoder, KvCache& cache, int64_t rope_delta, Tensor logits,
-              TokenSink* sink, const std::atomic<bool>* cancel, GenerateResult& result) {
-    Sampler sampler(request.sampling, tokenizer_->vocab_size());
+  void decode(const GenerateRequest& request, int64_t max_new_tokens, TextDecoder& decoder, Sampler& sampler,
+              KvCache& cache, int64_t rope_delta, Tensor logits, TokenSink* sink, const std::atomic<bool>* cancel,
+              GenerateResult& result) {
     StreamingDetokenizer detok(tokenizer_, true);
     std::vector<int32_t> history = result.prompt_ids;
     const auto& eos = model_.generation.eos_token_ids;
@@ -570,9 +575,7 @@ private:
                            latest_image_tokens(result.prompt_ids, int32_t(model_.config.image_token_id),
                                                result.image_grids, model_.config.vision.spatial_merge_size),
                            model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
-    // Greedy decoding with nothing to keep: the decode steps pick on the backend and hand back the pick, not the logits.
-    const bool picked_on_backend = sampler.greedy_only() && !request.keep_step_logits;
-    decoder.set_greedy_pick(picked_on_backend ? sampler.vocabulary(logits.numel()) : 0);
+    const bool picked_on_backend = decoder.greedy_pick() > 0;
     for (int64_t step = 0; step < max_new_tokens; ++step) {
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
       const auto timed = [&](auto&& pick) {
@@ -620,7 +623,8 @@ private:
       const int32_t id = next;
       tapper.follow(unpack_view(view_.load()));
       try {
-        logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache);
+        logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache,
+                                 picked_on_backend ? TextDecoder::Returns::Pick : TextDecoder::Returns::Logits);
       } catch (const Cancelled&) {  // stopped inside the step: the answer ends with the tokens shown
         result.stop_reason = "cancelled";
         break;

@@ -265,7 +265,9 @@ struct Runner {
       const Tensor h = be.to_host(pick);
       return std::array<int64_t, 2>{h.data<int64_t>()[0], h.data<int64_t>()[1]};
     };
-    for (const int64_t n : {1, 5, 1000, 151936}) {
+    // Sizes below and above one CUDA block's 2,048 values, the 2B's vocabulary (75 blocks), and past what the grid
+    // covers in one pass (256 blocks of 2,048).
+    for (const int64_t n : {1, 5, 1000, 2049, 151936, 600001}) {
       const auto set = [&](const std::vector<std::pair<int64_t, float>>& values) {
         Tensor t = random({1, n});
         for (auto [i, v] : values)
@@ -280,12 +282,15 @@ struct Runner {
       const float inf = std::numeric_limits<float>::infinity(), big = std::numeric_limits<float>::max();
       const std::vector<std::pair<std::string, Tensor>> rows{
           {"random", random({1, n})},
-          {"equal maxima, one share", set({{n / 2 + 1024 * 4, 50.0f}, {n / 2, 50.0f}})},
-          {"equal maxima, two shares", set({{n - 1, 50.0f}, {n / 3 + 7, 50.0f}})},
+          {"equal maxima 768 apart", set({{n / 2 + 768, 50.0f}, {n / 2, 50.0f}})},
+          {"equal maxima 4,096 apart", set({{n / 2 + 4096, 50.0f}, {n / 2, 50.0f}})},
+          {"equal maxima far apart", set({{n - 1, 50.0f}, {n / 3 + 7, 50.0f}})},
+          {"equal maxima one grid pass apart", set({{5 + 524288, 50.0f}, {5, 50.0f}})},
           {"larger past the vocabulary", set({{n - 1, 99.0f}, {n / 2, 50.0f}})},
           {"all -inf", filled(-inf)},
           {"all -FLT_MAX", filled(-big)},
-          {"NaN", set({{n / 2, std::nanf("")}})}};
+          {"NaN", set({{n / 2, std::nanf("")}})},
+          {"NaN before the maximum", set({{0, std::nanf("")}, {n - 1, 50.0f}})}};
       for (const auto& [name, row] : rows) {
         const int64_t vocabulary = name == "larger past the vocabulary" ? std::max<int64_t>(1, n - 1) : n;
         const auto g = pick_of(gpu, row, vocabulary), c = pick_of(cpu, row, vocabulary);

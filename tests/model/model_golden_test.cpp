@@ -28,16 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kGoldenDir = fs::path(QVL_TEST_GOLDEN_DIR) / "model";
 
-// max |a - b| / max |b|: errors relative to the reference's scale.
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, scale = 1e-30;
-  for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    diff = std::max(diff, double(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, double(std::fabs(b[i])));
-  }
-  return diff / scale;
-}
+using test::relative_error;
 
 struct LoadedModel {
   ModelFolder folder;

@@ -122,7 +122,7 @@ TEST_F(Split, GreedyPicksComeFromTheHeadsPartAsTheLogitsLargest) {
   std::size_t step = 1;
   for (int32_t id : {7, 4242, 99}) {
     const auto [c, s] = text_rope_tables(config.text, axes, std::size_t(cache.length()), 1);
-    const Tensor pick = decoder.forward(std::span(&id, 1), c, s, nullptr, cache);
+    const Tensor pick = decoder.forward(std::span(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
     ASSERT_EQ(pick.dtype(), DType::I64);
     ASSERT_EQ(pick.numel(), 2);
     const std::vector<float>& expected = logits[step++];

@@ -407,7 +407,7 @@ TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
 // Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits) and gives the tokens the
 // host's pick gives (a request that keeps the step logits picks on the host). Sent again in one conversation, the
 // prompt's last token is a one-token prefill pass (its logits for the first token), then the decode steps pick: on a
-// GPU the step recorded for the first is recorded again with the pick.
+// GPU both replay one recording (tests/model/decode_recording_test.cpp counts them).
 TEST(Engine, GreedyPicksOnTheBackendGiveTheHostsTokens) {
   std::vector<std::string> devices{"cpu"};
   if (cuda_plugin().usable) devices.push_back("cuda");

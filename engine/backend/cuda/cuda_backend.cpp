@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "fault.cuh"
+#include "greedy_pick.cuh"
 #include "plugin_abi.h"
 
 namespace qvl {
@@ -42,6 +43,8 @@ CudaBackend::CudaBackend(int device, std::size_t capacity, const std::string& pr
   attention_arrivals_ = ctx_.device_tensor(DType::I32, {ctx_.profile->split_below_pairs_per_sm * ctx_.multiprocessors},
                                            pool::Owner::Workspace);
   CUDA_CHECK(cudaMemsetAsync(attention_arrivals_.raw(), 0, attention_arrivals_.nbytes(), ctx_.stream));
+  greedy_pick_workspace_ = ctx_.device_tensor(DType::U8, {cuda::greedy_pick_workspace_bytes()}, pool::Owner::Workspace);
+  CUDA_CHECK(cudaMemsetAsync(greedy_pick_workspace_.raw(), 0, greedy_pick_workspace_.nbytes(), ctx_.stream));
 }
 
 CudaBackend::~CudaBackend() = default;

@@ -168,7 +168,9 @@ void CudaBackend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& 
   check_greedy_pick(logits, vocabulary, pick);
   if (logits.device() != Device::CUDA) fail("greedy_pick: the logits must be on the GPU");
   const GpuTimer timer = timed([&] { return op_cost::make("greedy_pick", double(vocabulary) * 4, 0); });
-  cuda::greedy_pick(logits.data<float>(), vocabulary, pick.data<int64_t>(), ctx_.stream);
+  cuda::greedy_pick({.logits = logits.data<float>(), .count = vocabulary, .pick = pick.data<int64_t>(),
+                     .workspace = greedy_pick_workspace_.raw()},
+                    ctx_.overlapped_launches, ctx_.stream);
 }
 
 void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {

@@ -1,0 +1,86 @@
+// A decode step is recorded once per cache (a CUDA graph) and replayed: the prompt's last pass, when it is one token
+// (a prompt sent again in a kept conversation reuses all but its last token), replays the same recording as the
+// decode steps after it, handing back the logits where they hand back the greedy pick.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "backend/cuda_plugin.h"
+#include "backend/registry.h"
+#include "core/error.h"
+#include "model/rope.h"
+#include "model/text_decoder.h"
+#include "model/weights.h"
+#include "test_support.h"
+
+namespace qvl {
+namespace {
+
+struct Pass {
+  std::vector<float> last_prompt_logits;  // the prompt's one-token last pass
+  std::vector<int64_t> picks;             // the decode steps after it
+  int64_t recordings = 0;
+};
+
+Pass prompt_then_decode(Backend& gpu, const ModelConfig& config, const TextWeights& weights, bool record) {
+  const std::vector<int32_t> prompt{101, 2024, 77, 4242, 9, 880, 15, 3};
+  const int64_t vocabulary = weights.lm_head.rows();
+  std::array<std::vector<int64_t>, 3> axes;
+  for (int64_t p = 0; p < 16; ++p)
+    for (auto& a : axes) a.push_back(p);
+  TextDecoder decoder(gpu, config, weights, record);
+  decoder.set_greedy_pick(vocabulary);
+  KvCache cache(gpu, config.text, 16);
+  const auto tables = [&](std::size_t begin, std::size_t count) { return text_rope_tables(config.text, axes, begin, count); };
+  const auto [cos, sin] = tables(0, prompt.size() - 1);
+  decoder.forward(std::span(prompt).first(prompt.size() - 1), cos, sin, nullptr, cache);
+  Pass out;
+  const auto [c, s] = tables(prompt.size() - 1, 1);
+  const Tensor logits = decoder.forward(std::span(prompt).last(1), c, s, nullptr, cache);
+  EXPECT_EQ(logits.dtype(), DType::F32);
+  out.last_prompt_logits = logits.to_f32_vector();
+  int32_t id = int32_t(std::max_element(out.last_prompt_logits.begin(), out.last_prompt_logits.end()) -
+                       out.last_prompt_logits.begin());
+  for (int step = 0; step < 4; ++step) {
+    const auto [cs, sn] = tables(std::size_t(cache.length()), 1);
+    const Tensor pick = decoder.forward(std::span(&id, 1), cs, sn, nullptr, cache, TextDecoder::Returns::Pick);
+    EXPECT_EQ(pick.dtype(), DType::I64);
+    out.picks.push_back(pick.data<int64_t>()[0]);
+    id = int32_t(out.picks.back());
+  }
+  out.recordings = cache.recordings();
+  return out;
+}
+
+TEST(DecodeRecording, AOneTokenPromptPassAndTheDecodeStepsReplayOneRecording) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
+  const auto gpu = make_cuda_backend();
+  const ModelWeights weights = bind_weights(model, *gpu);
+  const Pass recorded = prompt_then_decode(*gpu, model.config, weights.text, true);
+  const Pass launched = prompt_then_decode(*gpu, model.config, weights.text, false);
+  EXPECT_EQ(recorded.recordings, 1);  // not one for the prompt's pass (logits) and another for the picks
+  EXPECT_EQ(launched.recordings, 0);
+  EXPECT_EQ(recorded.picks, launched.picks);
+  // The recording attends with the split sized for the whole cache, the launched pass for its keys: other sums.
+  EXPECT_LT(test::relative_error(recorded.last_prompt_logits, launched.last_prompt_logits), 1e-4);
+}
+
+// Asking a pass of several tokens, or a decoder without the greedy pick, for the pick is an error, not the logits.
+TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
+  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
+  const auto cpu = create_backend(BackendKind::Cpu);
+  const ModelWeights weights = bind_weights(model, *cpu);
+  TextDecoder decoder(*cpu, model.config, weights.text);
+  KvCache cache(*cpu, model.config.text, 8);
+  std::array<std::vector<int64_t>, 3> axes{{{0, 1}, {0, 1}, {0, 1}}};
+  const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, 2);
+  const std::vector<int32_t> two{5, 6};
+  EXPECT_THROW(decoder.forward(std::span(two).first(1), cos, sin, nullptr, cache, TextDecoder::Returns::Pick), Error);
+  decoder.set_greedy_pick(weights.text.lm_head.rows());
+  EXPECT_THROW(decoder.forward(two, cos, sin, nullptr, cache, TextDecoder::Returns::Pick), Error);
+  EXPECT_EQ(cache.length(), 0);  // refused before anything ran
+}
+
+}  // namespace
+}  // namespace qvl
