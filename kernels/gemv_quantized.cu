@@ -53,7 +53,10 @@ template <bool kQ4> struct WeightBlock {
 template <int M, bool kQ4, QuantEpilogue E, int R>
 __global__ void __launch_bounds__(kThreads) gemv_quantized_kernel(QuantGemvArgs a) {
   constexpr bool kGated = E == QuantEpilogue::SwiGlu;
-  constexpr int kBatch = R == 1 ? 4 : 2;  // blocks a lane a row in flight (R > 1 runs where rows are 2 blocks a lane)
+  // Blocks a lane a row in flight: R > 1 runs where rows are 2 blocks a lane. A long q4 row (the down projection's
+  // 6,144 values: 6 blocks a lane) asks for all of them at once: at 4, 2 KB a warp, ~32 KB an SM (two blocks of the
+  // grid an SM) of the ~50 KB that cover DRAM's latency at an SM's share of the bandwidth.
+  constexpr int kBatch = R > 1 ? 2 : kQ4 && !kGated ? 8 : 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t blocks = a.x.blocks;
   // This warp's first row and its part (unrolled: a dynamic index into the parameter struct would copy it to local

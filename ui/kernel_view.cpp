@@ -44,9 +44,7 @@ QVariant KernelTableModel::data(const QModelIndex& index, int role) const {
 void KernelTableModel::set_kernels(std::vector<KernelSummary> kernels) {
   // Same rows in the same order (the common case while tokens stream): update in place so the view keeps its
   // selection and scroll position.
-  const bool same = kernels.size() == kernels_.size() &&
-                    std::equal(kernels.begin(), kernels.end(), kernels_.begin(), [](const auto& a, const auto& b) { return a.name == b.name; });
-  if (same) {
+  if (same_rows(kernels)) {
     kernels_ = std::move(kernels);
     if (!kernels_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, Count - 1));
     return;
@@ -54,6 +52,11 @@ void KernelTableModel::set_kernels(std::vector<KernelSummary> kernels) {
   beginResetModel();
   kernels_ = std::move(kernels);
   endResetModel();
+}
+
+bool KernelTableModel::same_rows(const std::vector<KernelSummary>& kernels) const {
+  return kernels.size() == kernels_.size() &&
+         std::equal(kernels.begin(), kernels.end(), kernels_.begin(), [](const auto& a, const auto& b) { return a.name == b.name; });
 }
 
 StepChart::StepChart(QWidget* parent) : QWidget(parent) { setMinimumHeight(80); }
@@ -95,8 +98,10 @@ void StepChart::paintEvent(QPaintEvent*) {
   const double dx = plot.width() / double(std::max<std::size_t>(1, steps_.size() - 1));
   for (std::size_t i = 0; i < steps_.size(); ++i)
     line << QPointF(plot.left() + double(i) * dx, plot.bottom() - std::min(1.0, steps_[i] / top) * plot.height());
+  // A one-pixel pen takes the raster engine's cosmetic stroker; the 1.5-pixel one was stroked into a polygon and
+  // filled, ~30% of the GUI thread's samples while a long answer streamed (perf and gdb, this project's machine).
   p.setRenderHint(QPainter::Antialiasing);
-  p.setPen(QPen(palette().color(QPalette::Highlight), 1.5));
+  p.setPen(QPen(palette().color(QPalette::Highlight), 1.0));
   p.drawPolyline(line);
 }
 
@@ -104,6 +109,11 @@ KernelView::KernelView(QWidget* parent)
     : QWidget(parent), model_(new KernelTableModel(this)), view_(new QTableView), chart_(new StepChart), note_(new QLabel) {
   view_->setModel(model_);
   view_->setObjectName("kernel_table");
+  table_timer_.setSingleShot(true);
+  connect(&table_timer_, &QTimer::timeout, this, [this] {
+    model_->set_kernels(std::move(pending_));
+    table_shown_.start();
+  });
   view_->verticalHeader()->hide();
   view_->verticalHeader()->setDefaultSectionSize(view_->fontMetrics().height() + 4);
   view_->setWordWrap(false);
@@ -125,8 +135,15 @@ void KernelView::update_from(const PerfSnapshot& s) {
     request_ = s.request_id;
     chart_->clear();
   }
-  model_->set_kernels(s.kernels);
   chart_->add(s.step_ms);
+  pending_ = s.kernels;
+  if (!model_->same_rows(pending_) || s.final || !table_shown_.isValid() || table_shown_.elapsed() >= kTableInterval) {
+    table_timer_.stop();
+    model_->set_kernels(std::move(pending_));
+    table_shown_.start();
+  } else if (!table_timer_.isActive()) {
+    table_timer_.start(int(kTableInterval - table_shown_.elapsed()));
+  }
 }
 
 void KernelView::set_timing_enabled(bool on) {

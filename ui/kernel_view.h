@@ -2,6 +2,8 @@
 // The per-kernel table of the answer in progress (ranked by total time: calls, mean µs, GB/s, share) and a strip
 // chart of the time each token took.
 #include <QAbstractTableModel>
+#include <QElapsedTimer>
+#include <QTimer>
 #include <QWidget>
 #include <deque>
 
@@ -22,6 +24,8 @@ public:
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
   void set_kernels(std::vector<KernelSummary> kernels);
+  // The same kernels in the same order as shown (an update in place, not new rows).
+  bool same_rows(const std::vector<KernelSummary>& kernels) const;
   const std::vector<KernelSummary>& kernels() const { return kernels_; }
 
 private:
@@ -59,6 +63,13 @@ private:
   StepChart* chart_;
   QLabel* note_;
   quint64 request_ = 0;
+  // The table's numbers change at most every kTableInterval ms while tokens stream (its columns are sized to their
+  // contents, so each change measures every cell: a third of the GUI thread's samples at 30 changes a second); new
+  // rows and an answer's last snapshot show at once.
+  static constexpr int kTableInterval = 250;
+  QElapsedTimer table_shown_;
+  QTimer table_timer_;
+  std::vector<KernelSummary> pending_;
 };
 
 }  // namespace qvl::ui

@@ -1447,6 +1447,35 @@ private slots:
             table->fontMetrics().horizontalAdvance(QString::fromStdString(head.name)));
   }
 
+  // The kernel table's numbers change at most every 250 ms while tokens stream (its columns are sized to their
+  // contents: each change measures every cell), the latest shown when the interval ends; new rows and an answer's
+  // final snapshot show at once.
+  void theKernelTableFollowsAStreamingAnswerAtAFewChangesASecond() {
+    KernelView view;
+    view.show();
+    PerfSnapshot s;
+    s.request_id = 3;
+    qvl::KernelSummary k;
+    k.name = "linear 2048x2048";
+    k.total_ms = 1.0;
+    s.kernels = {k};
+    const auto shown = [&] { return view.table().kernels().empty() ? 0.0 : view.table().kernels()[0].total_ms; };
+    QElapsedTimer since_shown;
+    since_shown.start();
+    view.update_from(s);
+    QCOMPARE(shown(), 1.0);  // new rows: at once
+    s.kernels[0].total_ms = 2.0;
+    view.update_from(s);
+    s.kernels[0].total_ms = 3.0;
+    view.update_from(s);
+    if (since_shown.elapsed() < 200) QCOMPARE(shown(), 1.0);  // within the interval: held back
+    QTRY_COMPARE_WITH_TIMEOUT(shown(), 3.0, 2000);  // then the latest
+    s.kernels[0].total_ms = 4.0;
+    s.final = true;
+    view.update_from(s);
+    QCOMPARE(shown(), 4.0);  // the answer's last numbers: at once
+  }
+
   // An 8000 x 8000 picture (the engine's limit allows 67 M pixels): its chip and bubble thumbnails are decoded off the
   // GUI thread and not refused by Qt's 128 MB image limit (the bubble once read "big8k.png (missing)" and typing
   // stalled ~0.4 s when its chip appeared), and the GUI thread stays responsive through a 2,000-token answer.
