@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kThreads) gemv_quantized_kernel(QuantGemvArgs 
   constexpr bool kGated = E == QuantEpilogue::SwiGlu;
   // Blocks a lane a row in flight: R > 1 runs where rows are 2 blocks a lane. A long q4 row (the down projection's
   // 6,144 values: 6 blocks a lane) asks for all of them at once: at 4, 2 KB a warp, ~32 KB an SM (two blocks of the
-  // grid an SM) of the ~50 KB that cover DRAM's latency at an SM's share of the bandwidth.
+  // grid an SM) of the ~50 KB that cover DRAM's latency at an SM's share of the bandwidth. (Several rows of x, M > 1,
+  // are rare at decode: sm_90's ptxas spills 8 bytes for M = 4 at 8, where at 4 the M = 2 instance spilled 20.)
   constexpr int kBatch = R > 1 ? 2 : kQ4 && !kGated ? 8 : 4;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t blocks = a.x.blocks;

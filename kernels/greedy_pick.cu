@@ -21,6 +21,7 @@ namespace {
 
 constexpr int kThreads = 256, kPerThread = 8, kChunk = kThreads * kPerThread;
 constexpr int kMaxBlocks = kThreads;  // the merging block reads one partial a thread
+static_assert(kMaxBlocks <= kThreads, "the merge reads one block's pick a thread");
 
 struct Best {
   float value;    // -inf, index `count`: nothing above -inf seen yet
@@ -68,6 +69,7 @@ __global__ void __launch_bounds__(kThreads) greedy_pick_kernel(GreedyPickArgs a)
   }
   best = block_best(best);
   if (threadIdx.x == 0) partials[blockIdx.x] = best;
+  // (last_to_arrive's barrier also keeps the merge's block_best from writing `warps` before thread 0 has read it.)
   if (!last_to_arrive(arrivals, gridDim.x)) return;
   best = {-INFINITY, 0, a.count};
   if (threadIdx.x < gridDim.x) {  // written by other blocks: from L2, past any stale L1 line

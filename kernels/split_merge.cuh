@@ -2,7 +2,8 @@
 // The end of a split over the keys (flash-decoding: attention.cu's and attention_decode.cu's split kernels): each
 // chunk of a (query, head) pair's keys leaves a partial result, (max, sum, unnormalised values) as d + 2 floats, and
 // the last block of the pair to finish merges them (one kernel: a second kernel for the merge took 5 µs of a decode
-// step's 16 a layer on an H100, a launch and a dependent round trip for a few KB).
+// step's 16 a layer on an H100, a launch and a dependent round trip for a few KB). last_to_arrive also serves the
+// greedy pick's blocks (greedy_pick.cu).
 #include <cuda_runtime.h>
 
 #include <cstdint>

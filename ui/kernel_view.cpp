@@ -98,10 +98,13 @@ void StepChart::paintEvent(QPaintEvent*) {
   const double dx = plot.width() / double(std::max<std::size_t>(1, steps_.size() - 1));
   for (std::size_t i = 0; i < steps_.size(); ++i)
     line << QPointF(plot.left() + double(i) * dx, plot.bottom() - std::min(1.0, steps_[i] / top) * plot.height());
-  // A one-pixel pen takes the raster engine's cosmetic stroker; the 1.5-pixel one was stroked into a polygon and
-  // filled, ~30% of the GUI thread's samples while a long answer streamed (perf and gdb, this project's machine).
+  // A cosmetic one-pixel pen takes the raster engine's fast stroker at any device-pixel ratio; the 1.5-pixel one was
+  // stroked into a polygon and filled, ~30% of the GUI thread's samples while a long answer streamed (perf and gdb,
+  // this project's machine).
   p.setRenderHint(QPainter::Antialiasing);
-  p.setPen(QPen(palette().color(QPalette::Highlight), 1.0));
+  QPen pen(palette().color(QPalette::Highlight), 1.0);
+  pen.setCosmetic(true);
+  p.setPen(pen);
   p.drawPolyline(line);
 }
 
@@ -134,6 +137,7 @@ void KernelView::update_from(const PerfSnapshot& s) {
   if (s.request_id != request_) {
     request_ = s.request_id;
     chart_->clear();
+    table_shown_.invalidate();  // the new answer's first numbers at once, whatever its rows
   }
   chart_->add(s.step_ms);
   pending_ = s.kernels;

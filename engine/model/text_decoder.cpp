@@ -133,9 +133,8 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
                             const VisionInjection* vision, KvCache& cache, Returns returns) {
   const auto s = int64_t(ids.size());
   if (s == 0) fail("decoder: no tokens to run");
-  if (returns == Returns::Pick && (s != 1 || pick_vocabulary_ <= 0))
-    fail("decoder: a pick is handed back by one-token passes with the greedy pick on, not a pass of ", s, " tokens",
-         pick_vocabulary_ > 0 ? "" : " without it");
+  if (returns == Returns::Pick && pick_vocabulary_ <= 0) fail("decoder: a pick was asked for with the greedy pick off");
+  if (returns == Returns::Pick && s != 1) fail("decoder: a pick is handed back by one-token passes, not by ", s, " tokens");
   if (cache.length_ + s > cache.capacity_)
     fail("the conversation needs ", cache.length_ + s, " tokens but the context holds ", cache.capacity_);
   // The same split, not only as many parts: layer 1 on a GPU against a cache made with it on the CPU would read

@@ -41,7 +41,8 @@ public:
   // Drops the recorded decode steps: they replay the kernels chosen when they were recorded (fusions, timing), so a
   // cache kept between requests records them again for each.
   void forget_recorded_steps();
-  // How many decode steps were recorded into this cache (all parts): one a part per request, where recording works.
+  // How many decode steps were recorded into this cache (all parts): one a part per request where recording works,
+  // and again where the attention tap or the greedy pick changes.
   int64_t recordings() const { return recordings_; }
 
 private:

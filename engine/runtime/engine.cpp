@@ -252,6 +252,7 @@ private:
     if (plan_ && needed > plan_->context_room)  // before the KV cache is allocated: the pool would refuse it later
       fail("the conversation needs ", needed, " tokens of context; the GPU's memory plan (", plan_->summary(),
            ") has room for ", plan_->context_room, ": shorten it, or plan for more context (fewer layers stay on the GPU)");
+    Sampler sampler(request.sampling, tokenizer_->vocab_size());  // bad options refused before a kept cache is touched
     // A kept conversation serves the prompt's first tokens when they are the ones it holds (images by content).
     std::vector<uint64_t> image_keys;
     std::optional<CachedConversation> kept;
@@ -281,7 +282,6 @@ private:
       cache = make_cache(choice, reuse, parts);
       TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
       decoder.set_stop_flag(cancel);
-      Sampler sampler(request.sampling, tokenizer_->vocab_size());
       // Greedy decoding with nothing to keep: the decode steps pick on the backend and hand back the pick, not the
       // logits. Set before the prompt, whose last pass may be the one-token step that decoding then replays.
       if (sampler.greedy_only() && !request.keep_step_logits)

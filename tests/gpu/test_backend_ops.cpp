@@ -290,7 +290,9 @@ struct Runner {
           {"all -inf", filled(-inf)},
           {"all -FLT_MAX", filled(-big)},
           {"NaN", set({{n / 2, std::nanf("")}})},
-          {"NaN before the maximum", set({{0, std::nanf("")}, {n - 1, 50.0f}})}};
+          {"NaN before the maximum", set({{0, std::nanf("")}, {n - 1, 50.0f}})},
+          {"equal maxima, the lower index in a higher thread", set({{256, 50.0f}, {1, 50.0f}})},
+          {"all NaN", filled(std::nanf(""))}};
       for (const auto& [name, row] : rows) {
         const int64_t vocabulary = name == "larger past the vocabulary" ? std::max<int64_t>(1, n - 1) : n;
         const auto g = pick_of(gpu, row, vocabulary), c = pick_of(cpu, row, vocabulary);
