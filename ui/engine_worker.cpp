@@ -158,7 +158,11 @@ GenerateRequest EngineWorker::with_images(const ChatRequest& request) const {
 PerfSnapshot EngineWorker::snapshot(quint64 id) const {
   PerfSnapshot s;
   s.request_id = id;
-  if (profiler_) s.kernels = profiler_->summary();
+  if (profiler_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - kernels_at_ >= std::chrono::milliseconds(kKernelsIntervalMs)) kernels_ = profiler_->summary(), kernels_at_ = now;
+    s.kernels = kernels_;
+  }
   s.memory = engine_->memory_report(true);
   s.conversations = engine_->conversation_cache();
   s.pictures = engine_->vision_cache();
@@ -173,11 +177,13 @@ void EngineWorker::generate(const ChatRequest& request) {
   try {
     const GenerateRequest r = with_images(request);
     if (profiler_) profiler_->clear();  // the table ranks this answer's kernels
+    kernels_at_ = {};                   // and its first snapshot says so
     apply_attention_view();
     SignalSink sink(*this, request.id, [this, id = request.id] { return snapshot(id); });
     const GenerateResult result = engine_->generate(r, &sink, cancel_);
     PerfSnapshot last = sink.live();
     last.final = true;
+    if (profiler_) last.kernels = profiler_->summary();  // every kernel of the answer
     last.conversations = engine_->conversation_cache();  // as the answer left them (kept after its last token)
     last.pictures = engine_->vision_cache();
     emit perfUpdated(last);
