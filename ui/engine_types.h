@@ -12,6 +12,10 @@
 
 namespace qvl::ui {
 
+// While an answer streams, the kernel summary changes at most this often: the engine thread makes it (it walks every
+// event of the answer) and the table shows it (its columns sized to their contents: each change measures every cell).
+inline constexpr int kKernelTableIntervalMs = 250;
+
 // A backend the device toggle offers (the engine's registry, backend/registry.h).
 struct BackendChoice {
   QString id, label;     // "cuda", "GPU (CUDA)"

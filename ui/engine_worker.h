@@ -82,12 +82,11 @@ private:
   std::atomic<uint64_t> view_{pack_view({})};  // layer and head in one word: a step never sees half a change
   std::chrono::steady_clock::time_point last_heat_{};
   static constexpr int kHeatIntervalMs = 15;  // the QPainter view's read-backs, at most one per 15 ms
-  // The live snapshots' kernel summary, made again at most every kKernelsIntervalMs: it walks every event of the
-  // answer so far (hundreds of thousands at 2,000 tokens), on this thread, between tokens; the table shows a change
-  // at most every 250 ms anyway (KernelView). The answer's last snapshot makes its own.
+  // The live snapshots' kernel summary, made again at most every kKernelTableIntervalMs: it walks every event of the
+  // answer so far (hundreds of thousands at 2,000 tokens), on this thread, between tokens. The answer's last snapshot
+  // makes its own.
   mutable std::vector<KernelSummary> kernels_;
   mutable std::chrono::steady_clock::time_point kernels_at_{};
-  static constexpr int kKernelsIntervalMs = 250;
 };
 
 }  // namespace qvl::ui

@@ -141,12 +141,12 @@ void KernelView::update_from(const PerfSnapshot& s) {
   }
   chart_->add(s.step_ms);
   pending_ = s.kernels;
-  if (!model_->same_rows(pending_) || s.final || !table_shown_.isValid() || table_shown_.elapsed() >= kTableInterval) {
+  if (!model_->same_rows(pending_) || s.final || !table_shown_.isValid() || table_shown_.elapsed() >= kKernelTableIntervalMs) {
     table_timer_.stop();
     model_->set_kernels(std::move(pending_));
     table_shown_.start();
   } else if (!table_timer_.isActive()) {
-    table_timer_.start(int(kTableInterval - table_shown_.elapsed()));
+    table_timer_.start(int(kKernelTableIntervalMs - table_shown_.elapsed()));
   }
 }
 
