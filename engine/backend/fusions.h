@@ -11,9 +11,9 @@ namespace qvl {
 
 struct Fusions {
   bool add_rms_norm = true;         // the residual add and the RMSNorm after it, one pass over the row
-  bool qkv_projection = true;       // the q, k and v projections in one pass over the three matrices (decode)
+  bool qkv_projection = true;       // the q, k and v projections in one pass over the three matrices (CUDA: decode)
   bool qk_norm_rope_append = true;  // q/k head norms, RoPE and the KV-cache append, one launch
-  bool swiglu_projection = true;    // gate and up projections with SiLU ⊙ up, one pass over both matrices (decode)
+  bool swiglu_projection = true;    // gate and up projections with SiLU ⊙ up, one pass over both matrices (CUDA: decode)
   bool add_layer_norm = true;       // vision: the residual add (with the residual's bias) and the LayerNorm after it
   bool linear_gelu = true;          // vision: the MLP's bias and GELU after its first matrix product, one pass
   bool flash_attention = true;      // scores, softmax and weighted sum in one kernel, the scores never in memory

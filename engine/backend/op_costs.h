@@ -2,6 +2,7 @@
 // What each op moves and computes, for the per-kernel table (achieved GB/s and TFLOP/s beside the roofline).
 // Shared by every backend so their numbers are comparable. Only evaluated while timing is on.
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "backend/backend.h"
@@ -21,6 +22,22 @@ inline KernelEvent linear(const Tensor& x, const LinearWeights& w, const Tensor&
                   std::string(format_traits(w.format).name) + (m <= 4 ? " m<=4" : " m>4"),
               double(matrices) * double(w.weight.nbytes() + w.scales.nbytes()) + double(x.nbytes() + y.nbytes()),
               2.0 * double(matrices) * double(m) * double(w.rows()) * double(w.cols()));
+}
+// `count` matrices of one input width read in one pass, named by their rows together ("linear q+k+v 4096x2048 q4
+// m<=4"): the weights with their scales, the input once, the f32 outputs.
+inline KernelEvent linear_together(const char* op, const Tensor& x, const std::array<const LinearWeights*, 3>& w,
+                                   int count) {
+  const int64_t k = w[0]->cols(), m = x.numel() / std::max<int64_t>(1, k);
+  int64_t rows = 0;
+  double bytes = double(x.nbytes());
+  for (int i = 0; i < count; ++i) {
+    const LinearWeights& wi = *w[std::size_t(i)];
+    rows += wi.rows();
+    bytes += double(wi.weight.nbytes() + wi.scales.nbytes()) + 4.0 * double(m) * double(wi.rows());
+  }
+  return make(std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(k) + " " +
+                  std::string(format_traits(w[0]->format).name) + (m <= 4 ? " m<=4" : " m>4"),
+              bytes, 2.0 * double(m) * double(rows) * double(k));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;

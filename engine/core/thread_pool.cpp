@@ -18,45 +18,56 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mutex_);
+    std::lock_guard lock(sleep_mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
+bool ThreadPool::read_chunk(std::size_t index, std::size_t seen, Chunk& chunk) const {
+  const std::size_t before = generation_.load(std::memory_order_acquire);
+  if (before == seen || before % 2 != 0) return false;
+  const Task* task = task_.load(std::memory_order_relaxed);
+  const std::size_t n = n_.load(std::memory_order_relaxed), chunks = chunks_.load(std::memory_order_relaxed),
+                    size = chunk_size_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (generation_.load(std::memory_order_relaxed) != before) return false;  // rewritten while read: read again
+  // A worker needed by a loop holds it open (pending_) until its chunk is done, so a loop it takes part in cannot be
+  // replaced under it; one that sits a loop out may find a later loop here, and takes that one, once.
+  chunk.generation = before;
+  chunk.task = index < chunks ? task : nullptr;
+  chunk.begin = std::min(n, index * size);
+  chunk.end = std::min(n, chunk.begin + size);
+  return true;
+}
+
 void ThreadPool::worker_loop(std::size_t index) {
   std::size_t seen = 0;
+  Chunk chunk;
   for (;;) {
     // Poll for new work for a short while, then sleep on the condition variable.
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
-    while (generation_.load(std::memory_order_acquire) == seen && !stop_.load(std::memory_order_relaxed) &&
+    bool found = false;
+    while (!(found = read_chunk(index, seen, chunk)) && !stop_.load(std::memory_order_relaxed) &&
            std::chrono::steady_clock::now() < spin_until)
       _mm_pause();
-    if (generation_.load(std::memory_order_acquire) == seen) {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-    }
     if (stop_.load()) return;
-    // The generation and its loop are read together under the lock: a worker that sat out a loop (more threads
-    // than chunks) may wake after later loops were published, and must take the newest one exactly once. Reading
-    // the generation and the fields separately once let it run a loop twice (an in-place add, added twice).
-    const std::function<void(std::size_t, std::size_t)>* task;
-    std::size_t begin, end;
-    {
-      std::lock_guard lock(mutex_);
-      seen = generation_.load(std::memory_order_acquire);
-      if (index >= chunks_) continue;  // this loop needs fewer threads than the pool has
-      task = task_;
-      begin = index * chunk_size_;
-      end = std::min(n_, begin + chunk_size_);
+    if (!found) {
+      std::unique_lock lock(sleep_mutex_);
+      sleepers_.fetch_add(1);
+      wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      sleepers_.fetch_sub(1);
+      continue;  // (a generation still being written is read again by the poll)
     }
-    if (begin < end) (*task)(begin, end);
+    seen = chunk.generation;
+    if (chunk.task == nullptr) continue;  // this loop needs fewer threads than the pool has
+    if (chunk.begin < chunk.end) (*chunk.task)(chunk.begin, chunk.end);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
-void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn) {
+void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) {
   if (n == 0) return;
   const std::size_t max_chunks = std::max<std::size_t>(1, n / std::max<std::size_t>(1, grain));
   const std::size_t chunks = std::min<std::size_t>(std::size_t(size()), max_chunks);
@@ -65,17 +76,22 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const std::funct
     fn(0, n);
     return;
   }
-  {
-    std::lock_guard lock(mutex_);  // publishes the task before the generation bump
-    task_ = &fn;
-    n_ = n;
-    chunks_ = chunks;
-    chunk_size_ = (n + chunks - 1) / chunks;
-    pending_.store(chunks - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  const std::size_t chunk_size = (n + chunks - 1) / chunks;
+  // Publish: odd while the fields are written, even (seq_cst, for the sleepers' check below) once they are whole.
+  const std::size_t generation = generation_.load(std::memory_order_relaxed);
+  generation_.store(generation + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  task_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  chunks_.store(chunks, std::memory_order_relaxed);
+  chunk_size_.store(chunk_size, std::memory_order_relaxed);
+  pending_.store(chunks - 1, std::memory_order_relaxed);
+  generation_.store(generation + 2, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard lock(sleep_mutex_);  // a worker between counting itself and waiting holds it: no lost wake-up
+    wake_.notify_all();
   }
-  wake_.notify_all();
-  fn(0, std::min(n, chunk_size_));
+  fn(0, std::min(n, chunk_size));
   while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
 }
 

@@ -2,8 +2,11 @@
 // A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into contiguous chunks, one
 // per thread (the caller takes the first), so each thread streams its own slice of a weight matrix.
 //
-// A decode step runs ~600 short parallel loops; waking a sleeping thread costs tens of microseconds each, which
-// measured as ~15% of a 2B decode step. So workers spin for a short while after each loop before they sleep.
+// A decode step runs ~600 short parallel loops, so handing a loop over must cost a few hundred nanoseconds, not
+// microseconds. Waking a sleeping thread costs tens of microseconds (measured as ~15% of a 2B decode step), so
+// workers spin for a short while after each loop before they sleep; and a spinning worker takes its loop without a
+// lock (a seqlock over the loop's description): sixteen workers that took one mutex in turn after every hand-over
+// queued on it.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -13,6 +16,9 @@
 #include <vector>
 
 namespace qvl {
+
+// The least work (multiply-adds or elements) worth handing to another thread: a hand-over costs microseconds.
+constexpr std::size_t kMinChunkWork = 1 << 16;
 
 class ThreadPool {
 public:
@@ -31,15 +37,33 @@ public:
   static ThreadPool& global();
 
 private:
+  using Task = std::function<void(std::size_t, std::size_t)>;
+  struct Chunk {
+    const Task* task = nullptr;
+    std::size_t begin = 0, end = 0;
+    std::size_t generation = 0;  // the loop it belongs to (even)
+  };
+  // The newest loop's chunk for worker `index`, once the loop's description has been read whole; false while the
+  // caller is writing a new one or none is newer than `seen`.
+  bool read_chunk(std::size_t index, std::size_t seen, Chunk& chunk) const;
   void worker_loop(std::size_t index);
+
   std::vector<std::thread> workers_;
   std::mutex caller_;  // held by the caller whose loop the workers run
-  std::mutex mutex_;   // guards the loop's description below; workers copy it under this lock
+  // The loop's description, a seqlock: generation_ is odd while the caller writes the fields and even (one more)
+  // once they are whole. A worker reads the fields between two equal even generations. The fields are atomics read
+  // and written relaxed (the generation's release/acquire orders them).
+  alignas(64) std::atomic<std::size_t> generation_{0};
+  std::atomic<const Task*> task_{nullptr};
+  std::atomic<std::size_t> n_{0}, chunks_{0}, chunk_size_{0};
+  // Chunks of the running loop the workers have not finished; on a line of its own, so their decrements do not take
+  // the polled generation's line away from the spinning workers.
+  alignas(64) std::atomic<std::size_t> pending_{0};
+  // Sleeping: a worker counts itself in sleepers_ before it waits on wake_; the caller, after publishing, notifies
+  // only when someone may sleep (both sides sequentially consistent, so one of them sees the other).
+  alignas(64) std::mutex sleep_mutex_;
   std::condition_variable wake_;
-  const std::function<void(std::size_t, std::size_t)>* task_ = nullptr;
-  std::size_t n_ = 0, chunks_ = 0, chunk_size_ = 0;
-  std::atomic<std::size_t> generation_{0};
-  std::atomic<std::size_t> pending_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -3,10 +3,13 @@
 // reference, and the shape checks every backend shares.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/quantize.h"
 #include "core/error.h"
 #include "test_support.h"
 
@@ -134,6 +137,47 @@ TEST_F(Projections, AResidualAddClosesWithTheNextNormAndTheNextProjectionReadsIt
   slot = Tensor::zeros(DType::F32, {4, 10});
   be->project(Projection::of(x, next, y).reading_norm(RowNorm::layer(n, 1e-5f), slot, true));
   EXPECT_LT(max_difference(y, product(Matrix(4, std::vector<double>(10, 0.0)), next)), 1e-6);
+}
+
+// The CPU's fused loops (q+k+v as one loop over the matrices' rows, gate/up with SiLU ⊙ up in each thread's slice)
+// give the unfused bits. With k = 2,048, two threads or more cut q+k+v's 88 rows at 44 (a slice straddling q and k)
+// and gate/up's 100 rows at 50 (a SiLU tail of 2), at 1, 3 and 130 activation rows (two blocks of 64 and a part);
+// bf16, q8 and q4 weights and a mix of them, all with biases.
+TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
+  constexpr int64_t k = 2048;
+  const auto weights = [&](int64_t out, uint32_t seed, WeightFormat format) {
+    LinearWeights w = linear(out, k, seed);
+    if (format == WeightFormat::BF16) return w;
+    LinearWeights quantised = quantize_matrix(w.weight, format, kQuantBlock, "w");
+    quantised.bias = w.bias;
+    return quantised;
+  };
+  const auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), std::size_t(a.nbytes())) == 0;
+  };
+  using F = WeightFormat;
+  const std::vector<std::array<F, 3>> mixes{{F::BF16, F::BF16, F::BF16}, {F::Q8, F::Q8, F::Q8}, {F::Q4, F::Q4, F::Q4},
+                                            {F::Q4, F::BF16, F::Q8}};
+  for (const auto& mix : mixes) {
+    const LinearWeights q = weights(40, 21, mix[0]), kw = weights(24, 22, mix[1]), v = weights(24, 23, mix[2]);
+    const LinearWeights gate = weights(100, 24, mix[0]), up = weights(100, 25, mix[0]);  // one shape (check_projection)
+    for (const int64_t m : {1, 3, 130}) {
+      const Tensor x = test::random_normal({m, k}, 26 + uint32_t(m));
+      std::array<std::vector<Tensor>, 2> out;  // fused, unfused: q, k, v, SwiGLU, up
+      for (int way = 0; way < 2; ++way) {
+        be->set_fusions(way == 0 ? Fusions{} : Fusions::none());
+        auto& o = out[std::size_t(way)];
+        for (const int64_t n : {40, 24, 24, 100, 100}) o.push_back(be->alloc({m, n}));
+        be->project(Projection::of(x, q, kw, v, o[0], o[1], o[2]));
+        be->project(Projection::swiglu(x, gate, up, o[3], o[4]));
+      }
+      for (std::size_t i = 0; i < 4; ++i)
+        EXPECT_TRUE(same_bits(out[0][i], out[1][i])) << "output " << i << ", " << m << " rows, formats "
+                                                     << format_traits(mix[0]).name << "/" << format_traits(mix[1]).name
+                                                     << "/" << format_traits(mix[2]).name;
+    }
+  }
+  be->set_fusions({});
 }
 
 TEST_F(Projections, ShapesThatDoNotFitAreNamed) {

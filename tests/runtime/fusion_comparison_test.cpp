@@ -111,9 +111,14 @@ FusionComparison expect_fused_matches_unfused(Engine& engine, double max_relativ
 
 TEST(FusionComparison, FusedCpuPathEqualsTheUnfusedReference) {
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});
-  // Same float operations in the same order on the CPU, which has a kernel for add+rms_norm only: the others were
-  // once listed as compared and "exact" while both ways ran the same code.
-  expect_fused_matches_unfused(*engine, 0.0, {"add+rms_norm"});
+  // Same float operations in the same order on the CPU, which has kernels for add+rms_norm, q+k+v and SwiGLU only:
+  // the others were once listed as compared and "exact" while both ways ran the same code.
+  const FusionComparison c = expect_fused_matches_unfused(*engine, 0.0, {"add+rms_norm", "linear q+k+v", "linear+swiglu"});
+  EXPECT_TRUE(ran(c.fused, "linear q+k+v"));
+  EXPECT_TRUE(ran(c.fused, "linear+swiglu"));
+  EXPECT_FALSE(ran(c.unfused, "linear+swiglu"));
+  EXPECT_TRUE(ran(c.unfused, "silu_mul"));
+  EXPECT_FALSE(ran(c.fused, "silu_mul"));
 }
 
 // A stopped comparison says so: its runs have no logits, and empty against empty once read as a perfect match.

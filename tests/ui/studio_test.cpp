@@ -1111,11 +1111,14 @@ private slots:
     QVERIFY2(view->verdict().startsWith("✔"), qPrintable(view->verdict()));
     QVERIFY(view->verdict().contains("identical"));
     QVERIFY(view->verdict().contains("Last decode step"));  // the decode kernels compared too
-    QVERIFY(view->verdict().contains("Each alone: add+rms_norm exact."));  // the CPU's fused ops give the unfused bits
+    // The CPU's fused ops give the unfused bits.
+    QVERIFY2(view->verdict().contains("Each alone: add+rms_norm exact, linear q+k+v exact, linear+swiglu exact."),
+             qPrintable(view->verdict()));
     // Only what the CPU has a kernel for is compared (bug 13: CUDA-only fusions were listed as compared and "exact").
-    QVERIFY2(view->summary().startsWith("Fusions compared (median of 3 runs each way): add+rms_norm."),
+    QVERIFY2(view->summary().startsWith("Fusions compared (median of 3 runs each way): add+rms_norm, linear q+k+v, "
+                                        "linear+swiglu."),
              qPrintable(view->summary()));
-    QVERIFY2(view->summary().contains("no fused kernel for them (it runs the reference either way): linear q+k+v"),
+    QVERIFY2(view->summary().contains("no fused kernel for them (it runs the reference either way): qk_norm+rope+append"),
              qPrintable(view->summary()));
     QVERIFY(view->kernel_rows() > 3);
     for (auto* t : tables) QVERIFY(!t->isHidden());

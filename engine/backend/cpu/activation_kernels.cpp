@@ -1,5 +1,6 @@
 #include "backend/cpu/activation_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/dot_kernels.h"
@@ -24,19 +25,39 @@ QVL_AVX2 inline __m256 gelu_avx2(__m256 x) {  // x / (1 + exp(-2c (x + k x^3)))
   const __m256 z = _mm256_mul_ps(_mm256_set1_ps(-2.0f * kGeluC), _mm256_fmadd_ps(_mm256_set1_ps(kGeluK), x3, x));
   return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(z)));
 }
+// The last values of a range (fewer than 8), zero-padded to a vector: they go through the vector formula too, so
+// every value gets the same bits wherever a call's range starts and ends (the CPU's fused SwiGLU applies it to each
+// thread's slice of a row, and must give the unfused pass's bits).
+struct Tail8 {
+  alignas(32) float a[8] = {}, b[8] = {}, out[8] = {};
+  std::size_t n;
+  Tail8(const float* pa, const float* pb, std::size_t count) : n(count) {
+    std::copy_n(pa, n, a);
+    std::copy_n(pb, n, b);
+  }
+  void store(float* y) const { std::copy_n(out, n, y); }
+};
 QVL_AVX2 void gelu_tanh_avx2(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu_avx2(_mm256_loadu_ps(x + i)));
-  gelu_tanh_generic(x + i, y + i, n - i);
+  if (i < n) {
+    Tail8 tail(x + i, x + i, n - i);
+    _mm256_store_ps(tail.out, gelu_avx2(_mm256_load_ps(tail.a)));
+    tail.store(y + i);
+  }
+}
+QVL_AVX2 inline __m256 silu_mul_vector_avx2(__m256 g, __m256 u) {
+  const __m256 s = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+  return _mm256_mul_ps(s, u);
 }
 QVL_AVX2 void silu_mul_avx2(const float* g, const float* u, float* y, std::size_t n) {
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 gv = _mm256_loadu_ps(g + i);
-    const __m256 s = _mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), gv))));
-    _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, silu_mul_vector_avx2(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+  if (i < n) {
+    Tail8 tail(g + i, u + i, n - i);
+    _mm256_store_ps(tail.out, silu_mul_vector_avx2(_mm256_load_ps(tail.a), _mm256_load_ps(tail.b)));
+    tail.store(y + i);
   }
-  silu_mul_generic(g + i, u + i, y + i, n - i);
 }
 
 // ---- AVX-512 -------------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 // The CPU backend: f32 activations, weights used in their stored type (f32/f16/bf16 straight from the mapped
 // checkpoint; q8/q4 as quantised at load or read from a quantised folder), all cores through the thread pool, SIMD
-// dot products chosen at run time (dot_kernels.h, quant_dot_kernels.h).
+// dot products chosen at run time (cpu_products.h over dot_kernels.h and quant_dot_kernels.h).
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cmath>
 #include <cstring>
@@ -10,9 +11,9 @@
 #include "backend/backend.h"
 #include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/cpu_products.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
-#include "backend/cpu/quant_dot_kernels.h"
 #include "backend/op_costs.h"
 #include "backend/quantize.h"
 #include "core/cancel.h"
@@ -22,9 +23,6 @@
 
 namespace qvl {
 namespace {
-
-// The least work (multiply-adds or elements) worth handing to another thread: waking one costs microseconds.
-constexpr std::size_t kMinChunkWork = 1 << 16;
 
 void expect_f32(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != DType::F32 || t.device() != Device::CPU) fail(op, ": ", what, " must be an f32 CPU tensor");
@@ -58,83 +56,15 @@ public:
   Tensor to_host(const Tensor& t) override { return t; }
 
   void linear(const Tensor& x, const LinearWeights& weights, Tensor& y) override {
-    const Tensor& w = weights.weight;
-    const Tensor* bias = weights.bias_or_null();
     expect_f32(x, "linear", "x");
     expect_f32(y, "linear", "y");
     const int64_t k = last_dim(x), m = rows_of(x), n = weights.rows();
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(x, weights, y); });
-    if (w.rank() != 2 || weights.cols() != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
-      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(w.shape()), " (", n, "x",
+    if (weights.weight.rank() != 2 || weights.cols() != k || y.numel() != m * n)  // y may be [M, N] or [M, heads, head_dim]
+      fail("linear: shapes x ", shape_to_string(x.shape()), " w ", shape_to_string(weights.weight.shape()), " (", n, "x",
            weights.cols(), " ", format_traits(weights.format).name, ") y ", shape_to_string(y.shape()));
-    const float* xp = x.data<float>();
-    float* yp = y.data<float>();
-    const std::vector<float> b = bias ? weight_vector(*bias) : std::vector<float>{};
-    const std::size_t grain = std::max<std::size_t>(4, kMinChunkWork / std::size_t(k * m));
-    const auto add_bias = [&](std::size_t begin, std::size_t end) {
-      if (!b.empty())
-        for (int64_t r = 0; r < m; ++r)
-          for (std::size_t j = begin; j < end; ++j) yp[r * n + int64_t(j)] += b[j];
-    };
-    if (weights.quantised()) return linear_quantised(x, weights, y, grain, add_bias);
-    const auto& kernels = cpu::dot_kernels();
-    const std::size_t row_bytes = std::size_t(format_traits(weights.format).row_bytes(k, 1));
-    const auto* wp = static_cast<const char*>(w.raw());
-    // Split the weight rows across threads: each thread streams its own part of the matrix once and reuses each
-    // tile of weight rows for all M activation rows (a block of 64 rows keeps x in cache while M is large).
-    ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
-      constexpr int64_t kRowBlock = 64;
-      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
-        if (stop_requested(stop_)) return;  // a stopped prefill ends after this block, not the whole product
-        const int64_t rows = std::min(kRowBlock, m - m0);
-        for (std::size_t j = begin; j < end; j += cpu::kDotTileRows)
-          kernels.dot_tile(xp + m0 * k, std::size_t(rows), std::size_t(k), wp + j * row_bytes, row_bytes,
-                           std::min(cpu::kDotTileRows, end - j), w.dtype(), yp + m0 * n + int64_t(j), std::size_t(n));
-      }
-      add_bias(begin, end);
-    });
-  }
-
-  // q8/q4 weights: the activation rows quantised once per block of 32 (quantize.h), then integer dot products.
-  template <typename AddBias>
-  void linear_quantised(const Tensor& x, const LinearWeights& weights, Tensor& y, std::size_t grain, AddBias add_bias) {
-    const int64_t k = last_dim(x), m = rows_of(x), n = weights.rows(), blocks = activation_blocks(k);
-    std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
-    std::vector<float> xs(std::size_t(m * blocks));
-    std::vector<int32_t> sums(std::size_t(m * blocks));
-    const auto& kernels = cpu::quant_dot_kernels();
-    // The rows quantised in chunks of 2^16 values across the threads (AVX2: 0.42 µs a 2,048 row; a prefill of 64 rows
-    // of 6,144 splits six ways, 64 of 2,048 two).
-    ThreadPool::global().parallel_for(std::size_t(m), std::max<std::size_t>(1, kMinChunkWork / std::size_t(k)),
-                                      [&](std::size_t begin, std::size_t end) {
-                                        for (std::size_t r = begin; r < end; ++r)
-                                          kernels.quantize_row(x.data<float>() + int64_t(r) * k, k,
-                                                               xq.data() + int64_t(r) * blocks * kQuantBlock,
-                                                               xs.data() + int64_t(r) * blocks, sums.data() + int64_t(r) * blocks);
-                                      });
-    const auto dot = weights.format == WeightFormat::Q8 ? kernels.q8 : kernels.q4;
-    const auto* values = weights.weight.data<uint8_t>();
-    const auto* scales = weights.scales.data<uint16_t>();
-    const std::size_t row_bytes = std::size_t(weights.weight.dim(1)), groups = std::size_t(weights.scales.dim(1));
-    float* yp = y.data<float>();
-    ThreadPool::global().parallel_for(std::size_t(n), grain, [&](std::size_t begin, std::size_t end) {
-      constexpr int64_t kRowBlock = 64;
-      for (int64_t m0 = 0; m0 < m; m0 += kRowBlock) {
-        if (stop_requested(stop_)) return;
-        for (std::size_t j = begin; j < end; ++j)
-          dot({.x = xq.data() + m0 * blocks * kQuantBlock,
-               .x_scales = xs.data() + m0 * blocks,
-               .x_sums = sums.data() + m0 * blocks,
-               .rows = std::size_t(std::min(kRowBlock, m - m0)),
-               .blocks = std::size_t(blocks),
-               .w = values + j * row_bytes,
-               .w_scales = scales + j * groups,
-               .group_shift = weights.group_shift(),
-               .y = yp + m0 * n + int64_t(j),
-               .y_stride = std::size_t(n)});
-      }
-      add_bias(begin, end);
-    });
+    const cpu::ProductOutput out{&weights, y.data<float>()};
+    cpu::products(x, {&out, 1}, stop_);
   }
 
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& y) override {
@@ -151,10 +81,13 @@ public:
     }, y);
   }
 
-  // The residual add + RMSNorm of a projection's closing norm in one pass over the rows (Fusions::add_rms_norm);
-  // everything else runs as the unfused reference.
+  // Fused where Fusions allow (cpu_products.h): q, k and v as one loop over their rows (qkv_projection), gate/up
+  // with SiLU ⊙ up in each thread's slice (swiglu_projection), and the residual add + RMSNorm of a closing norm in
+  // one pass over the rows (add_rms_norm). The input norm runs first, as in the reference.
   void project(const Projection& p) override {
     check_projection(p);
+    if (p.epilogue == Epilogue::Store && p.count > 1 && fusions_.qkv_projection) return project_together(p);
+    if (p.epilogue == Epilogue::SwiGLU && fusions_.swiglu_projection) return project_swiglu(p);
     if (!fusions_.add_rms_norm || p.epilogue != Epilogue::Residual || p.then_norm.kind != RowNorm::Kind::Rms ||
         p.then_norm.width() != last_dim(*p.residual))
       return project_unfused(*this, p);
@@ -164,6 +97,28 @@ public:
   }
 
 private:
+  void project_together(const Projection& p) {
+    const Tensor& in = unfused_prologue(*this, p);
+    expect_f32(in, "linear", "x");
+    std::array<cpu::ProductOutput, 3> outputs;
+    for (int i = 0; i < p.count; ++i) {
+      expect_f32(*p.outputs[std::size_t(i)], "linear", "y");
+      outputs[std::size_t(i)] = {p.weights[std::size_t(i)], p.outputs[std::size_t(i)]->data<float>()};
+    }
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear_together("linear q+k+v", in, p.weights, p.count); });
+    cpu::products(in, {outputs.data(), std::size_t(p.count)}, stop_);
+  }
+
+  void project_swiglu(const Projection& p) {
+    const Tensor& in = unfused_prologue(*this, p);
+    Tensor &y = *p.outputs[0], &up = *p.outputs[1];  // check_projection: both there
+    expect_f32(in, "linear", "x");
+    expect_f32(y, "linear", "y");
+    expect_f32(up, "linear", "up");
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::linear(in, *p.weights[0], y, "linear+swiglu", 2); });
+    cpu::swiglu_product(in, *p.weights[0], *p.weights[1], y.data<float>(), up.data<float>(), stop_);
+  }
+
   // x += residual, then y = w ⊙ (x / rms(x)), one pass over each row.
   void add_rms_norm(Tensor& x, const Tensor& residual, const Tensor& w, float eps, Tensor& y) {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::add_row_norm("add+rms_norm", x); });
