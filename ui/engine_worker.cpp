@@ -160,7 +160,10 @@ PerfSnapshot EngineWorker::snapshot(quint64 id) const {
   s.request_id = id;
   if (profiler_) {
     const auto now = std::chrono::steady_clock::now();
-    if (now - kernels_at_ >= std::chrono::milliseconds(kKernelTableIntervalMs)) kernels_ = profiler_->summary(), kernels_at_ = now;
+    if (now - kernels_at_ >= std::chrono::milliseconds(kKernelTableIntervalMs)) {
+      kernels_ = profiler_->summary();
+      kernels_at_ = now;
+    }
     s.kernels = kernels_;
   }
   s.memory = engine_->memory_report(true);

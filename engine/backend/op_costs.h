@@ -14,12 +14,15 @@ inline KernelEvent make(std::string name, double bytes, double flops) { return {
 // "linear 2048x6144 bf16 m<=4": weights grouped by shape and type, and by how many rows they multiply: a few rows
 // (decode, memory-bound GEMV) and many (prefill and vision, compute-bound) are different kernels with different
 // rooflines.
+inline std::string product_name(const char* op, int64_t rows, int64_t cols, WeightFormat format, int64_t m) {
+  return std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(cols) + " " +
+         std::string(format_traits(format).name) + (m <= 4 ? " m<=4" : " m>4");
+}
 // `matrices` weight matrices of w's shape read in one pass (2: the fused SwiGLU gate/up projection).
 inline KernelEvent linear(const Tensor& x, const LinearWeights& w, const Tensor& y, const char* op = "linear",
                           int matrices = 1) {
   const int64_t m = y.numel() / std::max<int64_t>(1, w.rows());
-  return make(std::string(op) + " " + std::to_string(w.rows()) + "x" + std::to_string(w.cols()) + " " +
-                  std::string(format_traits(w.format).name) + (m <= 4 ? " m<=4" : " m>4"),
+  return make(product_name(op, w.rows(), w.cols(), w.format, m),
               double(matrices) * double(w.weight.nbytes() + w.scales.nbytes()) + double(x.nbytes() + y.nbytes()),
               2.0 * double(matrices) * double(m) * double(w.rows()) * double(w.cols()));
 }
@@ -35,9 +38,7 @@ inline KernelEvent linear_together(const char* op, const Tensor& x, const std::a
     rows += wi.rows();
     bytes += double(wi.weight.nbytes() + wi.scales.nbytes()) + 4.0 * double(m) * double(wi.rows());
   }
-  return make(std::string(op) + " " + std::to_string(rows) + "x" + std::to_string(k) + " " +
-                  std::string(format_traits(w[0]->format).name) + (m <= 4 ? " m<=4" : " m>4"),
-              bytes, 2.0 * double(m) * double(rows) * double(k));
+  return make(product_name(op, rows, k, w[0]->format, m), bytes, 2.0 * double(m) * double(rows) * double(k));
 }
 inline KernelEvent row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;

@@ -262,12 +262,7 @@ bool CudaBackend::gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm
   }
   if (!cuda::gemv_qkv_fits(f32(in), q, weight_type(wq.dtype()), m, kx, fold_norm)) return false;
   const GpuTimer timer = timed([&] {
-    const int64_t rows = q.n[0] + q.n[1] + q.n[2];
-    double bytes = double(in.nbytes());
-    for (std::size_t i = 0; i < 3; ++i) bytes += double(p.weights[i]->weight.nbytes() + p.outputs[i]->nbytes());
-    return op_cost::make(std::string(fold_norm ? "rms_norm+" : "") + "linear q+k+v " + std::to_string(rows) + "x" +
-                             std::to_string(kx) + " " + std::string(format_traits(p.weights[0]->format).name) + " m<=4",
-                         bytes, 2.0 * double(m) * double(rows) * double(kx));
+    return op_cost::linear_together(fold_norm ? "rms_norm+linear q+k+v" : "linear q+k+v", in, p.weights, 3);
   });
   ctx_.maybe_inject_fault();
   cuda::gemv_qkv(f32(in), q, weight_type(wq.dtype()), some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32,
