@@ -1,5 +1,5 @@
 // Every SIMD variant of the CPU attention kernels this processor runs agrees with the plain C++ one: score tiles
-// (row counts that exercise the two-row blocks), the vectorised exp against std::exp over the softmax range, and
+// (row counts that exercise the two-row blocks), one query's scores against stored keys (head sizes with a tail), the vectorised exp against std::exp over the softmax range, and
 // weighted value rows for head sizes with and without a vector tail.
 #include <gtest/gtest.h>
 
@@ -28,6 +28,14 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
         for (std::size_t r = 0; r < rows; ++r)
           for (std::size_t j = 0; j < kKeyTile; ++j)
             EXPECT_NEAR(got[r * 20 + j], want[r * 20 + j], 1e-5f * std::sqrt(float(d)) * 4) << v->name << " d=" << d;
+      }
+      for (std::size_t n : {1u, 3u, 4u, 7u, 300u}) {  // one query against keys as stored: passes of four and the rest
+        std::vector<float> q(d), keys(n * (d + 5)), want(n), got(n);
+        for (auto& e : q) e = normal(rng);
+        for (auto& e : keys) e = normal(rng);
+        attention_kernels_generic().score_rows(q.data(), keys.data(), n, d + 5, d, want.data());
+        v->score_rows(q.data(), keys.data(), n, d + 5, d, got.data());
+        for (std::size_t t = 0; t < n; ++t) EXPECT_NEAR(got[t], want[t], 1e-5f * std::sqrt(float(d)) * 4) << v->name << " d=" << d << " n=" << n;
       }
       for (std::size_t n : {1u, 15u, 16u, 17u, 300u}) {
         std::vector<float> p(n), rows_v(n * (d + 3)), want(d), got(d);

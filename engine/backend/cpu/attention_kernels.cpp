@@ -1,5 +1,6 @@
 #include "backend/cpu/attention_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/dot_kernels.h"
@@ -15,6 +16,14 @@ void score_tile_generic(const float* q, std::size_t rows, std::size_t d, const f
     for (std::size_t e = 0; e < d; ++e)
       for (std::size_t j = 0; j < kKeyTile; ++j) acc[j] += q[r * d + e] * kt[e * kKeyTile + j];
     for (std::size_t j = 0; j < kKeyTile; ++j) out[r * os + j] = acc[j];
+  }
+}
+
+void score_rows_generic(const float* q, const float* k, std::size_t n, std::size_t ks, std::size_t d, float* out) {
+  for (std::size_t t = 0; t < n; ++t) {
+    float acc = 0;
+    for (std::size_t e = 0; e < d; ++e) acc += q[e] * k[t * ks + e];
+    out[t] = acc;
   }
 }
 
@@ -42,6 +51,27 @@ QVL_AVX2 void score_tile_avx2(const float* q, std::size_t rows, std::size_t d, c
     _mm256_storeu_ps(out + r * os, a0);
     _mm256_storeu_ps(out + r * os + 8, a1);
   }
+}
+
+// Four keys a pass: each query load feeds four FMAs, and four chains hide the FMA latency; one horizontal sum a key.
+QVL_AVX2 void score_rows_avx2(const float* q, const float* k, std::size_t n, std::size_t ks, std::size_t d, float* out) {
+  const std::size_t whole = d / 8 * 8;
+  std::size_t t = 0;
+  for (; t + 4 <= n; t += 4) {
+    const float* k0 = k + t * ks;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (std::size_t e = 0; e < whole; e += 8) {
+      const __m256 qe = _mm256_loadu_ps(q + e);
+      a0 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(k0 + e), a0);
+      a1 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(k0 + ks + e), a1);
+      a2 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(k0 + 2 * ks + e), a2);
+      a3 = _mm256_fmadd_ps(qe, _mm256_loadu_ps(k0 + 3 * ks + e), a3);
+    }
+    out[t] = hsum_avx2(a0), out[t + 1] = hsum_avx2(a1), out[t + 2] = hsum_avx2(a2), out[t + 3] = hsum_avx2(a3);
+    for (std::size_t e = whole; e < d; ++e)
+      for (std::size_t j = 0; j < 4; ++j) out[t + j] += q[e] * k0[j * ks + e];
+  }
+  score_rows_generic(q, k + t * ks, n - t, ks, d, out + t);  // the last keys
 }
 
 QVL_AVX2 float exp_scaled_avx2(float* x, std::size_t n, float scale, float shift) {
@@ -101,6 +131,20 @@ QVL_AVX512 void score_tile_avx512(const float* q, std::size_t rows, std::size_t 
   }
 }
 
+QVL_AVX512 void score_rows_avx512(const float* q, const float* k, std::size_t n, std::size_t ks, std::size_t d, float* out) {
+  for (std::size_t t = 0; t < n; t += 4) {  // four keys a pass (fewer at the end: the missing ones read nothing)
+    const std::size_t keys = std::min<std::size_t>(4, n - t);
+    const float* k0 = k + t * ks;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (std::size_t e = 0; e < d; e += 16) {
+      const __mmask16 m = d - e >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (d - e)) - 1);
+      const __m512 qe = _mm512_maskz_loadu_ps(m, q + e);
+      for (std::size_t j = 0; j < keys; ++j) acc[j] = _mm512_fmadd_ps(qe, _mm512_maskz_loadu_ps(m, k0 + j * ks + e), acc[j]);
+    }
+    for (std::size_t j = 0; j < keys; ++j) out[t + j] = _mm512_reduce_add_ps(acc[j]);
+  }
+}
+
 QVL_AVX512 float exp_scaled_avx512(float* x, std::size_t n, float scale, float shift) {
   const __m512 s = _mm512_set1_ps(scale), b = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
@@ -135,9 +179,9 @@ QVL_AVX512 void weighted_rows_avx512(const float* p, std::size_t n, const float*
   }
 }
 
-const AttentionKernels kGeneric{score_tile_generic, exp_scaled_generic, weighted_rows_generic, "generic"};
-const AttentionKernels kAvx2{score_tile_avx2, exp_scaled_avx2, weighted_rows_avx2, "avx2"};
-const AttentionKernels kAvx512{score_tile_avx512, exp_scaled_avx512, weighted_rows_avx512, "avx512"};
+const AttentionKernels kGeneric{score_tile_generic, score_rows_generic, exp_scaled_generic, weighted_rows_generic, "generic"};
+const AttentionKernels kAvx2{score_tile_avx2, score_rows_avx2, exp_scaled_avx2, weighted_rows_avx2, "avx2"};
+const AttentionKernels kAvx512{score_tile_avx512, score_rows_avx512, exp_scaled_avx512, weighted_rows_avx512, "avx512"};
 
 }  // namespace
 

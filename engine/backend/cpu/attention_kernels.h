@@ -13,6 +13,9 @@ struct AttentionKernels {
   // out[r * out_stride + j] = dot(q + r * d, kt column j) for r < rows, j < kKeyTile; kt holds the tile's keys
   // transposed (d rows of kKeyTile), so each query element is broadcast against 16 keys at once.
   void (*score_tile)(const float* q, std::size_t rows, std::size_t d, const float* kt, float* out, std::size_t out_stride);
+  // out[t] = dot(q, k + t * k_stride) for t < n, over d elements: one query against keys as the cache stores them
+  // (decode: a transposed tile costs more to build than its scores save when a single query reads it).
+  void (*score_rows)(const float* q, const float* k, std::size_t n, std::size_t k_stride, std::size_t d, float* out);
   // x[i] = exp(x[i] * scale - shift) for i < n; returns their sum.
   float (*exp_scaled)(float* x, std::size_t n, float scale, float shift);
   // out[e] = sum over t < n of p[t] * v[t * v_stride + e], for e < d.

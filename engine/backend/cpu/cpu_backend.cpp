@@ -12,6 +12,7 @@
 #include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_products.h"
+#include "backend/cpu/decode_attention.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
@@ -322,6 +323,12 @@ public:
       const auto it = std::upper_bound(mask.bounds.begin(), mask.bounds.end(), i);
       return {*(it - 1), *it};
     };
+    if (s == 1 && mask.block_layout.empty()) {  // a decode step: one query row (decode_attention.h)
+      const auto [first, end] = visible(0);
+      cpu::decode_attention({.q = qp, .k = kp, .v = vp, .heads = hq, .kv_heads = hkv, .d = d, .first_key = first,
+                             .end_key = end, .scale = scale, .out = op, .stop = stop_});
+      return;
+    }
     const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
       std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), scores;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "backend/cpu_features.h"
@@ -13,25 +14,24 @@
 namespace qvl::cpu {
 namespace {
 
-__attribute__((target("avx2"))) double sum_avx2(const float* p, std::size_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  std::size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
-  }
+// The sum of kReadStreams runs of `run` floats each (p, p + run, ...), read side by side.
+__attribute__((target("avx2"))) double sum_avx2(const float* p, std::size_t run) {
+  __m256 acc[kReadStreams];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  for (std::size_t i = 0; i + 8 <= run; i += 8)
+    for (std::size_t r = 0; r < kReadStreams; ++r) acc[r] = _mm256_add_ps(acc[r], _mm256_loadu_ps(p + r * run + i));
   float out[8];
-  _mm256_storeu_ps(out, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (std::size_t r = 1; r < kReadStreams; ++r) acc[0] = _mm256_add_ps(acc[0], acc[r]);
+  _mm256_storeu_ps(out, acc[0]);
   double s = 0;
   for (float v : out) s += v;
   return s;
 }
-double sum_plain(const float* p, std::size_t n) {
-  double s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += p[i];
-  return s;
+double sum_plain(const float* p, std::size_t run) {
+  double s[kReadStreams] = {};
+  for (std::size_t i = 0; i < run; ++i)
+    for (std::size_t r = 0; r < kReadStreams; ++r) s[r] += p[r * run + i];
+  return std::accumulate(s, s + kReadStreams, 0.0);
 }
 
 }  // namespace
@@ -47,7 +47,12 @@ double measure_read_bandwidth(double buffer_gib, int repeats) {
   for (int r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(n, 1 << 16, [&](std::size_t b, std::size_t e) {
-      sink[b * sink.size() / n] += avx2 ? sum_avx2(data + b, e - b) : sum_plain(data + b, e - b);
+      // Windows of kReadStreams runs of kRunBytes, as the products read their rows (cpu_products.cpp).
+      constexpr std::size_t run = kRunBytes / sizeof(float), window = kReadStreams * run;
+      double s = 0;
+      std::size_t i = b;
+      for (; i + window <= e; i += window) s += avx2 ? sum_avx2(data + i, run) : sum_plain(data + i, run);
+      sink[b * sink.size() / n] += s + std::accumulate(data + i, data + e, 0.0);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) best = std::max(best, double(n * sizeof(float)) / s);

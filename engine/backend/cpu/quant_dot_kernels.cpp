@@ -231,7 +231,8 @@ struct Q8Pairs {
   }
 };
 // q4 as stored (w + 8 in 0..15, unsigned: vpdpbusd's unsigned operand as it is); the lanes start at −Σx of their
-// block (kOffset), so a block's eight lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x, exactly in int32.
+// block (kOffset), so a block's eight lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x, exactly in int32. (The blocks
+// past a row's last 8-block step; the steps take q4 four blocks a vector, rows_vnni says how.)
 struct Q4Pairs {
   static constexpr std::size_t kBytes = kBlock / 2;
   static constexpr bool kOffset = true;
@@ -251,21 +252,50 @@ struct Q4Pairs {
 
 // Rows m0 .. m0 + R against the weight row (R = 4 in prefill: each unpacked weight pair serves four rows; R = 1 in
 // decode), two accumulators a row (independent chains).
+//
+// q4 takes its 8-block steps four blocks a vector instead (quads): each 128-bit lane one block's 16 bytes, so one
+// load, one shift and two ands give the low nibbles (values 0..15 of the four blocks) and the high ones (16..31),
+// and two shuffles put the activations' halves in the same lanes; two vpdpbusd leave each block in 4 int32 lanes,
+// which start at −2·Σx of their block (4 · 2 = the offset's 8). 14 instructions for four blocks where the pairs
+// took 22.
 template <typename Pairs, std::size_t R>
 QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
+  constexpr bool kQuads = std::is_same_v<Pairs, Q4Pairs>;
   __m512 acc[R][2];
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_ps();
   std::size_t b = 0;
   for (; b + 8 <= a.blocks; b += 8) {
     const __m256 w_scales = eight_block_scales(a, b, Pairs::kBytes);
     __m512 scales[R];
-    __m512i offsets[R];  // q4: −Σx of each of the 8 blocks, a row
+    __m512i offsets[R];  // q4: −Σx of each of the 8 blocks, a row (quads: −2·Σx)
     for (std::size_t r = 0; r < R; ++r) {
       const std::size_t first = (m0 + r) * a.blocks + b;
       scales[r] = _mm512_zextps256_ps512(_mm256_mul_ps(w_scales, _mm256_loadu_ps(a.x_scales + first)));
-      if constexpr (Pairs::kOffset)
-        offsets[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(
-            _mm256_setzero_si256(), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.x_sums + first))));
+      if constexpr (Pairs::kOffset) {
+        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.x_sums + first));
+        offsets[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), kQuads ? _mm256_slli_epi32(sums, 1) : sums));
+      }
+    }
+    if constexpr (kQuads) {
+      for (int q = 0; q < 2; ++q) {
+        const __m512i raw = _mm512_loadu_si512(a.w + (b + 4 * q) * Pairs::kBytes);
+        const __m512i low = _mm512_and_si512(raw, _mm512_set1_epi8(15));
+        const __m512i high = _mm512_and_si512(_mm512_srli_epi16(raw, 4), _mm512_set1_epi8(15));
+        // 128-bit lane L takes block b + 4q + L's scale and offset.
+        const __m512i pick = _mm512_set_epi32(4 * q + 3, 4 * q + 3, 4 * q + 3, 4 * q + 3, 4 * q + 2, 4 * q + 2, 4 * q + 2,
+                                              4 * q + 2, 4 * q + 1, 4 * q + 1, 4 * q + 1, 4 * q + 1, 4 * q, 4 * q, 4 * q, 4 * q);
+        for (std::size_t r = 0; r < R; ++r) {
+          // The four blocks' 128 activation bytes: lanes [0 lo, 0 hi, 1 lo, 1 hi] and [2 lo, 2 hi, 3 lo, 3 hi].
+          const int8_t* x = a.x + ((m0 + r) * a.blocks + b + 4 * q) * kBlock;
+          const __m512i x01 = _mm512_loadu_si512(x), x23 = _mm512_loadu_si512(x + 2 * kBlock);
+          const __m512i x_low = _mm512_shuffle_i64x2(x01, x23, _MM_SHUFFLE(2, 0, 2, 0));
+          const __m512i x_high = _mm512_shuffle_i64x2(x01, x23, _MM_SHUFFLE(3, 1, 3, 1));
+          __m512i lanes = _mm512_permutexvar_epi32(pick, offsets[r]);
+          lanes = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(lanes, low, x_low), high, x_high);
+          acc[r][q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, scales[r]), _mm512_cvtepi32_ps(lanes), acc[r][q]);
+        }
+      }
+      continue;
     }
     for (int p = 0; p < 4; ++p) {
       const auto w = Pairs::load(a.w, b + 2 * p, true);
@@ -299,9 +329,11 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
   for (std::size_t r = 0; r < R; ++r) a.y[(m0 + r) * a.y_stride] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
 }
 
-// Prefill passes of four rows by VNNI; a lone row (decode) by VNNI for q4 and by the AVX2 loop for q8, as measured on
-// the GPU machine's Xeon (4 threads, 2B shapes, one run each way: q4 decode 23.4 -> 26.7 tokens/s with VNNI, q8
-// 21.8 -> 19.7, a loss not explained yet; prefill of 64 tokens q4 1,495 -> 920 ms, q8 950 -> 822).
+// Prefill passes of four rows by VNNI; a lone row (decode) by VNNI for q4 and by the AVX2 loop for q8. On the GPU
+// machine's Xeon (tools/microbench/cpu_quant_dot.cpp, one thread, k = 2,048, weights in L2; three calls) the q4 quads
+// compute 0.77-1.07 ns a block where the pairs took 1.69-2.15 and AVX2 1.17-1.46: the pairs fell short of one
+// core's share of memory (~10 GB/s), the quads reach 17-24 GB/s. q8 is memory-bound either way (AVX2 1.25-1.6 ns a
+// block, 19-27 GB/s; the VNNI pairs no faster for one row), so its decode keeps the AVX2 loop.
 template <typename Pairs, typename DecodeBlocks>
 QVL_AVX512_VNNI void dot_vnni(const QuantDot& a) {
   require_sums(a, Pairs::kOffset);

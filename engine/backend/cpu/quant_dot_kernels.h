@@ -4,8 +4,8 @@
 // scaled by the weight's and the activation's scales in f32. A decode reads 1.06 (q8) or 0.56 (q4) bytes a weight
 // instead of bf16's 2, and the integer dot of a block is a few instructions (AVX2: maddubs + madd). q4 keeps its
 // stored offset (w + 8, unsigned, straight into maddubs; the 8·Σx it adds taken off in int32), and the one-row loop
-// widens eight blocks' scales at once and takes q4 two blocks a vector. AVX-512 VNNI (vpdpbusd) takes two blocks an instruction
-// where the processor has it. One variant per instruction set, chosen with the dot kernels.
+// widens eight blocks' scales at once and takes q4 two blocks a vector. AVX-512 VNNI (vpdpbusd) takes two q8 blocks
+// or four q4 blocks a vector where the processor has it. One variant per instruction set, chosen with the dot kernels.
 #include <cstddef>
 #include <cstdint>
 

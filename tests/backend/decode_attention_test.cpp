@@ -1,0 +1,52 @@
+// The CPU's one-query attention (a decode step) against softmax(q·k·scale)·v in double: grouped heads (two query
+// heads a kv head), a window of keys that starts past the first, and the keys cut into 1 to 7 chunks (the merge of
+// partial softmaxes, which a 2-core machine's own choice of one chunk would never exercise), including chunks left
+// empty when the span does not divide.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/decode_attention.h"
+
+namespace qvl::cpu {
+namespace {
+
+TEST(DecodeAttention, MatchesTheSoftmaxInDoubleForAnyChunking) {
+  constexpr int64_t heads = 4, kv_heads = 2, d = 72, cache = 700;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> q(heads * d), k(cache * kv_heads * d), v(k.size());
+  for (auto& e : q) e = normal(rng);
+  for (auto& e : k) e = 2.0f * normal(rng);  // wide scores: the chunks' maxima differ
+  for (auto& e : v) e = normal(rng);
+  const float scale = 1.0f / std::sqrt(float(d));
+  for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {0, 700}, {37, 600}, {5, 13}}) {
+    std::vector<double> want(heads * d, 0.0);
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t kvh = h / (heads / kv_heads);
+      std::vector<double> score(std::size_t(end - first));
+      double top = -INFINITY, total = 0;
+      for (int64_t t = first; t < end; ++t) {
+        double s = 0;
+        for (int64_t e = 0; e < d; ++e) s += double(q[h * d + e]) * double(k[(t * kv_heads + kvh) * d + e]);
+        top = std::max(top, score[std::size_t(t - first)] = s * scale);
+      }
+      for (double& s : score) total += s = std::exp(s - top);
+      for (int64_t t = first; t < end; ++t)
+        for (int64_t e = 0; e < d; ++e)
+          want[std::size_t(h * d + e)] += score[std::size_t(t - first)] / total * double(v[(t * kv_heads + kvh) * d + e]);
+    }
+    for (const int64_t chunks : {0, 1, 2, 3, 7}) {
+      std::vector<float> got(heads * d, NAN);
+      decode_attention({.q = q.data(), .k = k.data(), .v = v.data(), .heads = heads, .kv_heads = kv_heads, .d = d,
+                        .first_key = first, .end_key = end, .scale = scale, .out = got.data(), .chunks = chunks});
+      for (std::size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-5) << "keys [" << first << ", " << end << ") in " << chunks << " chunks, element " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace qvl::cpu
