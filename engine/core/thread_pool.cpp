@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 namespace qvl {
 
@@ -62,7 +63,7 @@ void ThreadPool::worker_loop(std::size_t index) {
     }
     seen = chunk.generation;
     if (chunk.task == nullptr) continue;  // this loop needs fewer threads than the pool has
-    if (chunk.begin < chunk.end) (*chunk.task)(chunk.begin, chunk.end);
+    if (chunk.begin < chunk.end) run_chunk(*chunk.task, chunk.begin, chunk.end);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -91,8 +92,26 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) 
     std::lock_guard lock(sleep_mutex_);  // a worker between counting itself and waiting holds it: no lost wake-up
     wake_.notify_all();
   }
-  fn(0, std::min(n, chunk_size));
+  run_chunk(fn, 0, std::min(n, chunk_size));
   while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  if (!failed_.load(std::memory_order_acquire)) return;  // (the usual case: no lock taken)
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(failure_mutex_);
+    failure = std::exchange(failure_, nullptr);
+    failed_.store(false, std::memory_order_relaxed);
+  }
+  std::rethrow_exception(failure);
+}
+
+void ThreadPool::run_chunk(const Task& fn, std::size_t begin, std::size_t end) {
+  try {
+    fn(begin, end);
+  } catch (...) {
+    std::lock_guard lock(failure_mutex_);
+    if (!failure_) failure_ = std::current_exception();
+    failed_.store(true, std::memory_order_release);
+  }
 }
 
 ThreadPool& ThreadPool::global() {

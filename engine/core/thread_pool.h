@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,8 @@ public:
   // Runs fn(begin, end) over chunks of [0, n) of at least `grain` items; returns when all are done. Choose the
   // grain so a chunk is worth a thread (tens of microseconds of work): tiny loops then run on the caller alone.
   // A second caller while a loop runs (another thread, or fn itself) runs its loop alone, on its own thread.
+  // A chunk that throws (on any thread) fails the loop: the first exception is rethrown here once every chunk has
+  // finished.
   void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 
   // The process-wide pool, sized to the machine ($QVL_THREADS overrides).
@@ -47,6 +50,10 @@ private:
   // caller is writing a new one or none is newer than `seen`.
   bool read_chunk(std::size_t index, std::size_t seen, Chunk& chunk) const;
   void worker_loop(std::size_t index);
+  // fn(begin, end), its exception kept in failure_ (the first of the loop's) instead of thrown: out of a worker it
+  // would end the process, and out of the caller's own chunk it would leave the workers running the loop on a stack
+  // frame that is gone.
+  void run_chunk(const Task& fn, std::size_t begin, std::size_t end);
 
   std::vector<std::thread> workers_;
   std::mutex caller_;  // held by the caller whose loop the workers run
@@ -65,6 +72,9 @@ private:
   std::condition_variable wake_;
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  std::mutex failure_mutex_;
+  std::exception_ptr failure_;     // the running loop's first exception
+  std::atomic<bool> failed_{false};  // failure_ is set: the caller takes the mutex only then
 };
 
 }  // namespace qvl

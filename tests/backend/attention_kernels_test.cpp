@@ -1,5 +1,6 @@
 // Every SIMD variant of the CPU attention kernels this processor runs agrees with the plain C++ one: score tiles
-// (row counts that exercise the two-row blocks), one query's scores against stored keys (head sizes with a tail), the vectorised exp against std::exp over the softmax range, and
+// (row counts that exercise the two-row blocks), one query's scores against stored keys (key counts off the
+// passes of four, head sizes off the vector width), the vectorised exp against std::exp over the softmax range, and
 // weighted value rows for head sizes with and without a vector tail.
 #include <gtest/gtest.h>
 
@@ -18,7 +19,7 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
   for (const AttentionKernels* v : {attention_kernels_avx2(), attention_kernels_avx512()}) {
     if (!v) continue;
     ++tested;
-    for (std::size_t d : {8u, 32u, 64u, 72u, 128u}) {
+    for (std::size_t d : {8u, 20u, 32u, 36u, 64u, 72u, 128u}) {
       for (std::size_t rows : {1u, 2u, 5u, 64u}) {
         std::vector<float> q(rows * d), kt(d * kKeyTile), want(rows * 20), got(rows * 20);
         for (auto& e : q) e = normal(rng);

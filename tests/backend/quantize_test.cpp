@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <span>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_products.h"
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/quantize.h"
 #include "core/half.h"
@@ -184,6 +186,31 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
         }
   if (!cpu::quant_dot_kernels_avx2()) std::printf("this processor has no AVX2: only the generic variant was compared\n");
   if (!cpu::quant_dot_kernels_avx512_vnni()) std::printf("this processor has no AVX-512 VNNI: that variant was not compared\n");
+}
+
+// A decode product reads each thread's rows in order or as runs of windows (cpu_products.h, DecodeReadOrder): over a
+// matrix wide enough for several windows and a leftover cut in runs of its own (5,003 rows of 128 or 256 bytes),
+// both orders give every row its own dot, in its own place, with the same bits.
+TEST(QuantDotKernels, ADecodeOverAWideMatrixGivesEveryRowItsDotInEitherReadOrder) {
+  const auto be = make_cpu_backend();
+  const cpu::DecodeReadOrder chosen = cpu::decode_read_order();
+  for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
+    const Tensor x = test::random_normal({1, 256}, 11);
+    const LinearWeights w = quantize_matrix(test::random_normal({5003, 256}, 12), f, 32, "w");
+    const std::vector<double> want = reference(x, w);
+    double scale = 0;
+    for (double v : want) scale = std::max(scale, std::fabs(v));
+    std::vector<Tensor> got;
+    for (const cpu::DecodeReadOrder order : {cpu::DecodeReadOrder::InOrder, cpu::DecodeReadOrder::Runs}) {
+      cpu::set_decode_read_order(order);
+      got.push_back(be->alloc({1, 5003}));
+      be->linear(x, w, got.back());
+      for (std::size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got.back().data<float>()[i], want[i], 2e-6 * scale * 16) << format_traits(f).name << " row " << i;
+    }
+    EXPECT_EQ(std::memcmp(got[0].raw(), got[1].raw(), got[0].nbytes()), 0) << format_traits(f).name;
+  }
+  cpu::set_decode_read_order(chosen);
 }
 
 // Each variant's activation quantiser gives quantize_activation_row's bits: ties rounded to even, a zero block, a

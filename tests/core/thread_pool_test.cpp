@@ -1,8 +1,11 @@
 // The thread pool runs every index of every loop exactly once, whatever mix of loop sizes follows (workers that sit
-// out a small loop must not replay a later one), and a second caller runs its loop on its own thread.
+// out a small loop must not replay a later one), a second caller runs its loop on its own thread, and a chunk's
+// exception reaches the caller.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -35,6 +38,27 @@ TEST(ThreadPool, ConcurrentCallersEachGetTheirWholeLoop) {
   caller();
   other.join();
   EXPECT_EQ(total.load(), 2L * 2000 * 100);
+}
+
+// A chunk that throws, the caller's own or a worker's, fails the loop in the caller, after every other chunk has
+// finished (the workers read the caller's stack), and the pool goes on with the next loop.
+TEST(ThreadPool, AChunkThatThrowsFailsItsLoopOnceEveryChunkHasFinished) {
+  ThreadPool pool(4);
+  for (const std::size_t thrower : {std::size_t(0), std::size_t(3)}) {  // chunk 0 is the caller's, 3 a worker's
+    std::atomic<int> finished{0};
+    EXPECT_THROW(pool.parallel_for(4, 1,
+                                   [&](std::size_t begin, std::size_t end) {
+                                     if (begin == thrower) throw std::runtime_error("chunk failed");
+                                     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                                     finished += int(end - begin);
+                                   }),
+                 std::runtime_error)
+        << "chunk " << thrower;
+    EXPECT_EQ(finished.load(), 3) << "chunk " << thrower;
+  }
+  std::atomic<int> total{0};
+  pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) { total += int(end - begin); });
+  EXPECT_EQ(total.load(), 100);
 }
 
 }  // namespace

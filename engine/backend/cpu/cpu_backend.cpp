@@ -19,7 +19,6 @@
 #include "backend/quantize.h"
 #include "core/cancel.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "core/thread_pool.h"
 
 namespace qvl {
@@ -27,21 +26,6 @@ namespace {
 
 void expect_f32(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != DType::F32 || t.device() != Device::CPU) fail(op, ": ", what, " must be an f32 CPU tensor");
-}
-
-// Reads element i of a norm weight or bias of any float type.
-float weight_at(const Tensor& w, int64_t i) {
-  switch (w.dtype()) {
-    case DType::F32: return w.data<float>()[i];
-    case DType::BF16: return bf16_to_f32(w.data<uint16_t>()[i]);
-    case DType::F16: return f16_to_f32(w.data<uint16_t>()[i]);
-    default: fail("unsupported weight type ", dtype_name(w.dtype()));
-  }
-}
-std::vector<float> weight_vector(const Tensor& w) {
-  std::vector<float> v(std::size_t(w.numel()));
-  for (int64_t i = 0; i < w.numel(); ++i) v[std::size_t(i)] = weight_at(w, i);
-  return v;
 }
 
 class CpuBackend final : public Backend {
@@ -73,7 +57,7 @@ public:
     expect_f32(x, "rms_norm", "x");
     const int64_t d = last_dim(x);
     if (w.numel() != d) fail("rms_norm: weight has ", w.numel(), " elements for rows of ", d);
-    const std::vector<float> wv = weight_vector(w);
+    const std::vector<float> wv = w.to_f32_vector();
     for_rows(x, [&](const float* in, float* out) {
       double sq = 0;
       for (int64_t i = 0; i < d; ++i) sq += double(in[i]) * in[i];
@@ -129,7 +113,7 @@ private:
     if (w.numel() != d || residual.numel() != x.numel())
       fail("add_rms_norm: shapes x ", shape_to_string(x.shape()), " residual ", shape_to_string(residual.shape()),
            " weight ", w.numel());
-    const std::vector<float> wv = weight_vector(w);
+    const std::vector<float> wv = w.to_f32_vector();
     float* xp = x.data<float>();
     const float* rp = residual.data<float>();
     float* yp = y.data<float>();
@@ -154,7 +138,7 @@ public:
     expect_f32(x, "layer_norm", "x");
     const int64_t d = last_dim(x);
     if (w.numel() != d || b.numel() != d) fail("layer_norm: weight/bias size does not match rows of ", d);
-    const std::vector<float> wv = weight_vector(w), bv = weight_vector(b);
+    const std::vector<float> wv = w.to_f32_vector(), bv = b.to_f32_vector();
     for_rows(x, [&](const float* in, float* out) {
       double sum = 0;
       for (int64_t i = 0; i < d; ++i) sum += in[i];

@@ -1,6 +1,7 @@
 #include "backend/cpu/cpu_products.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "backend/cpu/activation_kernels.h"
@@ -17,22 +18,34 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves while they stay in cache
 
-// A decode step reads each weight byte once, so each thread reads its rows as kReadStreams runs at once
-// (memory_bandwidth.h says why): on the GPU machine's Xeon the q4 decode loop (VNNI) went from 31 to 38 GB/s at 4
+// A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as
+// kReadStreams runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4
 // threads and from 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp,
-// one call). Every output element is computed as before: only the order of the rows changes.
+// one call). On the 2-core machine's EPYC the same order cost the q8 output head 25-40% (13.6-18.2 -> 19.0-26.5 ms,
+// three rounds). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed
+// as before either way: only the order of the rows changes. Only the q8/q4 decode products choose; the float formats'
+// tiles and every prefill keep their order.
 //
-// Visits [begin, end) in steps of `step` rows as kReadStreams runs kRunBytes apart: the range cut into windows of
-// kReadStreams x kRunBytes, a step of each run in turn, then whatever the windows left at the end.
+// Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
+// kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
+// leave (all of a slice shorter than one window) cut into kReadStreams runs of its own.
 template <typename Visit>
-void interleaved(std::size_t begin, std::size_t end, std::size_t step, std::size_t row_bytes, Visit&& visit) {
-  const std::size_t part = std::max<std::size_t>(1, kRunBytes / (row_bytes * step)) * step;  // rows of a run
-  std::size_t window = begin;
+void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& visit) {
+  std::size_t part = std::max<std::size_t>(1, kRunBytes / row_bytes), window = begin;  // rows a run
   for (; window + kReadStreams * part <= end; window += kReadStreams * part)
-    for (std::size_t i = 0; i < part; i += step)
-      for (std::size_t r = 0; r < kReadStreams; ++r) visit(window + r * part + i, window + r * part + i + step);
-  if (window < end) visit(window, end);
+    for (std::size_t i = 0; i < part; ++i)
+      for (std::size_t r = 0; r < kReadStreams; ++r) visit(window + r * part + i);
+  part = (end - window + kReadStreams - 1) / kReadStreams;
+  for (std::size_t i = 0; i < part; ++i)
+    for (std::size_t r = 0; r < kReadStreams; ++r)
+      if (window + r * part + i < end) visit(window + r * part + i);
 }
+
+std::atomic<DecodeReadOrder> g_read_order{DecodeReadOrder::Automatic};  // Automatic: not measured yet
+
+// The bytes of weights each of the measurement's four passes reads: enough to leave the caches behind (the Xeon's L3 is
+// 300 MB, but each pass reads rows the others do not), few enough that the one-time cost is a few milliseconds.
+constexpr std::size_t kCalibrationBytes = std::size_t(32) << 20;
 
 // x as the kernels read it: the f32 rows, and for q8/q4 weights the rows quantised per block of 32 (quantize.h),
 // once for every matrix that reads them.
@@ -59,10 +72,11 @@ public:
 
   // Output rows [begin, end) of w for every activation row, into y [m, w.rows()], plus the bias (w's, in f32)
   // when there is one.
+  // `runs`: a decode's q8/q4 rows read as kReadStreams runs (in_runs) instead of in order.
   void rows(const LinearWeights& w, const std::vector<float>& bias, float* y, std::size_t begin, std::size_t end,
-            const std::atomic<bool>* stop) const {
+            const std::atomic<bool>* stop, bool runs) const {
     const int64_t n = w.rows();
-    if (w.quantised()) quantised_rows(w, y, begin, end, stop);
+    if (w.quantised()) quantised_rows(w, y, begin, end, stop, runs && m_ == 1);
     else float_rows(w, y, begin, end, stop);
     if (!bias.empty())
       for (int64_t r = 0; r < m_; ++r)
@@ -78,15 +92,14 @@ private:
     for (int64_t m0 = 0; m0 < m_; m0 += kRowBlock) {
       if (stop_requested(stop)) return;  // a stopped prefill ends after this block, not the whole product
       const int64_t rows = std::min(kRowBlock, m_ - m0);
-      interleaved(begin, end, kDotTileRows, row_bytes, [&](std::size_t from, std::size_t to) {
-        for (std::size_t j = from; j < to; j += kDotTileRows)
-          kernels.dot_tile(x_ + m0 * k_, std::size_t(rows), std::size_t(k_), wp + j * row_bytes, row_bytes,
-                           std::min(kDotTileRows, to - j), w.weight.dtype(), y + m0 * n + int64_t(j), std::size_t(n));
-      });
+      for (std::size_t j = begin; j < end; j += kDotTileRows)
+        kernels.dot_tile(x_ + m0 * k_, std::size_t(rows), std::size_t(k_), wp + j * row_bytes, row_bytes,
+                         std::min(kDotTileRows, end - j), w.weight.dtype(), y + m0 * n + int64_t(j), std::size_t(n));
     }
   }
 
-  void quantised_rows(const LinearWeights& w, float* y, std::size_t begin, std::size_t end, const std::atomic<bool>* stop) const {
+  void quantised_rows(const LinearWeights& w, float* y, std::size_t begin, std::size_t end, const std::atomic<bool>* stop,
+                      bool runs) const {
     const auto& kernels = quant_dot_kernels();
     const auto dot = w.format == WeightFormat::Q8 ? kernels.q8 : kernels.q4;
     const int64_t n = w.rows(), blocks = activation_blocks(k_);
@@ -95,19 +108,20 @@ private:
     const std::size_t row_bytes = std::size_t(w.weight.dim(1)), groups = std::size_t(w.scales.dim(1));
     for (int64_t m0 = 0; m0 < m_; m0 += kRowBlock) {
       if (stop_requested(stop)) return;
-      interleaved(begin, end, 1, row_bytes, [&](std::size_t from, std::size_t to) {
-        for (std::size_t j = from; j < to; ++j)
-          dot({.x = q_.data() + m0 * blocks * kQuantBlock,
-               .x_scales = scales_.data() + m0 * blocks,
-               .x_sums = sums_.data() + m0 * blocks,
-               .rows = std::size_t(std::min(kRowBlock, m_ - m0)),
-               .blocks = std::size_t(blocks),
-               .w = values + j * row_bytes,
-               .w_scales = scales + j * groups,
-               .group_shift = w.group_shift(),
-               .y = y + m0 * n + int64_t(j),
-               .y_stride = std::size_t(n)});
-      });
+      const auto row = [&](std::size_t j) {
+        dot({.x = q_.data() + m0 * blocks * kQuantBlock,
+             .x_scales = scales_.data() + m0 * blocks,
+             .x_sums = sums_.data() + m0 * blocks,
+             .rows = std::size_t(std::min(kRowBlock, m_ - m0)),
+             .blocks = std::size_t(blocks),
+             .w = values + j * row_bytes,
+             .w_scales = scales + j * groups,
+             .group_shift = w.group_shift(),
+             .y = y + m0 * n + int64_t(j),
+             .y_stride = std::size_t(n)});
+      };
+      if (runs) in_runs(begin, end, row_bytes, row);
+      else for (std::size_t j = begin; j < end; ++j) row(j);
     }
   }
 
@@ -132,7 +146,41 @@ std::size_t row_grain(const ProductInput& in) {
   return std::max<std::size_t>(4, kMinChunkWork / std::size_t(std::max<int64_t>(1, in.k() * in.m())));
 }
 
+// Whether this decode product reads its q8/q4 rows in runs. Undecided, a product whose first matrix is q8/q4 and
+// holds 4 x kCalibrationBytes (the output head) settles it: its first four such slices of rows, in order and in runs
+// alternately, each timed over the threads; the faster order is kept for the process. (Its outputs there are
+// written again by the product itself.)
+bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
+  if (in.m() != 1) return false;
+  const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
+  if (known != DecodeReadOrder::Automatic) return known == DecodeReadOrder::Runs;
+  const LinearWeights& w = *first.weights;
+  const std::size_t slice = w.quantised() ? kCalibrationBytes / std::size_t(w.weight.dim(1)) : 0;
+  if (slice == 0 || std::size_t(w.rows()) < 4 * slice) return false;  // too small to tell: in order, still undecided
+  double seconds[2] = {0, 0};  // in order, in runs
+  for (std::size_t pass = 0; pass < 4; ++pass) {
+    const bool runs = pass % 2 == 1;
+    const auto start = std::chrono::steady_clock::now();
+    ThreadPool::global().parallel_for(slice, row_grain(in), [&](std::size_t begin, std::size_t end) {
+      in.rows(w, {}, first.y, pass * slice + begin, pass * slice + end, stop, runs);
+    });
+    seconds[runs] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  if (stop_requested(stop)) return false;  // cut short: not a measurement
+  const DecodeReadOrder faster = seconds[1] < seconds[0] ? DecodeReadOrder::Runs : DecodeReadOrder::InOrder;
+  DecodeReadOrder expected = DecodeReadOrder::Automatic;
+  g_read_order.compare_exchange_strong(expected, faster);  // (a product measuring at the same time may have won)
+  return g_read_order.load() == DecodeReadOrder::Runs;
+}
+
+bool decided_runs(const ProductInput& in) {
+  return in.m() == 1 && g_read_order.load(std::memory_order_relaxed) == DecodeReadOrder::Runs;
+}
+
 }  // namespace
+
+void set_decode_read_order(DecodeReadOrder order) { g_read_order.store(order); }
+DecodeReadOrder decode_read_order() { return g_read_order.load(); }
 
 void products(const Tensor& x, std::span<const ProductOutput> outputs, const std::atomic<bool>* stop) {
   if (rows_of(x) == 0) return;  // (nothing to quantise: the integer loops below would read no rows)
@@ -143,13 +191,14 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
     total += std::size_t(o.weights->rows());
     biases.push_back(bias_of(*o.weights));
   }
+  const bool runs = reads_in_runs(in, outputs[0], stop);
   // One loop over the matrices' rows one after another: a thread's slice may start in one and end in the next.
   ThreadPool::global().parallel_for(total, row_grain(in), [&](std::size_t begin, std::size_t end) {
     std::size_t first = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const std::size_t n = std::size_t(outputs[i].weights->rows());
       const std::size_t from = std::max(begin, first), to = std::min(end, first + n);
-      if (from < to) in.rows(*outputs[i].weights, biases[i], outputs[i].y, from - first, to - first, stop);
+      if (from < to) in.rows(*outputs[i].weights, biases[i], outputs[i].y, from - first, to - first, stop, runs);
       first += n;
     }
   });
@@ -162,9 +211,10 @@ void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeig
   const int64_t n = gate.rows();
   const std::vector<float> gate_bias = bias_of(gate), up_bias = bias_of(up);
   const auto silu_mul = activation_kernels().silu_mul;
+  const bool runs = decided_runs(in);
   ThreadPool::global().parallel_for(std::size_t(n), row_grain(in), [&](std::size_t begin, std::size_t end) {
-    in.rows(gate, gate_bias, y, begin, end, stop);
-    in.rows(up, up_bias, up_product, begin, end, stop);
+    in.rows(gate, gate_bias, y, begin, end, stop, runs);
+    in.rows(up, up_bias, up_product, begin, end, stop, runs);
     if (stop_requested(stop)) return;
     for (int64_t r = 0; r < in.m(); ++r) {
       float* row = y + r * n + int64_t(begin);

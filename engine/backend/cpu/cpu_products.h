@@ -29,4 +29,12 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
 void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeights& up, float* y, float* up_product,
                     const std::atomic<bool>* stop);
 
+// How a q8/q4 decode (one activation row) reads each thread's weight rows: in order, or as kReadStreams runs
+// (memory_bandwidth.h), which drew up to twice the bandwidth on one machine and lost a quarter on another. Automatic:
+// the process measures both on its first large decode product (the output head) and keeps the faster; InOrder or
+// Runs once measured, or when set (tests; comparing the two on a machine). The bits are the same either way.
+enum class DecodeReadOrder { Automatic, InOrder, Runs };
+void set_decode_read_order(DecodeReadOrder order);
+DecodeReadOrder decode_read_order();
+
 }  // namespace qvl::cpu

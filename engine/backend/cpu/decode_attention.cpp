@@ -49,18 +49,20 @@ void decode_attention(const DecodeAttention& a) {
       }
     }
   });
-  // The chunks merged: out = Σ_c e^(m_c − M) · acc_c / Σ_c e^(m_c − M) · total_c, M the largest maximum.
+  // The chunks merged: out = Σ_c e^(m_c − M) · acc_c / Σ_c e^(m_c − M) · total_c, M the largest maximum (an empty
+  // chunk's −∞ weighs 0; no visible key at all gives zeros, as the general loop does).
+  std::vector<float> weight(static_cast<std::size_t>(chunks));
   for (int64_t h = 0; h < a.heads; ++h) {
     const float* m = maxima.data() + h * chunks;
     const float top = *std::max_element(m, m + chunks);
-    float denominator = 0;
-    std::vector<float> weight(static_cast<std::size_t>(chunks));
-    for (int64_t c = 0; c < chunks; ++c) {
-      weight[std::size_t(c)] = m[c] == -INFINITY ? 0.0f : std::exp(m[c] - top);
-      denominator += weight[std::size_t(c)] * totals[std::size_t(h * chunks + c)];
-    }
     float* out = a.out + h * d;
     std::fill_n(out, d, 0.0f);
+    if (top == -INFINITY) continue;
+    float denominator = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      weight[std::size_t(c)] = std::exp(m[c] - top);
+      denominator += weight[std::size_t(c)] * totals[std::size_t(h * chunks + c)];
+    }
     for (int64_t c = 0; c < chunks; ++c) {
       const float w = weight[std::size_t(c)] / denominator;
       const float* acc = partial.data() + std::size_t(h * chunks + c) * std::size_t(d);

@@ -8,8 +8,9 @@ namespace qvl::cpu {
 // 64 KB apart took a plain read at 4 threads from 34-36 to 37-44 GB/s and at 16 from 63-104 to 133-144
 // (tools/microbench/cpu_quant_dot.cpp, one call); the 2B's q4 decode at 16 threads went from 51-55 tokens/s to 64-65.
 // Runs far apart did as well there but lost 5-25% on the 2-core machine's EPYC (more DRAM rows open at once, it
-// seems); 64 KB apart stays within a few rows. The weight products (cpu_products.cpp) and the bandwidth measured for
-// the roofline both read this way.
+// seems); 64 KB apart stays within a few rows, yet still lost ~15% there on the q8 output head. So the q8/q4 decode
+// products (cpu_products.h, DecodeReadOrder) measure both orders once and keep the faster; the bandwidth measured for
+// the roofline reads in runs.
 constexpr std::size_t kReadStreams = 4;
 constexpr std::size_t kRunBytes = 64 << 10;
 

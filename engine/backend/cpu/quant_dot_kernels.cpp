@@ -208,11 +208,11 @@ QVL_AVX2_F16C void dot_avx2(const QuantDot& a) {
 }
 
 // ---- AVX-512 VNNI ---------------------------------------------------------------------------------------------
-// Two blocks a 512-bit vector (int32 lanes 0-7 the first block's, 8-15 the second's), multiplied by vpdpbusd:
-// unsigned by signed bytes, each four products added into an int32 lane in one instruction (AVX2 takes maddubs and
-// madd, through int16). A pass takes 8 blocks: their weight scales widened at once and multiplied by each row's
-// activation scales, each pair's taken by a permute; the block pairs past the last 8 one at a time (a lone block
-// with its second half masked off: masked loads read nothing past the row).
+// vpdpbusd multiplies unsigned by signed bytes and adds each four products into an int32 lane in one instruction
+// (AVX2 takes maddubs and madd, through int16). A pass takes 8 blocks: their weight scales widened at once and
+// multiplied by each row's activation scales, each block's taken by a permute. q8 goes two blocks a 512-bit vector
+// (int32 lanes 0-7 the first block's, 8-15 the second's), q4 four (rows_vnni). The blocks past the last 8 go a pair
+// at a time (a lone block with its second half masked off: masked loads read nothing past the row).
 struct Q8Pairs {
   static constexpr std::size_t kBytes = kBlock;
   static constexpr bool kOffset = false;
@@ -231,8 +231,8 @@ struct Q8Pairs {
   }
 };
 // q4 as stored (w + 8 in 0..15, unsigned: vpdpbusd's unsigned operand as it is); the lanes start at −Σx of their
-// block (kOffset), so a block's eight lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x, exactly in int32. (The blocks
-// past a row's last 8-block step; the steps take q4 four blocks a vector, rows_vnni says how.)
+// block (kOffset), so a block's eight lanes add up to Σ (w + 8)·x − 8·Σx = Σ w·x, exactly in int32. Only the blocks
+// past a row's last 8-block step go in pairs; the steps take four blocks a vector (rows_vnni).
 struct Q4Pairs {
   static constexpr std::size_t kBytes = kBlock / 2;
   static constexpr bool kOffset = true;
@@ -250,14 +250,13 @@ struct Q4Pairs {
   }
 };
 
-// Rows m0 .. m0 + R against the weight row (R = 4 in prefill: each unpacked weight pair serves four rows; R = 1 in
-// decode), two accumulators a row (independent chains).
+// Rows m0 .. m0 + R against the weight row (R = 4 in prefill: each unpacked weight vector serves four rows; R = 1
+// in decode), two accumulators a row (independent chains).
 //
-// q4 takes its 8-block steps four blocks a vector instead (quads): each 128-bit lane one block's 16 bytes, so one
-// load, one shift and two ands give the low nibbles (values 0..15 of the four blocks) and the high ones (16..31),
-// and two shuffles put the activations' halves in the same lanes; two vpdpbusd leave each block in 4 int32 lanes,
-// which start at −2·Σx of their block (4 · 2 = the offset's 8). 14 instructions for four blocks where the pairs
-// took 22.
+// q4 takes its 8-block steps four blocks a vector (quads): each 128-bit lane one block's 16 bytes, so one load, one
+// shift and two ands give the low nibbles (values 0..15 of the four blocks) and the high ones (16..31), and two
+// shuffles put the activations' halves in the same lanes; two vpdpbusd leave each block in 4 int32 lanes, which start
+// at −2·Σx of their block (4 · 2 = the offset's 8). 14 instructions for four blocks where pairs took 22.
 template <typename Pairs, std::size_t R>
 QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
   constexpr bool kQuads = std::is_same_v<Pairs, Q4Pairs>;
@@ -267,16 +266,14 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
   for (; b + 8 <= a.blocks; b += 8) {
     const __m256 w_scales = eight_block_scales(a, b, Pairs::kBytes);
     __m512 scales[R];
-    __m512i offsets[R];  // q4: −Σx of each of the 8 blocks, a row (quads: −2·Σx)
-    for (std::size_t r = 0; r < R; ++r) {
-      const std::size_t first = (m0 + r) * a.blocks + b;
-      scales[r] = _mm512_zextps256_ps512(_mm256_mul_ps(w_scales, _mm256_loadu_ps(a.x_scales + first)));
-      if constexpr (Pairs::kOffset) {
-        const __m256i sums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.x_sums + first));
-        offsets[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), kQuads ? _mm256_slli_epi32(sums, 1) : sums));
-      }
-    }
+    for (std::size_t r = 0; r < R; ++r)
+      scales[r] = _mm512_zextps256_ps512(_mm256_mul_ps(w_scales, _mm256_loadu_ps(a.x_scales + (m0 + r) * a.blocks + b)));
     if constexpr (kQuads) {
+      __m512i offsets[R];  // −2·Σx of each of the 8 blocks, a row
+      for (std::size_t r = 0; r < R; ++r)
+        offsets[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.x_sums + (m0 + r) * a.blocks + b)), 1)));
       for (int q = 0; q < 2; ++q) {
         const __m512i raw = _mm512_loadu_si512(a.w + (b + 4 * q) * Pairs::kBytes);
         const __m512i low = _mm512_and_si512(raw, _mm512_set1_epi8(15));
@@ -295,18 +292,16 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
           acc[r][q] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, scales[r]), _mm512_cvtepi32_ps(lanes), acc[r][q]);
         }
       }
-      continue;
-    }
-    for (int p = 0; p < 4; ++p) {
-      const auto w = Pairs::load(a.w, b + 2 * p, true);
-      const __m512i pick = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
-                                            2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
-      for (std::size_t r = 0; r < R; ++r) {
-        const std::size_t block = (m0 + r) * a.blocks + b + 2 * p;
-        __m512i start = _mm512_setzero_si512();
-        if constexpr (Pairs::kOffset) start = _mm512_permutexvar_epi32(pick, offsets[r]);
-        const __m512i lanes = Pairs::products(w, start, a.x + block * kBlock, true);
-        acc[r][p & 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, scales[r]), _mm512_cvtepi32_ps(lanes), acc[r][p & 1]);
+    } else {
+      for (int p = 0; p < 4; ++p) {
+        const auto w = Pairs::load(a.w, b + 2 * p, true);
+        const __m512i pick = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                              2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p);
+        for (std::size_t r = 0; r < R; ++r) {
+          const std::size_t block = (m0 + r) * a.blocks + b + 2 * p;
+          const __m512i lanes = Pairs::products(w, _mm512_setzero_si512(), a.x + block * kBlock, true);
+          acc[r][p & 1] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick, scales[r]), _mm512_cvtepi32_ps(lanes), acc[r][p & 1]);
+        }
       }
     }
   }
