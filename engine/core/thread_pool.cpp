@@ -11,6 +11,9 @@ namespace qvl {
 
 namespace {
 constexpr auto kSpin = std::chrono::microseconds(200);  // how long an idle worker polls before it sleeps
+// Whether this thread is the caller of a running loop: a chunk of its own that calls parallel_for again runs that
+// loop alone (try_lock on the mutex the thread already holds would be undefined).
+thread_local bool t_running_loop = false;
 }
 
 ThreadPool::ThreadPool(int threads) {
@@ -72,8 +75,12 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) 
   if (n == 0) return;
   const std::size_t max_chunks = std::max<std::size_t>(1, n / std::max<std::size_t>(1, grain));
   const std::size_t chunks = std::min<std::size_t>(std::size_t(size()), max_chunks);
+  if (chunks == 1 || workers_.empty() || t_running_loop) {
+    fn(0, n);
+    return;
+  }
   std::unique_lock caller(caller_, std::try_to_lock);
-  if (chunks == 1 || workers_.empty() || !caller.owns_lock()) {
+  if (!caller.owns_lock()) {
     fn(0, n);
     return;
   }
@@ -92,7 +99,9 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) 
     std::lock_guard lock(sleep_mutex_);  // a worker between counting itself and waiting holds it: no lost wake-up
     wake_.notify_all();
   }
+  t_running_loop = true;
   run_chunk(fn, 0, std::min(n, chunk_size));
+  t_running_loop = false;
   while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
   if (!failed_.load(std::memory_order_acquire)) return;  // (the usual case: no lock taken)
   std::exception_ptr failure;

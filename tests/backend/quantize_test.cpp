@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_products.h"
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/quantize.h"
+#include "core/thread_pool.h"
 #include "core/half.h"
 #include "test_support.h"
 
@@ -189,21 +190,24 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
 }
 
 // A decode product reads each thread's rows in order or as runs of windows (cpu_products.h, DecodeReadOrder): over a
-// matrix wide enough for several windows and a leftover cut in runs of its own (5,003 rows of 128 or 256 bytes),
-// both orders give every row its own dot, in its own place, with the same bits.
+// matrix wide enough for every thread's slice to hold two windows (4 runs of 64 KB: 2,048 rows of 128 bytes for q4,
+// 1,024 of 256 for q8) and a leftover cut in runs of its own, both orders give every row its own dot, in its own
+// place, with the same bits (the reference catches a row missed or written to another's place; one computed twice
+// would pass unseen).
 TEST(QuantDotKernels, ADecodeOverAWideMatrixGivesEveryRowItsDotInEitherReadOrder) {
   const auto be = make_cpu_backend();
   const cpu::DecodeReadOrder chosen = cpu::decode_read_order();
+  const int64_t rows = int64_t(ThreadPool::global().size()) * 4200 + 3;
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
     const Tensor x = test::random_normal({1, 256}, 11);
-    const LinearWeights w = quantize_matrix(test::random_normal({5003, 256}, 12), f, 32, "w");
+    const LinearWeights w = quantize_matrix(test::random_normal({rows, 256}, 12), f, 32, "w");
     const std::vector<double> want = reference(x, w);
     double scale = 0;
     for (double v : want) scale = std::max(scale, std::fabs(v));
     std::vector<Tensor> got;
     for (const cpu::DecodeReadOrder order : {cpu::DecodeReadOrder::InOrder, cpu::DecodeReadOrder::Runs}) {
       cpu::set_decode_read_order(order);
-      got.push_back(be->alloc({1, 5003}));
+      got.push_back(be->alloc({1, rows}));
       be->linear(x, w, got.back());
       for (std::size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(got.back().data<float>()[i], want[i], 2e-6 * scale * 16) << format_traits(f).name << " row " << i;

@@ -27,6 +27,16 @@ TEST(ThreadPool, RunsEveryIndexExactlyOnceAcrossLoopsOfMixedSizes) {
   }
 }
 
+// A chunk that starts a loop of its own, on the caller's thread or a worker's, runs that loop alone and whole.
+TEST(ThreadPool, ALoopInsideAChunkRunsWhole) {
+  ThreadPool pool(4);
+  std::atomic<long> inner{0};
+  pool.parallel_for(4, 1, [&](std::size_t, std::size_t) {
+    pool.parallel_for(50, 1, [&](std::size_t begin, std::size_t end) { inner += long(end - begin); });
+  });
+  EXPECT_EQ(inner.load(), 4L * 50);
+}
+
 TEST(ThreadPool, ConcurrentCallersEachGetTheirWholeLoop) {
   ThreadPool pool(4);
   std::atomic<long> total{0};

@@ -21,8 +21,8 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as
 // kReadStreams runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4
 // threads and from 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp,
-// one call). On the 2-core machine's EPYC the same order cost the q8 output head 25-40% (13.6-18.2 -> 19.0-26.5 ms,
-// three rounds). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed
+// one call). On the 2-core machine's EPYC the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms,
+// both forced in one process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed
 // as before either way: only the order of the rows changes. Only the q8/q4 decode products choose; the float formats'
 // tiles and every prefill keep their order.
 //
@@ -42,9 +42,10 @@ void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& 
 }
 
 std::atomic<DecodeReadOrder> g_read_order{DecodeReadOrder::Automatic};  // Automatic: not measured yet
+std::atomic<const void*> g_first_read{nullptr};  // the large matrix a one-row product has read once
 
-// The bytes of weights each of the measurement's four passes reads: enough to leave the caches behind (the Xeon's L3 is
-// 300 MB, but each pass reads rows the others do not), few enough that the one-time cost is a few milliseconds.
+// The bytes of weights each of the measurement's four passes reads: each pass reads rows the others do not (the
+// Xeon's L3, as its VM reports it, is 300 MiB), and the one-time cost stays a few milliseconds.
 constexpr std::size_t kCalibrationBytes = std::size_t(32) << 20;
 
 // x as the kernels read it: the f32 rows, and for q8/q4 weights the rows quantised per block of 32 (quantize.h),
@@ -146,10 +147,13 @@ std::size_t row_grain(const ProductInput& in) {
   return std::max<std::size_t>(4, kMinChunkWork / std::size_t(std::max<int64_t>(1, in.k() * in.m())));
 }
 
-// Whether this decode product reads its q8/q4 rows in runs. Undecided, a product whose first matrix is q8/q4 and
-// holds 4 x kCalibrationBytes (the output head) settles it: its first four such slices of rows, in order and in runs
-// alternately, each timed over the threads; the faster order is kept for the process. (Its outputs there are
-// written again by the product itself.)
+// Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first
+// matrix is q8/q4 and holds 4 x kCalibrationBytes (the output head: by then its pages are in memory, not page faults
+// of a mapped folder, and the first token is out) settles it: four such slices of rows, in order, in runs, in runs,
+// in order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows'
+// outputs are written again by the product itself.) A model whose head is not q8/q4 never measures: its products
+// keep their order. A caller whose loop runs alone (another one holds the pool) measures one thread; whichever
+// measurement finishes first decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
@@ -157,11 +161,14 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   const LinearWeights& w = *first.weights;
   const std::size_t slice = w.quantised() ? kCalibrationBytes / std::size_t(w.weight.dim(1)) : 0;
   if (slice == 0 || std::size_t(w.rows()) < 4 * slice) return false;  // too small to tell: in order, still undecided
+  if (g_first_read.exchange(w.weight.raw()) != w.weight.raw()) return false;  // its first read: in order
+  auto& pool = ThreadPool::global();
+  pool.parallel_for(std::size_t(pool.size()), 1, [](std::size_t, std::size_t) {});  // the workers awake
   double seconds[2] = {0, 0};  // in order, in runs
   for (std::size_t pass = 0; pass < 4; ++pass) {
-    const bool runs = pass % 2 == 1;
+    const bool runs = pass == 1 || pass == 2;
     const auto start = std::chrono::steady_clock::now();
-    ThreadPool::global().parallel_for(slice, row_grain(in), [&](std::size_t begin, std::size_t end) {
+    pool.parallel_for(slice, row_grain(in), [&](std::size_t begin, std::size_t end) {
       in.rows(w, {}, first.y, pass * slice + begin, pass * slice + end, stop, runs);
     });
     seconds[runs] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -169,7 +176,7 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   if (stop_requested(stop)) return false;  // cut short: not a measurement
   const DecodeReadOrder faster = seconds[1] < seconds[0] ? DecodeReadOrder::Runs : DecodeReadOrder::InOrder;
   DecodeReadOrder expected = DecodeReadOrder::Automatic;
-  g_read_order.compare_exchange_strong(expected, faster);  // (a product measuring at the same time may have won)
+  g_read_order.compare_exchange_strong(expected, faster);
   return g_read_order.load() == DecodeReadOrder::Runs;
 }
 

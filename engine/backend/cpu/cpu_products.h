@@ -30,9 +30,10 @@ void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeig
                     const std::atomic<bool>* stop);
 
 // How a q8/q4 decode (one activation row) reads each thread's weight rows: in order, or as kReadStreams runs
-// (memory_bandwidth.h), which drew up to twice the bandwidth on one machine and lost a quarter on another. Automatic:
-// the process measures both on its first large decode product (the output head) and keeps the faster; InOrder or
-// Runs once measured, or when set (tests; comparing the two on a machine). The bits are the same either way.
+// (memory_bandwidth.h), which drew up to twice the bandwidth on the GPU machine's Xeon and lost ~15% on this
+// project's 2-core EPYC. Automatic: the process measures both on a q8/q4 output head's second one-row product and
+// keeps the faster (a model with a float head never measures and keeps the order); InOrder or Runs once measured, or
+// when set (tests; comparing the two on a machine). The bits are the same either way.
 enum class DecodeReadOrder { Automatic, InOrder, Runs };
 void set_decode_read_order(DecodeReadOrder order);
 DecodeReadOrder decode_read_order();

@@ -47,7 +47,8 @@ double measure_read_bandwidth(double buffer_gib, int repeats) {
   for (int r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.parallel_for(n, 1 << 16, [&](std::size_t b, std::size_t e) {
-      // Windows of kReadStreams runs of kRunBytes, as the products read their rows (cpu_products.cpp).
+      // Windows of kReadStreams runs of kRunBytes, as a decode's products read their rows where that is faster
+      // (cpu_products.h): what the memory can give, not what a single run draws.
       constexpr std::size_t run = kRunBytes / sizeof(float), window = kReadStreams * run;
       double s = 0;
       std::size_t i = b;
