@@ -73,11 +73,11 @@ public:
 
   // Output rows [begin, end) of w for every activation row, into y [m, w.rows()], plus the bias (w's, in f32)
   // when there is one.
-  // `runs`: a decode's q8/q4 rows read as kReadStreams runs (in_runs) instead of in order.
+  // `runs` (one activation row only): q8/q4 rows read as kReadStreams runs (in_runs) instead of in order.
   void rows(const LinearWeights& w, const std::vector<float>& bias, float* y, std::size_t begin, std::size_t end,
             const std::atomic<bool>* stop, bool runs) const {
     const int64_t n = w.rows();
-    if (w.quantised()) quantised_rows(w, y, begin, end, stop, runs && m_ == 1);
+    if (w.quantised()) quantised_rows(w, y, begin, end, stop, runs);
     else float_rows(w, y, begin, end, stop);
     if (!bias.empty())
       for (int64_t r = 0; r < m_; ++r)

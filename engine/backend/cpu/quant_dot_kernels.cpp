@@ -326,8 +326,8 @@ QVL_AVX512_VNNI void rows_vnni(const QuantDot& a, std::size_t m0) {
 
 // Prefill passes of four rows by VNNI; a lone row (decode) by VNNI for q4 and by the AVX2 loop for q8. On the GPU
 // machine's Xeon (tools/microbench/cpu_quant_dot.cpp, one thread, k = 2,048, weights in L2; three calls) the q4 quads
-// compute 0.77-1.07 ns a block where the pairs took 1.69-2.15 and AVX2 1.17-1.46: the pairs fell short of one
-// core's share of memory (~10 GB/s), the quads reach 17-24 GB/s. q8 is memory-bound either way (AVX2 1.25-1.6 ns a
+// compute 0.81-1.07 ns a block where the pairs took 1.69-2.15 and AVX2 1.17-1.46: the pairs fell short of one
+// core's share of memory (~10 GB/s), the quads reach 17-22 GB/s. q8 is memory-bound either way (AVX2 1.25-1.8 ns a
 // block, 19-27 GB/s; the VNNI pairs no faster for one row), so its decode keeps the AVX2 loop.
 template <typename Pairs, typename DecodeBlocks>
 QVL_AVX512_VNNI void dot_vnni(const QuantDot& a) {
