@@ -16,6 +16,21 @@ __global__ void narrow_kernel(const float* x, void* out, WeightType type, int64_
     store_activation(out, type, i, x[i]);
 }
 
+// Four values a thread (16 bytes in, 8 out), the type a template parameter and the index 32-bit: the loop above, a
+// 64-bit index and a type switch an element, took 4.75 us for a 784 x 1024 activation on an H100 (CUPTI), about
+// 1 TB/s for its 4.8 MB. The same conversions, so the same bits.
+template <WeightType kType> __device__ __forceinline__ uint32_t narrowed(float v) {
+  if constexpr (kType == WeightType::F16) return __half_as_ushort(__float2half_rn(v));
+  else return round_to_bf16(v);
+}
+
+template <WeightType kType> __global__ void narrow4_kernel(const float4* x, uint2* out, int quads) {
+  for (int i = int(blockIdx.x * blockDim.x + threadIdx.x); i < quads; i += int(gridDim.x * blockDim.x)) {
+    const float4 v = x[i];
+    out[i] = make_uint2(narrowed<kType>(v.x) | narrowed<kType>(v.y) << 16, narrowed<kType>(v.z) | narrowed<kType>(v.w) << 16);
+  }
+}
+
 __device__ __forceinline__ float plus(float y, float bias) { return y + bias; }
 
 __global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
@@ -39,7 +54,17 @@ bool by_four(const float* y, int64_t rows, int64_t cols) {
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   if (type == WeightType::F32) throw std::runtime_error("narrow_f32: the target must be a 16-bit type");
-  narrow_kernel<<<blocks_for(count), 256, 0, stream>>>(x, out, type, count);
+  const bool four = count % 4 == 0 && count / 4 < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+                    reinterpret_cast<uintptr_t>(out) % 8 == 0;
+  if (!four) {
+    narrow_kernel<<<blocks_for(count), 256, 0, stream>>>(x, out, type, count);
+  } else if (type == WeightType::F16) {
+    narrow4_kernel<WeightType::F16><<<blocks_for(count / 4), 256, 0, stream>>>(
+        reinterpret_cast<const float4*>(x), static_cast<uint2*>(out), int(count / 4));
+  } else {
+    narrow4_kernel<WeightType::BF16><<<blocks_for(count / 4), 256, 0, stream>>>(
+        reinterpret_cast<const float4*>(x), static_cast<uint2*>(out), int(count / 4));
+  }
   CUDA_CHECK_LAUNCH();
 }
 

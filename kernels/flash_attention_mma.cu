@@ -3,8 +3,9 @@
 // and 43% of a 448x448 vision encode; an H100's f16 tensor cores (mma.sync m16n8k16, f32 accumulate) peak at ~990
 // dense TFLOP/s against ~67 for f32 on CUDA cores.
 //
-// A block of 8 warps takes 128 queries of one head; each warp owns 16 query rows and keeps them in registers as
-// A fragments (q·scale·log2 e, f16) for the whole key loop. Per tile of 64 keys the block stages K and V in shared
+// A block of 8 warps takes 128 queries of one head (4 warps and 64 queries for small causal grids: see launch);
+// each warp owns 16 query rows and keeps them in registers as A fragments (q·scale·log2 e, f16) for the whole key
+// loop. Per tile of 64 keys the block stages K and V in shared
 // memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
 // warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
 // row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
@@ -18,6 +19,13 @@
 // each tile was loaded, converted and stored by every thread with nothing to overlap the loads: on an H200, 512
 // causal queries took 51 us a layer, ~6 us a tile against ~1 us of tensor-core work. Shared memory (dynamic):
 // f16 tiles 2 x 64 x (D + 8) x 2 B, raw 2 x 64 x D x (2 or 4) B: 66 KB at D = 128 from a bf16 cache.
+//
+// Instructions a tile: the vision launch (784 patches, d = 64) issued 14.8 M warp instructions, ~1,270 a warp a tile
+// against 64 mma and 32 ldmatrix, at 0.44 a cycle a scheduler (Nsight Compute, H100/H200). The SASS showed where:
+// the mask's 64-bit key tests, evaluated predicated on every tile (~370), exp2f's range handling (~100), and the
+// tile copies' 64-bit index arithmetic (~27 instructions a 16-byte copy). With 32-bit column tests only where a
+// row sees part of a tile, ex2.approx and 32-bit tile indices: 7.6 M instructions, 48.3 -> 33.2 us for that
+// launch (H100, events).
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -31,10 +39,6 @@
 namespace qvl::cuda {
 namespace {
 
-// 8 warps (128 queries) a block: each staged K/V tile serves more queries. Measured on an H100 with 1/2/4/8 warps:
-// causal 512 queries x 16 heads, d = 128: 139/89/60/51 us; 784 vision patches, d = 64: 98/65/49/44 us (fewer,
-// fuller blocks beat more blocks here: the staging, not the occupancy, was the cost).
-constexpr int kWarps = 8, kQueries = 16 * kWarps;
 constexpr int kKeys = kFlashLayoutBlock;  // a key tile is one block of a block-sparse layout
 
 // The device helpers exist only where the kernel has a body (the host pass and SM80+).
@@ -91,28 +95,42 @@ __device__ __forceinline__ void copy_async_wait_all() {
 #endif
 }
 
-// Starts copying rows [t0, t0 + 64) of k or v (row stride hkv·D, as stored) into `raw` ([64][D]); rows at or past
-// `end` become zeros.
-template <int D, typename KV>
-__device__ __forceinline__ void fetch_tile(const KV* __restrict__ src, KV* raw, int64_t t0, int64_t end, int64_t hkv,
-                                           int64_t kvh) {
-  constexpr int kChunk = 16 / sizeof(KV), kChunks = D / kChunk;  // 16-byte pieces a row
-  for (int e = threadIdx.x; e < kKeys * kChunks; e += kWarps * 32) {
-    const int r = e / kChunks, c = (e % kChunks) * kChunk;
-    const int64_t t = t0 + r;
-    const bool inside = t < end;
-    copy_async_16(raw + r * D + c, src + ((inside ? t : t0) * hkv + kvh) * D + c, inside ? 16 : 0);
+// Starts copying a tile's rows as stored into `raw` ([64][D]): `src` is the tile's first row of this kv head, rows
+// `row_stride` elements apart, and rows from `rows` on become zeros. The indices are 32-bit and unsigned, and the
+// loop has a fixed trip count: with 64-bit signed ones the address arithmetic took ~27 instructions a 16-byte copy
+// (SASS, D = 64 f32), more than the copies and the tile's widening together.
+template <int D, int kThreads, typename KV>
+__device__ __forceinline__ void fetch_tile(const KV* __restrict__ src, KV* raw, int rows, unsigned row_stride) {
+  constexpr unsigned kChunk = 16 / sizeof(KV), kChunks = D / kChunk, kCount = kKeys * kChunks;  // 16-byte pieces
+#pragma unroll
+  for (unsigned i = 0; i < (kCount + kThreads - 1) / kThreads; ++i) {
+    const unsigned e = threadIdx.x + i * kThreads, r = e / kChunks, c = (e % kChunks) * kChunk;
+    if (kCount % kThreads != 0 && e >= kCount) break;
+    const bool inside = int(r) < rows;
+    copy_async_16(raw + r * D + c, src + (inside ? r * row_stride + c : c), inside ? 16 : 0);
   }
 }
 
 // The raw tile widened into the f16 tile the fragments read ([64][D + 8]), rounded as the products' inputs are.
-template <int D, typename KV> __device__ __forceinline__ void widen_tile(const KV* raw, __half* dst) {
-  constexpr int kStride = D + 8;
-  for (int e = threadIdx.x; e < kKeys * D / 4; e += kWarps * 32) {
-    const int r = e / (D / 4), c = (e % (D / 4)) * 4;
+template <int D, int kThreads, typename KV> __device__ __forceinline__ void widen_tile(const KV* raw, __half* dst) {
+  constexpr unsigned kStride = D + 8, kCount = kKeys * D / 4;
+#pragma unroll
+  for (unsigned i = 0; i < (kCount + kThreads - 1) / kThreads; ++i) {
+    const unsigned e = threadIdx.x + i * kThreads, r = e / (D / 4), c = (e % (D / 4)) * 4;
+    if (kCount % kThreads != 0 && e >= kCount) break;
     const float4 x = load_kv4(raw + r * D + c);
     *reinterpret_cast<uint2*>(dst + r * kStride + c) = make_uint2(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
   }
+}
+
+// 2^x on the special-function unit alone. exp2f adds a range check and two multiplies around it for results below
+// 2^-126, which the softmax's f16 probabilities flush to zero anyway; -inf still gives 0.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y = 0.0f;
+#ifdef __CUDA_ARCH__
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+#endif
+  return y;
 }
 #endif
 
@@ -121,7 +139,7 @@ template <int D, typename KV> constexpr int shared_bytes() {
   return 2 * kKeys * (D + 8) * 2 + 2 * kKeys * D * int(sizeof(KV));
 }
 
-template <int D, typename KV>
+template <int D, typename KV, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32)
     flash_attention_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
                                float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int64_t kv_len, bool causal,
@@ -129,6 +147,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                                const int64_t* __restrict__ layout, int64_t layout_side) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
+  constexpr int kQueries = 16 * kWarps, kThreads = 32 * kWarps;
   extern __shared__ __align__(16) unsigned char shared[];
   __half* ks = reinterpret_cast<__half*>(shared);
   __half* vs = ks + kKeys * kStride;
@@ -193,24 +212,25 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     return t0;
   };
-  int64_t t0 = next_tile(first);
-  if (t0 < end) {
-    fetch_tile<D>(k, raw_k, t0, end, hkv, kvh);
-    fetch_tile<D>(v, raw_v, t0, end, hkv, kvh);
+  // Tile t0's first row of this kv head, and how many of its rows exist (the same offsets in k and v).
+  const unsigned row_stride = unsigned(hkv * D);
+  const auto fetch = [&](int64_t t0) {
+    const int64_t offset = (t0 * hkv + kvh) * D;
+    const int rows = int(min(int64_t(kKeys), end - t0));
+    fetch_tile<D, kThreads>(k + offset, raw_k, rows, row_stride);
+    fetch_tile<D, kThreads>(v + offset, raw_v, rows, row_stride);
     copy_async_commit();
-  }
+  };
+  int64_t t0 = next_tile(first);
+  if (t0 < end) fetch(t0);
   for (int64_t next; t0 < end; t0 = next) {
     copy_async_wait_all();
     __syncthreads();  // this tile's raw rows are in, and everyone is done with the previous f16 tiles
-    widen_tile<D>(raw_k, ks);
-    widen_tile<D>(raw_v, vs);
+    widen_tile<D, kThreads>(raw_k, ks);
+    widen_tile<D, kThreads>(raw_v, vs);
     __syncthreads();  // the f16 tiles are ready and the raw buffer is free
     next = next_tile(t0 + kKeys);
-    if (next < end) {  // in flight while this tile's math runs
-      fetch_tile<D>(k, raw_k, next, end, hkv, kvh);
-      fetch_tile<D>(v, raw_v, next, end, hkv, kvh);
-      copy_async_commit();
-    }
+    if (next < end) fetch(next);  // in flight while this tile's math runs
     if (t0 >= warp_hi || t0 + kKeys <= warp_lo) continue;  // none of this warp's rows sees this tile
 
     float score[kScoreTiles][4];
@@ -233,20 +253,31 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
     // Mask (where some row of the warp sees only part of the tile), then the online softmax per row (element j of
-    // a score tile is row g for j < 2, row g + 8 after).
-    const bool row_sees[2] = {!allowed[0] || allowed[0][t0 / kKeys], !allowed[1] || allowed[1][t0 / kKeys]};
-    const bool whole_tile = t0 >= max(lo[0], lo[1]) && t0 + kKeys <= min(hi[0], hi[1]) && row_sees[0] && row_sees[1];
-    const bool masked = !__all_sync(0xffffffffu, whole_tile);
+    // a score tile is row g for j < 2, row g + 8 after). Each row sees the tile's columns [first_col, end_col):
+    // 32-bit column tests, and none on a tile every row of the warp sees whole (the 64-bit key tests, evaluated
+    // predicated on every tile, were ~370 of the ~825 instructions of a warp's tile at D = 64).
+    int first_col[2], end_col[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const bool sees = !allowed[r] || allowed[r][t0 / kKeys];
+      first_col[r] = int(min(int64_t(kKeys), max(int64_t(0), lo[r] - t0)));
+      end_col[r] = sees ? int(min(int64_t(kKeys), max(int64_t(first_col[r]), hi[r] - t0))) : first_col[r];
+    }
+    const bool whole_tile = first_col[0] == 0 && first_col[1] == 0 && end_col[0] == kKeys && end_col[1] == kKeys;
+    if (!__all_sync(0xffffffffu, whole_tile)) {
+#pragma unroll
+      for (int n = 0; n < kScoreTiles; ++n)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int r = j / 2, col = n * 8 + 2 * t4 + (j % 2);
+          if (unsigned(col - first_col[r]) >= unsigned(end_col[r] - first_col[r])) score[n][j] = -INFINITY;
+        }
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int r = j / 2;
-        const int64_t t = t0 + n * 8 + 2 * t4 + (j % 2);
-        if (masked && (t < lo[r] || t >= hi[r] || !row_sees[r])) score[n][j] = -INFINITY;
-        tile_max[r] = fmaxf(tile_max[r], score[n][j]);
-      }
+      for (int j = 0; j < 4; ++j) tile_max[j / 2] = fmaxf(tile_max[j / 2], score[n][j]);
     float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -255,13 +286,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
       const float next = fmaxf(best[r], tile_max[r]);
       const float base = next == -INFINITY ? 0.0f : next;  // a row that has seen nothing yet stays at 0
-      correction[r] = exp2f(best[r] - base);
+      correction[r] = fast_exp2(best[r] - base);
       best[r] = next;
       total[r] *= correction[r];
 #pragma unroll
       for (int n = 0; n < kScoreTiles; ++n) {
-        score[n][2 * r] = exp2f(score[n][2 * r] - base);
-        score[n][2 * r + 1] = exp2f(score[n][2 * r + 1] - base);
+        score[n][2 * r] = fast_exp2(score[n][2 * r] - base);
+        score[n][2 * r + 1] = fast_exp2(score[n][2 * r + 1] - base);
         total[r] += score[n][2 * r] + score[n][2 * r + 1];
       }
     }
@@ -303,24 +334,38 @@ __global__ void __launch_bounds__(kWarps * 32)
 #endif
 }
 
-template <int D> void launch(const AttentionArgs& a, cudaStream_t stream) {
+template <int D, int kWarps> void launch_with(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr int kQueries = 16 * kWarps;
   const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
+    const auto kernel = flash_attention_mma_kernel<D, KV, kWarps>;
     constexpr int bytes = shared_bytes<D, KV>();  // past the 48 KB a block gets without asking, once a device
     static std::atomic<uint64_t> opted_in{0};      // bit i: device i (devices past 63 ask every launch)
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
     if (!bit || !(opted_in.load() & bit)) {
-      CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma_kernel<D, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+      CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       opted_in.fetch_or(bit);
     }
-    flash_attention_mma_kernel<D, KV><<<grid, kWarps * 32, bytes, stream>>>(
-        a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out, a.s, a.hq, a.hkv, a.kv_len, a.causal,
-        a.past, a.bounds, a.segments, a.scale, a.layout, a.layout_side);
+    kernel<<<grid, kWarps * 32, bytes, stream>>>(a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out,
+                                                  a.s, a.hq, a.hkv, a.kv_len, a.causal, a.past, a.bounds, a.segments,
+                                                  a.scale, a.layout, a.layout_side);
     CUDA_CHECK_LAUNCH();
   });
+}
+
+// 8 warps (128 queries) a block, each staged K/V tile serving more queries; 4 for a causal grid that would leave SMs
+// idle at 8. Measured on an H100 (2B shapes, each kernel timed with events, two rounds): a 448² picture's 784
+// patches x 16 heads (d = 64, 112 blocks of 8 warps) 33.0-33.4 us at 8 warps, 39.1-39.5 at 4; causal 512 queries
+// (64 blocks of 8) 29.3-29.4 at 8, 27.3-27.8 at 4; causal 237 queries 17.2-17.7 at 8, 16.4-16.5 at 4. Causal
+// blocks do unequal work (the last query block reads every tile, the first one), so smaller blocks even it out;
+// a bidirectional grid's blocks are all alike, and fewer, fuller blocks stage each tile for more queries.
+template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
+  const int64_t wide_blocks = (a.s + 127) / 128 * a.hq;
+  if (a.causal && wide_blocks < multiprocessors) launch_with<D, 4>(a, stream);
+  else launch_with<D, 8>(a, stream);
 }
 
 }  // namespace
@@ -333,7 +378,7 @@ bool flash_attention_mma_available() {
   CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   if (props.major < 8) return false;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64, float>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64, float, 8>) != cudaSuccess) {
     (void)cudaGetLastError();  // no image for this device: not an error of this call's caller
     return false;
   }
@@ -342,14 +387,14 @@ bool flash_attention_mma_available() {
 
 bool flash_attention_mma_fits(int64_t d) { return d > 0 && d % 16 == 0 && d <= 128; }
 
-void flash_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
+void flash_attention_mma(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
   if (!flash_attention_mma_fits(a.d))
     throw std::runtime_error("flash_attention_mma: head_dim must be a multiple of 16, at most 128");
   if (a.s == 0 || a.hq == 0) return;
   using Launch = decltype(&launch<16>);
   const Launch by_size[] = {launch<16>, launch<32>, launch<48>, launch<64>, launch<80>, launch<96>, launch<112>,
                             launch<128>};
-  by_size[a.d / 16 - 1](a, stream);
+  by_size[a.d / 16 - 1](a, multiprocessors, stream);
 }
 
 }  // namespace qvl::cuda

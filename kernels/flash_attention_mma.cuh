@@ -18,6 +18,7 @@ namespace qvl::cuda {
 bool flash_attention_mma_available();
 // The head sizes it takes: multiples of 16 up to 128.
 bool flash_attention_mma_fits(int64_t d);
-void flash_attention_mma(const AttentionArgs& a, cudaStream_t stream);
+// `multiprocessors`: the device's SM count (the block size is chosen to fill them).
+void flash_attention_mma(const AttentionArgs& a, int multiprocessors, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -7,6 +7,7 @@
 // Shapes: "rows" are tokens. Linear weights are [out, in] (PyTorch layout). Per-head tensors are [S, H, D].
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -169,6 +170,13 @@ struct DeviceIdentity {
   std::array<uint8_t, 16> uuid{};
 };
 
+// A point in a backend's queue of work (Backend::mark): on a device, an event the device passes when it reaches
+// that point; on a backend that runs each call to completion, the host's clock.
+struct QueueMark {
+  std::shared_ptr<void> event;
+  std::chrono::steady_clock::time_point host{};
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -195,6 +203,12 @@ public:
   virtual MemoryReport memory_report(bool /*with_segment_map*/) const { return {}; }
   // Waits for the work queued so far (device backends run asynchronously): for honest wall-clock phase timings.
   virtual void synchronize() {}
+  // How long queued work took where it ran, without the host waiting as it queues: mark() before and after it,
+  // elapsed_ms() once the host waits anyway (it waits for `to`). Not while recording.
+  virtual QueueMark mark() { return {nullptr, std::chrono::steady_clock::now()}; }
+  virtual double elapsed_ms(const QueueMark& from, const QueueMark& to) {
+    return std::chrono::duration<double, std::milli>(to.host - from.host).count();
+  }
   // Non-empty when the device can no longer run anything (a kernel fault poisons a CUDA context for the rest of the
   // process): the engine then fails the request with this and offers the CPU.
   virtual std::string device_error() { return {}; }

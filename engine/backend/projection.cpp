@@ -85,6 +85,12 @@ Projection& Projection::gelu(GeluKind kind) {
   return *this;
 }
 
+Projection& Projection::rotating(const Tensor& cos, const Tensor& sin) {
+  rope_cos = &cos;
+  rope_sin = &sin;
+  return *this;
+}
+
 int64_t Projection::rows() const { return rows_of(*input); }
 
 void check_projection(const Projection& p) {
@@ -122,6 +128,22 @@ void check_projection(const Projection& p) {
   } else if (p.then_norm) {
     fail("projection: a closing norm follows a residual add only");
   }
+  if (p.rope_cos) {
+    if (p.epilogue != Epilogue::Store || p.count != 3 || !p.rope_sin)
+      fail("projection: RoPE rotates the q and k of a q+k+v projection, with both tables");
+    for (int i = 0; i < 2; ++i) {
+      const Tensor& y = *p.outputs[std::size_t(i)];
+      if (y.rank() != 3 || p.rope_cos->shape() != Shape{y.dim(0), y.dim(2)} || p.rope_sin->shape() != p.rope_cos->shape())
+        fail("projection: RoPE tables ", shape_to_string(p.rope_cos->shape()), " do not fit the rotated output ",
+             shape_to_string(y.shape()), " ([rows, heads, head_dim] with tables [rows, head_dim])");
+    }
+  }
+}
+
+void rotate_unfused(Backend& be, const Projection& p) {
+  if (!p.rope_cos) return;
+  be.rope(*p.outputs[0], *p.rope_cos, *p.rope_sin);
+  be.rope(*p.outputs[1], *p.rope_cos, *p.rope_sin);
 }
 
 Tensor& norm_slot(Backend& be, Tensor& slot, const Tensor& like, const Projection& p) {
@@ -156,6 +178,7 @@ void project_unfused(Backend& be, const Projection& p) {
   switch (p.epilogue) {
     case Epilogue::Store:
       for (int i = 0; i < p.count; ++i) product(i);
+      rotate_unfused(be, p);
       return;
     case Epilogue::Gelu:
       product(0);

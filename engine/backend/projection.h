@@ -54,6 +54,10 @@ struct Projection {
   Tensor* residual = nullptr;  // Residual
   RowNorm then_norm;           // Residual: norm(residual) for the next projection
   Tensor* then_normed = nullptr;
+  // Store with q, k, v: q and k (outputs 0 and 1, [rows, heads, head_dim]) rotated after their biases by RoPE with
+  // tables [rows, head_dim] (Backend::rope), as the vision tower's attention reads them. nullptr: not rotated.
+  const Tensor* rope_cos = nullptr;
+  const Tensor* rope_sin = nullptr;
 
   // outputs[i] = input · weights[i]ᵀ (+ bias), for one to three matrices.
   static Projection of(const Tensor& input, const LinearWeights& w, Tensor& out);
@@ -69,6 +73,7 @@ struct Projection {
   static Projection add_to(Tensor& residual, const Tensor& input, const LinearWeights& w, Tensor& scratch);
   Projection& then(RowNorm next, Tensor& slot);
   Projection& gelu(GeluKind kind);
+  Projection& rotating(const Tensor& cos, const Tensor& sin);
   // A descriptor keeps pointers to its tensors: a temporary input would be gone before the backend reads it.
   static Projection of(Tensor&&, const LinearWeights&, Tensor&) = delete;
   static Projection of(Tensor&&, const LinearWeights&, const LinearWeights&, const LinearWeights&, Tensor&, Tensor&,
@@ -86,6 +91,8 @@ void check_projection(const Projection& p);
 void project_unfused(Backend& be, const Projection& p);
 
 // The pieces of the reference, for backends that fuse some steps and run the others as the reference does.
+// RoPE on q and k where the projection rotates them (rope_cos), after products computed without it.
+void rotate_unfused(Backend& be, const Projection& p);
 // The tensor the products read: the input, or the norm slot (normalised here unless normed_ready).
 const Tensor& unfused_prologue(Backend& be, const Projection& p);
 // The norm slot `slot` for rows shaped like `like`, allocated on first use (Backend::alloc_normed, for p's products).

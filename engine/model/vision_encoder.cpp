@@ -53,9 +53,9 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   for (int64_t b = 0; b < c.depth; ++b) {
     stop_if_requested(stop);
     const VisionBlockWeights& blk = w.blocks[std::size_t(b)];
-    be.project(Projection::of(x, blk.q, blk.k, blk.v, q, k, v).reading_norm(layer_norm(blk.norm1), a, input_normed));
-    be.rope(q, cos, sin);
-    be.rope(k, cos, sin);
+    be.project(Projection::of(x, blk.q, blk.k, blk.v, q, k, v)
+                   .reading_norm(layer_norm(blk.norm1), a, input_normed)
+                   .rotating(cos, sin));
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
     const Tensor attended = attn.reshaped({n, hidden});
     be.project(Projection::add_to(x, attended, blk.proj, proj).then(layer_norm(blk.norm2), a));

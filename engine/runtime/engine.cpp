@@ -274,8 +274,11 @@ private:
       result.timing.preprocess_ms = ms_since(t0);
 
       t0 = Clock::now();
-      const VisionInjection vision = encode_vision(images, result, reuse.tokens, cancel);
+      VisionSpan tower;
+      const VisionInjection vision = encode_vision(images, result, reuse.tokens, cancel, tower);
+      // Until the prefill's first token says how long the tower's work took (below): the host's time to queue it.
       result.timing.vision_ms = ms_since(t0);
+      const Clock::time_point vision_began = t0;
 
       t0 = Clock::now();
       const PromptPositions positions = multimodal_positions(result.prompt_ids, config, result.image_grids);
@@ -300,6 +303,12 @@ private:
                                  sin, share.positions.empty() ? nullptr : &share, *cache);
       }
       result.timing.prefill_ms = ms_since(t0);
+      // A device runs the tower while the host prepares and queues the prefill (nothing waits between them): the
+      // vision time is the tower's own span where it ran, the prefill's the rest of the way to the first token.
+      if (tower.backend) {
+        result.timing.vision_ms = tower.backend->elapsed_ms(tower.start, tower.end);
+        result.timing.prefill_ms = std::max(0.0, ms_since(vision_began) - result.timing.vision_ms);
+      }
       result.timing.prompt_tokens = prompt_len;
       result.timing.cached_tokens = reuse.tokens;
       if (sink) sink->on_prompt_done(result.timing);
@@ -436,6 +445,12 @@ private:
     conversations_.put(id, std::move(kept));
   }
 
+  // Where the vision tower's work of a request ran, between two marks of that backend's queue (Backend::mark).
+  struct VisionSpan {
+    Backend* backend = nullptr;  // none: no image was encoded
+    QueueMark start, end;
+  };
+
   // The images past a kept conversation's prefix, in prompt order: each one's features kept by content
   // (vision_features_), or its patches for the tower.
   struct NewImages {
@@ -488,15 +503,18 @@ private:
   // prompt: the image tokens from `first_token` on (those before it are a kept conversation's). Kept features join
   // the encoded ones in prompt order on the host (only when some were kept: otherwise the tower's output is used as
   // it is). The patches are released once encoded: the plan counts the features beside the prefill, not them.
+  // `tower`: marks around the tower's work, when it ran (the host does not wait for it here).
   VisionInjection encode_vision(NewImages& images, const GenerateResult& result, int64_t first_token,
-                                const std::atomic<bool>* stop) {
+                                const std::atomic<bool>* stop, VisionSpan& tower) {
     VisionInjection vision;
     if (images.kept.empty()) return vision;
     Backend& be = vision_backend();
     VisionOutput v;
     if (!images.patches.empty()) {
-      v = encode_images(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids, stop);
-      be.synchronize();  // the GPU runs ahead of the host: time the work, not its queueing
+      Tensor patches = stack_rows(be, images.patches);
+      tower = {&be, be.mark(), {}};
+      v = encode_images(be, model_.config, weights_.vision, patches, images.grids, stop);
+      tower.end = be.mark();
     }
     vision.backend = &be;
     if (images.patches.size() == images.kept.size()) {

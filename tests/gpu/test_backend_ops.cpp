@@ -502,7 +502,7 @@ struct Runner {
   }
 
   // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
-  // biases, and prefill rows (native profile: three matrices of one shape, as the vision tower's, in one batched
+  // biases, with q and k rotated, and prefill rows (native profile: three matrices of one shape, as the vision tower's, in one batched
   // cuBLAS launch with their biases after in one launch, four columns a thread where they divide; else three GEMMs).
   void qkv_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
@@ -538,6 +538,32 @@ struct Runner {
           check("rms_norm+" + what + " (k)", k_gpu, k_cpu, linear_limit(wt, m));
           check("rms_norm+" + what + " (v)", v_gpu, v_cpu, linear_limit(wt, m));
         }
+    // The vision tower's q and k rotated by RoPE after their biases (Projection::rotating): decode rows (the GEMV,
+    // then two rope launches), many rows of one shape (the batched GEMM, then biases and rotation in one kernel),
+    // and with the fusion off (three linears, then rope), against the CPU's reference.
+    for (int64_t m : {4, 37, 300})
+      for (bool fused : {true, false}) {
+        const int64_t heads = 4, d = 64, n = heads * d, k = 96;
+        const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d});
+        std::array<Tensor, 3> w, b;
+        for (int i = 0; i < 3; ++i) w[std::size_t(i)] = random({n, k}, DType::BF16, 0.1f), b[std::size_t(i)] = random({n}, DType::BF16);
+        const LinearWeights q_c = LinearWeights::of(w[0], b[0]), k_c = LinearWeights::of(w[1], b[1]),
+                            v_c = LinearWeights::of(w[2], b[2]);
+        const LinearWeights q_g = on_gpu(w[0], &b[0]), k_g = on_gpu(w[1], &b[1]), v_g = on_gpu(w[2], &b[2]);
+        Tensor q_cpu = cpu.alloc({m, heads, d}), k_cpu = cpu.alloc({m, heads, d}), v_cpu = cpu.alloc({m, heads, d});
+        Tensor q_gpu = gpu.alloc({m, heads, d}), k_gpu = gpu.alloc({m, heads, d}), v_gpu = gpu.alloc({m, heads, d});
+        const Tensor xg = gpu.from_host(x), cos_g = gpu.from_host(cos), sin_g = gpu.from_host(sin);
+        project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu).rotating(cos, sin));
+        Fusions fusions;
+        fusions.qkv_projection = fused;
+        with_fusions(fusions, [&] {
+          gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
+        });
+        const std::string what = "linear q+k+v bias+rope m=" + std::to_string(m) + (fused ? "" : " unfused");
+        check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
+        check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));
+        check(what + " (v)", v_gpu, v_cpu, linear_limit(DType::BF16, m));
+      }
   }
 
   // The vision tower's linears with their bias folded into what follows (GELU; residual add + LayerNorm) against the
@@ -660,7 +686,9 @@ struct Runner {
                                                                   {33, 8, 1, 64},    {64, 16, 8, 128}, {130, 6, 2, 72},
                                                                   {100, 4, 4, 36},   {37, 2, 2, 160}, {512, 16, 8, 128},
                                                                   {4096, 4, 1, 128}, {70, 4, 2, 32},  {200, 6, 3, 96},
-                                                                  {65, 2, 1, 48},    {129, 4, 4, 16}})
+                                                                  {65, 2, 1, 48},    {129, 4, 4, 16},
+                                                                  // 144 blocks of 128 causal queries: 8-warp blocks (fewer: 4)
+                                                                  {1100, 16, 4, 128}})
       attention_case(s, hq, hkv, d, s, AttentionMask::causal(0));
     // The decoder's attention reads its KV cache, f32 or bf16 (kv_cache.cuh): prefill through it (the tiled kernels),
     // decode and a few queries (the split kernel).

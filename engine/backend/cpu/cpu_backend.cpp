@@ -71,7 +71,10 @@ public:
   // one pass over the rows (add_rms_norm). The input norm runs first, as in the reference.
   void project(const Projection& p) override {
     check_projection(p);
-    if (p.epilogue == Epilogue::Store && p.count > 1 && fusions_.qkv_projection) return project_together(p);
+    if (p.epilogue == Epilogue::Store && p.count > 1 && fusions_.qkv_projection) {
+      project_together(p);
+      return rotate_unfused(*this, p);
+    }
     if (p.epilogue == Epilogue::SwiGLU && fusions_.swiglu_projection) return project_swiglu(p);
     if (!fusions_.add_rms_norm || p.epilogue != Epilogue::Residual || p.then_norm.kind != RowNorm::Kind::Rms ||
         p.then_norm.width() != last_dim(*p.residual))

@@ -87,7 +87,7 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
   const DeviceMask dev(*this, mask);  // holds the lists' device copies while the kernels are queued
   const cuda::AttentionArgs args = dev.args(q, k, v, kv_len, mask, scale, out);
   if (tensor_cores) {
-    cuda::flash_attention_mma(args, ctx_.stream);
+    cuda::flash_attention_mma(args, ctx_.multiprocessors, ctx_.stream);
     return;
   }
   if (tiled && cuda::flash_attention_fits(d)) {

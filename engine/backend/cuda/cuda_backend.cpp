@@ -64,6 +64,24 @@ void CudaBackend::set_timing_sink(KernelTimingSink* sink) { timer_.set_sink(sink
 
 void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
 
+QueueMark CudaBackend::mark() {
+  if (ctx_.recording) fail("CUDA backend: a queue mark inside a recorded step");
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreate(&e));
+  std::shared_ptr<void> event(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  CUDA_CHECK(cudaEventRecord(e, ctx_.stream));
+  return {std::move(event), std::chrono::steady_clock::now()};
+}
+
+double CudaBackend::elapsed_ms(const QueueMark& from, const QueueMark& to) {
+  if (!from.event || !to.event) fail("CUDA backend: elapsed_ms between marks of another backend");
+  const auto begin = static_cast<cudaEvent_t>(from.event.get()), end = static_cast<cudaEvent_t>(to.event.get());
+  CUDA_CHECK(cudaEventSynchronize(end));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+  return ms;
+}
+
 std::string CudaBackend::device_error() {
   // Sticky errors (a kernel fault) poison the context: every later call returns them, so this is a reliable test.
   const cudaError_t e = cudaStreamSynchronize(ctx_.stream);

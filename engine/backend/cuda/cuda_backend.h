@@ -42,6 +42,8 @@ public:
   void set_timing_sink(KernelTimingSink* sink) override;
   void collect_timings(bool wait) override { timer_.collect(wait); }
   void synchronize() override;
+  QueueMark mark() override;
+  double elapsed_ms(const QueueMark& from, const QueueMark& to) override;
   std::string device_error() override;
   void inject_fault(const FaultInjection& fault) override;
   double measure_read_bandwidth() override;

@@ -5,6 +5,7 @@
 // runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
 #include "backend/op_costs.h"
 #include "bias_gelu.cuh"
+#include "bias_rope.cuh"
 #include "common.cuh"
 #include "convert.cuh"
 #include "core/error.h"
@@ -78,7 +79,7 @@ void CudaBackend::project(const Projection& p) {
   if (p.weights[0]->quantised()) return project_quantised(p);
   const bool fold = p.norm && folds_norm(p.norm, p.rows());
   if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
-    if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return;
+    if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return rotate_unfused(*this, p);
     if (p.epilogue == Epilogue::SwiGLU && gemv_swiglu(p, *p.input, true)) return;
   }
   // Otherwise the products read the norm slot: made by the previous projection's closing norm, or here (always where
@@ -97,10 +98,11 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
   const LinearWeights& w0 = *p.weights[0];
   switch (p.epilogue) {
     case Epilogue::Store:
-      if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return;
-      if (p.count == 3 && fusions_.qkv_projection && gemm_batched(p, in)) return;  // many rows, one shape: one launch
+      if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return rotate_unfused(*this, p);
+      // Many rows, one shape: one launch, then the biases and the rotation in one pass.
+      if (p.count == 3 && fusions_.qkv_projection && gemm_batched(p, in)) return;
       for (int i = 0; i < p.count; ++i) linear(in, *p.weights[std::size_t(i)], *p.outputs[std::size_t(i)]);
-      return;
+      return rotate_unfused(*this, p);
     case Epilogue::SwiGLU:
       if ((fusions_.swiglu_projection || fold) && gemv_swiglu(p, in, false)) return;
       linear(in, w0, *p.outputs[0]);
@@ -186,7 +188,8 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
 }
 
 // Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one
-// cuBLAS launch, each into its own output, then their biases in one launch. The profiled traces on an H200 (2B
+// cuBLAS launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection
+// rotates: bias_rope.cu). The profiled traces on an H200 (2B
 // shapes, 784 rows): three launches of 7 x 8 output tiles for 132 SMs, 15.4 us each with the bias kernel, against
 // 31.4 us for the batch with its biases. The decoder's k and v, and gate and up, batched the same way moved its
 // prefill by nothing beyond the spread, so they run one product at a time. cuBLAS may choose another kernel for the
@@ -230,14 +233,18 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   Tensor on_device = ctx_.device_tensor(DType::I64, {int64_t(pointers.size())}, pool::Owner::Workspace);
   ctx_.stage(on_device.raw(), pointers.data(), pointers.size() * sizeof(void*));
   ctx_.cublas->run_batched(static_cast<const void* const*>(on_device.raw()), count, weight_type(wt), m, first.rows(), k);
-  if (some_bias) {
-    cuda::Biases biases;
-    for (int i = 0; i < count; ++i) {
-      biases.y[biases.count] = f32(*p.outputs[std::size_t(i)]);
-      const Tensor* b = p.weights[std::size_t(i)]->bias_or_null();
-      biases.bias[biases.count++] = b ? b->raw() : nullptr;
-    }
-    cuda::add_biases(biases, weight_type(some_bias->dtype()), m, first.rows(), ctx_.stream);
+  cuda::Biases biases;
+  for (int i = 0; i < count; ++i) {
+    biases.y[biases.count] = f32(*p.outputs[std::size_t(i)]);
+    const Tensor* b = p.weights[std::size_t(i)]->bias_or_null();
+    biases.bias[biases.count++] = b ? b->raw() : nullptr;
+  }
+  const cuda::WeightType bias_type = some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32;
+  if (p.rope_cos) {  // q and k rotated as they get their biases (rope in place after add_biases: the same bits)
+    const Tensor& q = *p.outputs[0];
+    cuda::add_biases_rope(biases, bias_type, {f32(*p.rope_cos), f32(*p.rope_sin), m, q.dim(1), q.dim(2)}, ctx_.stream);
+  } else if (some_bias) {
+    cuda::add_biases(biases, bias_type, m, first.rows(), ctx_.stream);
   }
   return true;
 }

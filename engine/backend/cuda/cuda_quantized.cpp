@@ -109,9 +109,11 @@ void CudaBackend::project_quantised(const Projection& p) {
   switch (p.epilogue) {
     case Epilogue::Store:
       if (p.count == 1 || fold || fusions_.qkv_projection)
-        return quantised_gemv(in, weights, {p.outputs.data(), std::size_t(p.count)}, cuda::QuantEpilogue::Store, norm,
-                              p.count == 3 ? "linear q+k+v" : "linear");
-      return each(cuda::QuantEpilogue::Store, p.outputs.data());
+        quantised_gemv(in, weights, {p.outputs.data(), std::size_t(p.count)}, cuda::QuantEpilogue::Store, norm,
+                       p.count == 3 ? "linear q+k+v" : "linear");
+      else
+        each(cuda::QuantEpilogue::Store, p.outputs.data());
+      return rotate_unfused(*this, p);
     case Epilogue::SwiGLU:
       if (fold || fusions_.swiglu_projection)
         return quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::SwiGlu, norm, "linear+swiglu");

@@ -1,0 +1,71 @@
+// A development tool, not part of the product: the GPU's kernel timeline of any CUDA program, for finding where a
+// phase waits on the host and what each kernel really takes (Nsight Systems is not installed on the GPU machine;
+// Nsight Compute times each kernel alone). Preloaded, it records every kernel's start and end with CUPTI's activity
+// API and writes them at exit, one line a kernel: "start_ns end_ns stream name", in start order.
+//   g++ -O2 -shared -fPIC -I/usr/local/cuda/include tools/trace/cupti_timeline.cpp \
+//       -L/usr/local/cuda/lib -L/usr/local/cuda/lib64 -lcupti -o /tmp/libcupti_timeline.so
+//   QVL_TIMELINE=/tmp/timeline.txt LD_PRELOAD=/tmp/libcupti_timeline.so build/.../qvl bench ...
+//   python3 tools/trace/timeline_summary.py /tmp/timeline.txt
+#include <cupti.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct KernelRecord {
+  uint64_t start, end;
+  uint32_t stream;
+  std::string name;
+};
+
+std::mutex g_mutex;
+std::vector<KernelRecord> g_records;
+bool g_enabled = false;
+
+constexpr size_t kBufferBytes = 8 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && record->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
+    const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
+    g_records.push_back({k->start, k->end, k->streamId, k->name ? k->name : "?"});
+  }
+  std::free(buffer);
+}
+
+__attribute__((constructor)) void start() {
+  if (!std::getenv("QVL_TIMELINE")) return;
+  if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+      cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+    std::fprintf(stderr, "cupti_timeline: CUPTI would not start\n");
+    return;
+  }
+  g_enabled = true;
+}
+
+__attribute__((destructor)) void finish() {
+  if (!g_enabled) return;
+  cuptiActivityFlushAll(1);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::sort(g_records.begin(), g_records.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  FILE* f = std::fopen(std::getenv("QVL_TIMELINE"), "w");
+  if (!f) return;
+  for (const KernelRecord& r : g_records)
+    std::fprintf(f, "%llu %llu %u %s\n", (unsigned long long)r.start, (unsigned long long)r.end, r.stream, r.name.c_str());
+  std::fclose(f);
+}
+
+}  // namespace
