@@ -54,7 +54,7 @@ bool by_four(const float* y, int64_t rows, int64_t cols) {
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   if (type == WeightType::F32) throw std::runtime_error("narrow_f32: the target must be a 16-bit type");
-  const bool four = count % 4 == 0 && count / 4 < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+  const bool four = count % 4 == 0 && count < (int64_t(1) << 31) && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
                     reinterpret_cast<uintptr_t>(out) % 8 == 0;
   if (!four) {
     narrow_kernel<<<blocks_for(count), 256, 0, stream>>>(x, out, type, count);

@@ -10,7 +10,7 @@
 // warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
 // row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
 // through shared memory), and accumulates p·V with mma, V's B fragments loaded transposed by ldmatrix. Each K/V
-// element is read from global memory once per 128 queries; the block skips tiles none of its queries sees (causal
+// element is read from global memory once per block of queries (128 or 64); the block skips tiles none of its queries sees (causal
 // tail, other images' segments), and a warp skips the math of tiles none of its rows sees.
 // Registers at D = 128: 32 for q, 32 for the scores, 64 for the output.
 //
@@ -255,7 +255,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     // Mask (where some row of the warp sees only part of the tile), then the online softmax per row (element j of
     // a score tile is row g for j < 2, row g + 8 after). Each row sees the tile's columns [first_col, end_col):
     // 32-bit column tests, and none on a tile every row of the warp sees whole (the 64-bit key tests, evaluated
-    // predicated on every tile, were ~370 of the ~825 instructions of a warp's tile at D = 64).
+    // predicated on every tile, were ~370 of the ~825 instructions of a warp's score, mask and softmax block at
+    // D = 64, the tile copies and widening not counted).
     int first_col[2], end_col[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -363,7 +364,8 @@ template <int D, int kWarps> void launch_with(const AttentionArgs& a, cudaStream
 // blocks do unequal work (the last query block reads every tile, the first one), so smaller blocks even it out;
 // a bidirectional grid's blocks are all alike, and fewer, fuller blocks stage each tile for more queries.
 template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
-  const int64_t wide_blocks = (a.s + 127) / 128 * a.hq;
+  constexpr int64_t kWideQueries = 16 * 8;
+  const int64_t wide_blocks = (a.s + kWideQueries - 1) / kWideQueries * a.hq;
   if (a.causal && wide_blocks < multiprocessors) launch_with<D, 4>(a, stream);
   else launch_with<D, 8>(a, stream);
 }

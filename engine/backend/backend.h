@@ -201,8 +201,6 @@ public:
   // Measured read bandwidth of the memory the weights live in (bytes/s): the decode roofline's denominator.
   virtual double measure_read_bandwidth() = 0;
   virtual MemoryReport memory_report(bool /*with_segment_map*/) const { return {}; }
-  // Waits for the work queued so far (device backends run asynchronously): for honest wall-clock phase timings.
-  virtual void synchronize() {}
   // How long queued work took where it ran, without the host waiting as it queues: mark() before and after it,
   // elapsed_ms() once the host waits anyway (it waits for `to`). Not while recording.
   virtual QueueMark mark() { return {nullptr, std::chrono::steady_clock::now()}; }

@@ -511,9 +511,8 @@ private:
     Backend& be = vision_backend();
     VisionOutput v;
     if (!images.patches.empty()) {
-      Tensor patches = stack_rows(be, images.patches);
-      tower = {&be, be.mark(), {}};
-      v = encode_images(be, model_.config, weights_.vision, patches, images.grids, stop);
+      tower = {&be, be.mark(), {}};  // from the patches' stacking on
+      v = encode_images(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids, stop);
       tower.end = be.mark();
     }
     vision.backend = &be;

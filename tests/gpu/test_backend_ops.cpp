@@ -502,8 +502,9 @@ struct Runner {
   }
 
   // The fused q/k/v projection against the CPU's three linears: decode rows (one GEMV launch), with and without
-  // biases, with q and k rotated, and prefill rows (native profile: three matrices of one shape, as the vision tower's, in one batched
-  // cuBLAS launch with their biases after in one launch, four columns a thread where they divide; else three GEMMs).
+  // biases, and prefill rows (native profile: three matrices of one shape, as the vision tower's, in one batched
+  // cuBLAS launch with their biases after in one launch, four columns a thread where they divide; else three
+  // GEMMs); then with q and k rotated.
   void qkv_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},
@@ -542,28 +543,35 @@ struct Runner {
     // then two rope launches), many rows of one shape (the batched GEMM, then biases and rotation in one kernel),
     // and with the fusion off (three linears, then rope), against the CPU's reference.
     for (int64_t m : {4, 37, 300})
-      for (bool fused : {true, false}) {
-        const int64_t heads = 4, d = 64, n = heads * d, k = 96;
-        const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d});
-        std::array<Tensor, 3> w, b;
-        for (int i = 0; i < 3; ++i) w[std::size_t(i)] = random({n, k}, DType::BF16, 0.1f), b[std::size_t(i)] = random({n}, DType::BF16);
-        const LinearWeights q_c = LinearWeights::of(w[0], b[0]), k_c = LinearWeights::of(w[1], b[1]),
-                            v_c = LinearWeights::of(w[2], b[2]);
-        const LinearWeights q_g = on_gpu(w[0], &b[0]), k_g = on_gpu(w[1], &b[1]), v_g = on_gpu(w[2], &b[2]);
-        Tensor q_cpu = cpu.alloc({m, heads, d}), k_cpu = cpu.alloc({m, heads, d}), v_cpu = cpu.alloc({m, heads, d});
-        Tensor q_gpu = gpu.alloc({m, heads, d}), k_gpu = gpu.alloc({m, heads, d}), v_gpu = gpu.alloc({m, heads, d});
-        const Tensor xg = gpu.from_host(x), cos_g = gpu.from_host(cos), sin_g = gpu.from_host(sin);
-        project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu).rotating(cos, sin));
-        Fusions fusions;
-        fusions.qkv_projection = fused;
-        with_fusions(fusions, [&] {
-          gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
-        });
-        const std::string what = "linear q+k+v bias+rope m=" + std::to_string(m) + (fused ? "" : " unfused");
-        check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
-        check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));
-        check(what + " (v)", v_gpu, v_cpu, linear_limit(DType::BF16, m));
-      }
+      for (bool fused : {true, false})
+        for (bool with_bias : {true, false}) {
+          const int64_t heads = 4, d = 64, n = heads * d, k = 96;
+          const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d});
+          std::array<Tensor, 3> w, b;
+          for (std::size_t i = 0; i < 3; ++i) w[i] = random({n, k}, DType::BF16, 0.1f), b[i] = random({n}, DType::BF16);
+          // with_bias: q and k have biases, v none (an output the kernel skips); else no output has one.
+          const auto biased = [&](int i) { return with_bias && i < 2; };
+          const auto host_unit = [&](int i) {
+            return LinearWeights::of(w[std::size_t(i)], biased(i) ? b[std::size_t(i)] : Tensor());
+          };
+          const auto gpu_unit = [&](int i) { return on_gpu(w[std::size_t(i)], biased(i) ? &b[std::size_t(i)] : nullptr); };
+          const LinearWeights q_c = host_unit(0), k_c = host_unit(1), v_c = host_unit(2);
+          const LinearWeights q_g = gpu_unit(0), k_g = gpu_unit(1), v_g = gpu_unit(2);
+          Tensor q_cpu = cpu.alloc({m, heads, d}), k_cpu = cpu.alloc({m, heads, d}), v_cpu = cpu.alloc({m, heads, d});
+          Tensor q_gpu = gpu.alloc({m, heads, d}), k_gpu = gpu.alloc({m, heads, d}), v_gpu = gpu.alloc({m, heads, d});
+          const Tensor xg = gpu.from_host(x), cos_g = gpu.from_host(cos), sin_g = gpu.from_host(sin);
+          project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu).rotating(cos, sin));
+          Fusions fusions;
+          fusions.qkv_projection = fused;
+          with_fusions(fusions, [&] {
+            gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
+          });
+          const std::string what = std::string("linear q+k+v ") + (with_bias ? "bias(q,k)+rope" : "rope") + " m=" +
+                                   std::to_string(m) + (fused ? "" : " unfused");
+          check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
+          check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));
+          check(what + " (v)", v_gpu, v_cpu, linear_limit(DType::BF16, m));
+        }
   }
 
   // The vision tower's linears with their bias folded into what follows (GELU; residual add + LayerNorm) against the
@@ -694,8 +702,11 @@ struct Runner {
     // decode and a few queries (the split kernel).
     for (DType kv : {DType::F32, DType::BF16}) {
       if (kv != DType::F32)
+        // 1,100 queries x 16 heads: 144 blocks of 128 causal queries, the 8-warp blocks on GPUs of up to 144 SMs
+        // (fewer blocks than SMs take 4); d = 80 copies a tile row in 10 pieces, which 256 threads do not divide.
         for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{7, 4, 2, 16}, {64, 16, 8, 128}, {130, 6, 2, 72},
-                                                                      {512, 16, 8, 128}, {37, 2, 2, 160}})
+                                                                      {512, 16, 8, 128}, {37, 2, 2, 160},
+                                                                      {1100, 16, 4, 128}, {1100, 16, 4, 80}})
           attention_case(s, hq, hkv, d, s, AttentionMask::causal(0), kv);
       // A second chunk of prompt after cached tokens (a multi-turn chat), and decode: one query after T - 1 keys.
       attention_case(20, 8, 2, 128, 120, AttentionMask::causal(100), kv);

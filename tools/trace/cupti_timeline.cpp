@@ -1,7 +1,9 @@
 // A development tool, not part of the product: the GPU's kernel timeline of any CUDA program, for finding where a
 // phase waits on the host and what each kernel really takes (Nsight Systems is not installed on the GPU machine;
 // Nsight Compute times each kernel alone). Preloaded, it records every kernel's start and end with CUPTI's activity
-// API and writes them at exit, one line a kernel: "start_ns end_ns stream name", in start order.
+// API and writes them at exit, one line a kernel: "start_ns end_ns stream name", in start order. Written against
+// CUDA 13.0's CUPTI (CUpti_ActivityKernel10), the GPU machine's; the records still queued when the process exits are
+// flushed in the library's destructor.
 //   g++ -O2 -shared -fPIC -I/usr/local/cuda/include tools/trace/cupti_timeline.cpp \
 //       -L/usr/local/cuda/lib -L/usr/local/cuda/lib64 -lcupti -o /tmp/libcupti_timeline.so
 //   QVL_TIMELINE=/tmp/timeline.txt LD_PRELOAD=/tmp/libcupti_timeline.so build/.../qvl bench ...

@@ -2,8 +2,8 @@
 """Summarises a kernel timeline written by cupti_timeline.cpp (a development tool, not part of the product).
 
 Runs are separated by gaps of more than --gap-ms with no kernel. Within a run, the phases of a qvl request:
-vision (up to the decoder's first embedding kernel), prefill (up to and including the first greedy pick or, without
-one, the output head's product) and the decode steps after. For each phase: its span, the time some kernel ran, the
+vision (up to the decoder's first embedding kernel), prefill (up to and including the first greedy pick; without
+one, the rest of the run) and the decode steps after. For each phase: its span, the time some kernel ran, the
 time the GPU sat idle between kernels, and the kernels that took the most time.
 """
 import argparse
@@ -57,7 +57,7 @@ def main():
     a = p.parse_args()
     kernels = []
     for line in open(a.timeline):
-        s, e, _, name = line.rstrip("\n").split(" ", 3)
+        s, e, _stream, name = line.rstrip("\n").split(" ", 3)
         kernels.append((int(s), int(e), name))
     names = demangle(k[2] for k in kernels)
     kernels = [(s, e, names.get(n, n)) for s, e, n in kernels]

@@ -62,8 +62,6 @@ DeviceInterop* CudaBackend::interop() {
 
 void CudaBackend::set_timing_sink(KernelTimingSink* sink) { timer_.set_sink(sink); }  // the timer holds the sink
 
-void CudaBackend::synchronize() { CUDA_CHECK(cudaStreamSynchronize(ctx_.stream)); }
-
 QueueMark CudaBackend::mark() {
   if (ctx_.recording) fail("CUDA backend: a queue mark inside a recorded step");
   cudaEvent_t e = nullptr;

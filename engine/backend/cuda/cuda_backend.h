@@ -41,7 +41,6 @@ public:
   DeviceInterop* interop() override;  // cuda_interop.cpp's CudaInterop, made on first use
   void set_timing_sink(KernelTimingSink* sink) override;
   void collect_timings(bool wait) override { timer_.collect(wait); }
-  void synchronize() override;
   QueueMark mark() override;
   double elapsed_ms(const QueueMark& from, const QueueMark& to) override;
   std::string device_error() override;
