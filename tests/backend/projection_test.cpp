@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
@@ -178,6 +180,57 @@ TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
     }
   }
   be->set_fusions({});
+}
+
+// The vision tower's q and k rotated after their biases (Projection::rotating), v not: rotate_half pairs (e, e + d/2)
+// of each head with per-row tables, evaluated here in double; the CPU's fused q+k+v loop and the unfused reference.
+TEST_F(Projections, QAndKAreRotatedAfterTheirBiasesAndVIsNot) {
+  constexpr int64_t rows_n = 5, heads = 2, d = 8, width = heads * d;
+  const Tensor x = test::random_normal({rows_n, 12}, 30), cos = test::random_normal({rows_n, d}, 31),
+               sin = test::random_normal({rows_n, d}, 32);
+  const LinearWeights q = linear(width, 12, 33), k = linear(width, 12, 34), v = linear(width, 12, 35);
+  const std::vector<float> c = cos.to_f32_vector(), sn = sin.to_f32_vector();
+  const auto rotated = [&](Matrix m) {
+    for (std::size_t r = 0; r < m.size(); ++r)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < d / 2; ++e) {
+          const std::size_t lo = std::size_t(h * d + e), hi = lo + d / 2, t = r * d + std::size_t(e);
+          const double a = m[r][lo], b = m[r][hi];
+          m[r][lo] = a * c[t] - b * sn[t];
+          m[r][hi] = b * c[t + d / 2] + a * sn[t + d / 2];
+        }
+    return m;
+  };
+  for (const Fusions& fusions : {Fusions{}, Fusions::none()}) {
+    be->set_fusions(fusions);
+    Tensor yq = be->alloc({rows_n, heads, d}), yk = be->alloc({rows_n, heads, d}), yv = be->alloc({rows_n, heads, d});
+    be->project(Projection::of(x, q, k, v, yq, yk, yv).rotating(cos, sin));
+    const char* way = fusions == Fusions{} ? "fused" : "unfused";
+    const auto flat = [&](const Tensor& y) { return y.reshaped({rows_n, width}); };  // rows() reads the last dimension
+    EXPECT_LT(max_difference(flat(yq), rotated(product(rows(x), q))), 1e-4) << way;
+    EXPECT_LT(max_difference(flat(yk), rotated(product(rows(x), k))), 1e-4) << way;
+    EXPECT_LT(max_difference(flat(yv), product(rows(x), v)), 1e-4) << way;
+  }
+  be->set_fusions({});
+  Tensor yq = be->alloc({rows_n, heads, d}), yk = be->alloc({rows_n, heads, d}), yv = be->alloc({rows_n, heads, d});
+  const Tensor short_table = test::random_normal({rows_n, d / 2}, 36);
+  try {
+    be->project(Projection::of(x, q, k, v, yq, yk, yv).rotating(short_table, short_table));
+    ADD_FAILURE() << "tables narrower than a head were taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RoPE tables [5, 4]"), std::string::npos) << e.what();
+  }
+}
+
+// A backend that runs each call to completion marks its queue with the host's clock.
+TEST_F(Projections, QueueMarksOnTheCpuTimeTheWorkBetweenThem) {
+  const QueueMark before = be->mark();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const QueueMark after = be->mark();
+  const double ms = be->elapsed_ms(before, after);
+  EXPECT_GE(ms, 19.0);
+  EXPECT_LT(ms, 2000.0);
+  EXPECT_LE(be->elapsed_ms(after, after), 0.0);
 }
 
 TEST_F(Projections, ShapesThatDoNotFitAreNamed) {
