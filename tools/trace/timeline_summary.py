@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Summarises a kernel timeline written by cupti_timeline.cpp (a development tool, not part of the product).
 
-Runs are separated by gaps of more than --gap-ms with no kernel. Within a run, the phases of a qvl request:
-vision (up to the decoder's first embedding kernel), prefill (up to and including the first greedy pick; without
-one, the rest of the run) and the decode steps after. For each phase: its span, the time some kernel ran, the
-time the GPU sat idle between kernels, and the kernels that took the most time.
+The timeline is cut into the requests of a qvl run (bench runs its request several times): a request starts at the
+vision tower's patch embedding (patchify) or, without a picture, at the decoder's embedding (the token gather). Its
+phases: vision (up to the embedding), prefill (up to the next embedding: a prompt run in one pass; a chunked
+prompt's later passes count as decode) and the decode steps after, each starting at its token's embedding. For each phase: its span, the time some kernel ran, the time the GPU sat
+idle between kernels, and the kernels that took the most time. Kernels before the first request (loading, warm-up
+of the bandwidth probe) are left out.
 """
 import argparse
 import collections
@@ -49,10 +51,13 @@ def summarise(label, kernels, top):
         print(f"    {ns / 1e3:9.1f} us {count:5d} x {ns / 1e3 / count:7.2f} us  {name}")
 
 
+def is_embedding(name):
+    return "embed" in name or "gather_kernel" in name
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("timeline")
-    p.add_argument("--gap-ms", type=float, default=3.0)
     p.add_argument("--top", type=int, default=12)
     a = p.parse_args()
     kernels = []
@@ -61,21 +66,24 @@ def main():
         kernels.append((int(s), int(e), name))
     names = demangle(k[2] for k in kernels)
     kernels = [(s, e, names.get(n, n)) for s, e, n in kernels]
-    runs, run = [], []
-    for k in kernels:
-        if run and k[0] - max(x[1] for x in run[-8:]) > a.gap_ms * 1e6:
-            runs.append(run)
-            run = []
-        run.append(k)
-    if run:
-        runs.append(run)
-    for i, run in enumerate(runs):
-        print(f"run {i}: {len(run)} kernels, {(run[-1][1] - run[0][0]) / 1e6:.3f} ms")
-        embed = next((j for j, k in enumerate(run) if "embed" in k[2] or "gather_kernel" in k[2]), 0)
-        pick = next((j for j, k in enumerate(run) if j >= embed and "greedy_pick" in k[2]), len(run) - 1)
-        summarise("vision", run[:embed], a.top)
-        summarise("prefill", run[embed:pick + 1], a.top)
-        summarise("decode", run[pick + 1:], a.top)
+    # A request starts at a patchify, or at an embedding after a decode step (a greedy pick) when no patchify began it.
+    starts, in_vision = [], False
+    for i, (_, _, name) in enumerate(kernels):
+        if "patchify" in name:
+            starts.append(i)
+            in_vision = True
+        elif is_embedding(name):
+            if not in_vision and (not starts or any("greedy_pick" in k[2] for k in kernels[starts[-1]:i])):
+                starts.append(i)
+            in_vision = False
+    for n, begin in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(kernels)
+        request = kernels[begin:end]
+        embeddings = [j for j, k in enumerate(request) if is_embedding(k[2])] + [len(request)] * 2
+        print(f"request {n}: {len(request)} kernels, {(request[-1][1] - request[0][0]) / 1e6:.3f} ms")
+        summarise("vision", request[:embeddings[0]], a.top)
+        summarise("prefill", request[embeddings[0]:embeddings[1]], a.top)
+        summarise("decode", request[embeddings[1]:], a.top)
 
 
 if __name__ == "__main__":

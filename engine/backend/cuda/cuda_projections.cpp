@@ -189,9 +189,8 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
 
 // Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one
 // cuBLAS launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection
-// rotates: bias_rope.cu). The profiled traces on an H200 (2B
-// shapes, 784 rows): three launches of 7 x 8 output tiles for 132 SMs, 15.4 us each with the bias kernel, against
-// 31.4 us for the batch with its biases. The decoder's k and v, and gate and up, batched the same way moved its
+// rotates: bias_rope.cu). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output
+// tiles for 132 SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. The decoder's k and v, and gate and up, batched the same way moved its
 // prefill by nothing beyond the spread, so they run one product at a time. cuBLAS may choose another kernel for the
 // batch than for one product. false: nothing ran.
 bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
@@ -234,10 +233,11 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   ctx_.stage(on_device.raw(), pointers.data(), pointers.size() * sizeof(void*));
   ctx_.cublas->run_batched(static_cast<const void* const*>(on_device.raw()), count, weight_type(wt), m, first.rows(), k);
   cuda::Biases biases;
-  for (int i = 0; i < count; ++i) {
-    biases.y[biases.count] = f32(*p.outputs[std::size_t(i)]);
-    const Tensor* b = p.weights[std::size_t(i)]->bias_or_null();
-    biases.bias[biases.count++] = b ? b->raw() : nullptr;
+  biases.count = count;
+  for (std::size_t i = 0; i < std::size_t(count); ++i) {
+    biases.y[i] = f32(*p.outputs[i]);
+    const Tensor* b = p.weights[i]->bias_or_null();
+    biases.bias[i] = b ? b->raw() : nullptr;
   }
   const cuda::WeightType bias_type = some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32;
   if (p.rope_cos) {  // q and k rotated as they get their biases (rope in place after add_biases: the same bits)
