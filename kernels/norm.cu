@@ -1,6 +1,7 @@
 // One block per row; statistics in f32 with a warp-then-block reduction. Memory-bound: 2 reads + 1 write per element.
 #include "common.cuh"
 #include "weights.cuh"
+#include "layer_norm_rows.cuh"
 #include "norm.cuh"
 #include "row_slice.cuh"
 
@@ -11,41 +12,68 @@ constexpr int kThreads = 256;
 
 constexpr int kPerThread = 16;  // rows up to 4096 wide are read once, into registers (RowSlice)
 
-// y may alias x (q/k norms run in place): each thread reads its elements before it writes them.
-__global__ void rms_norm_kernel(const float* x, const void* w, WeightType wt, float eps, void* y, WeightType yt,
-                                int64_t width) {
+// y may alias x (q/k norms run in place): each thread reads its elements before it writes them. W, Y: the weights'
+// and the output's element types (weights.cuh, with_element_type).
+template <int kSlots, typename W, typename Y>
+__global__ void rms_norm_kernel(const float* x, const W* w, float eps, Y* y, int64_t width) {
   const int64_t offset = int64_t(blockIdx.x) * width;
-  RmsNormRow<kThreads, kPerThread> row;
+  RmsNormRow<kThreads, kSlots> row;  // 8 a thread up to 2048 wide, as the GEMVs' folded norm (the same sums)
   row.load(x + offset, width);
-  row.finish(w, wt, eps, activation_row(y, yt, offset), yt);
+  row.finish(TypedWeights<W>{w}, eps, TypedOutput<Y>{y + offset});
 }
 
-__global__ void layer_norm_kernel(const float* x, const void* w, WeightType wt, const void* b, WeightType bt, float eps,
-                                  void* y, WeightType yt, int64_t width) {
-  const float* in = x + int64_t(blockIdx.x) * width;
-  void* out = activation_row(y, yt, int64_t(blockIdx.x) * width);
-  float sum = 0;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) sum += in[i];
-  const float mean = block_sum<kThreads>(sum) / float(width);
-  float var = 0;
-  for (int64_t i = threadIdx.x; i < width; i += kThreads) var = add_squared_deviation(var, in[i], mean);
-  const float inv = rsqrtf(block_sum<kThreads>(var) / float(width) + eps);
-  for (int64_t i = threadIdx.x; i < width; i += kThreads)
-    store_activation(out, yt, i, layer_norm_value(in[i], mean, inv, load_weight(w, wt, i), load_weight(b, bt, i)));
+template <typename W, typename Y>
+__global__ void layer_norm_kernel(const float* x, const W* w, const W* b, float eps, Y* y, int64_t width) {
+  const float* row = x + int64_t(blockIdx.x) * width;
+  RowSlice<kThreads, kPerThread> slice;
+  slice.load(row, width);
+  block_layer_norm(slice, row, width, TypedWeights<W>{w}, TypedWeights<W>{b}, eps,
+                   TypedOutput<Y>{y + int64_t(blockIdx.x) * width});
+}
+
+// The same with w and b of different types (a LayerNorm no checkpoint of ours has).
+__global__ void layer_norm_mixed_kernel(const float* x, const void* w, WeightType wt, const void* b, WeightType bt,
+                                        float eps, void* y, WeightType yt, int64_t width) {
+  const float* row = x + int64_t(blockIdx.x) * width;
+  RowSlice<kThreads, kPerThread> slice;
+  slice.load(row, width);
+  block_layer_norm(slice, row, width, RuntimeWeights{w, wt}, RuntimeWeights{b, bt}, eps,
+                   RuntimeOutput{activation_row(y, yt, int64_t(blockIdx.x) * width), yt});
 }
 
 }  // namespace
 
 void rms_norm(const RowNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  rms_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.eps, a.y, a.y_type, a.width);
+  with_element_type(a.w_type, [&](auto w) {
+    with_element_type(a.y_type, [&](auto y) {
+      using W = decltype(w);
+      using Y = decltype(y);
+      const auto kernel = a.width <= kThreads * 8 ? rms_norm_kernel<8, W, Y> : rms_norm_kernel<kPerThread, W, Y>;
+      kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, static_cast<const W*>(a.w), a.eps, static_cast<Y*>(a.y),
+                                                        a.width);
+    });
+  });
   CUDA_CHECK_LAUNCH();
 }
 
 void layer_norm(const RowNormArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return;
-  layer_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.b, a.b_type, a.eps, a.y, a.y_type,
-                                                               a.width);
+  if (layer_norm_rows_fit(a)) {
+    launch_layer_norm_rows<false>(a, stream);
+  } else if (a.b_type != a.w_type) {
+    layer_norm_mixed_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.b, a.b_type, a.eps, a.y,
+                                                                       a.y_type, a.width);
+  } else {
+    with_element_type(a.w_type, [&](auto w) {
+      with_element_type(a.y_type, [&](auto y) {
+        using W = decltype(w);
+        using Y = decltype(y);
+        layer_norm_kernel<W, Y><<<unsigned(a.rows), kThreads, 0, stream>>>(
+            a.x, static_cast<const W*>(a.w), static_cast<const W*>(a.b), a.eps, static_cast<Y*>(a.y), a.width);
+      });
+    });
+  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,4 +1,5 @@
-// One block per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
+// Heads of 64, 128 or 256: a warp per (token, head) of q and of k (the warp kernel below). Other widths: one block
+// per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
 // rotation and the writes need no shared memory beyond the norm's sum. Up to D = 256 the sum of squares is added up
 // as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give the same
 // bits.
@@ -66,13 +67,78 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   store_kv(cv + t + half, vs[t + half]);
 }
 
+// Heads of D = 32·kPerLane (64, 128, 256): a warp a (token, head), eight a block. Lane l holds elements l + 32·j;
+// the rotate_half pairs are (j, j + kPerLane/2). A block a head (above) ran 12,288 blocks of 64 threads at a 512-token
+// prefill, each waiting on two barriers and then on its weight and rotary loads one after another: 15.8 µs for about
+// 13 MB (H100 timeline). Here every load is issued before the first store and the sums are shuffles; Σ x² is added up
+// as the plain RMSNorm adds a row (each run of 32 elements by warp_sum, whose butterfly leaves every lane the same
+// total, then those sums in order), so the bits are the block kernel's and the unfused sequence's.
+template <int kPerLane, typename KV>
+__global__ void __launch_bounds__(256)
+    qk_norm_rope_append_warp_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+                                    const void* __restrict__ q_norm, WeightType qt, const void* __restrict__ k_norm,
+                                    WeightType kt, float eps, const float* __restrict__ cos,
+                                    const float* __restrict__ sin, KV* __restrict__ cache_k, KV* __restrict__ cache_v,
+                                    int64_t row, const int64_t* row_on_device, int64_t s_count, int64_t hq,
+                                    int64_t hkv) {
+  constexpr int kHalf = kPerLane / 2, d = 32 * kPerLane;
+  const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32, heads = hq + hkv;
+  const int lane = threadIdx.x % 32;
+  allow_next_kernel();
+  wait_for_previous_kernel();  // q, k and v come from the kernel before
+  if (item >= s_count * heads) return;
+  const int64_t s = item / heads, head = item % heads, kv_head = head - hq;
+  const bool is_q = head < hq;
+  float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
+  const void* w = is_q ? q_norm : k_norm;
+  const WeightType wt = is_q ? qt : kt;
+  const float* c = cos + s * d;
+  const float* sn = sin + s * d;
+  const float* vs = v + (s * hkv + kv_head) * d;
+  float e[kPerLane], ws[kPerLane], cs[kPerLane], ss[kPerLane], vv[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int i = lane + 32 * j;
+    e[j] = x[i], ws[j] = load_weight(w, wt, i), cs[j] = c[i], ss[j] = sn[i];
+    vv[j] = is_q ? 0.0f : vs[i];
+  }
+  float total = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) total += warp_sum(__fmul_rn(e[j], e[j]));
+  const float inv = rsqrtf(total / float(d) + eps);
+  float r[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kHalf; ++j) {
+    const float na = ws[j] * (e[j] * inv), nb = ws[j + kHalf] * (e[j + kHalf] * inv);
+    rope_rotate(na, nb, cs[j], ss[j], cs[j + kHalf], ss[j + kHalf], r[j], r[j + kHalf]);
+  }
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) x[lane + 32 * j] = r[j];
+  if (is_q) return;
+  const int64_t at = (row_on_device ? *row_on_device : row) + s;
+  KV* ck = cache_k + (at * hkv + kv_head) * d;
+  KV* cv = cache_v + (at * hkv + kv_head) * d;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) store_kv(ck + lane + 32 * j, r[j]), store_kv(cv + lane + 32 * j, vv[j]);
+}
+
 }  // namespace
 
 void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream) {
   if (a.s == 0) return;
-  const dim3 grid(unsigned(a.s), unsigned(a.hq + a.hkv));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
+    if (a.d == 64 || a.d == 128 || a.d == 256) {
+      const auto kernel = a.d == 64    ? qk_norm_rope_append_warp_kernel<2, KV>
+                          : a.d == 128 ? qk_norm_rope_append_warp_kernel<4, KV>
+                                       : qk_norm_rope_append_warp_kernel<8, KV>;
+      const dim3 grid(unsigned((a.s * (a.hq + a.hkv) + 7) / 8));
+      launch_kernel(kernel, grid, dim3(256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
+                    a.k_norm_type, a.eps, a.cos, a.sin, static_cast<KV*>(a.cache_k), static_cast<KV*>(a.cache_v), a.row,
+                    a.row_on_device, a.s, a.hq, a.hkv);
+      return;
+    }
+    const dim3 grid(unsigned(a.s), unsigned(a.hq + a.hkv));
     launch_kernel(a.d <= 128 ? qk_norm_rope_append_kernel<64, KV> : qk_norm_rope_append_kernel<256, KV>, grid,
                   dim3(a.d <= 128 ? 64 : 256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
                   a.k_norm_type, a.eps, a.cos, a.sin, static_cast<KV*>(a.cache_k), static_cast<KV*>(a.cache_v), a.row,

@@ -307,7 +307,7 @@ struct Runner {
 
   void norms_and_elementwise() {
     for (int64_t rows : {1, 5, 300})
-      for (int64_t width : {1, 16, 100, 2048, 5000}) {
+      for (int64_t width : {1, 16, 100, 1024, 2048, 5000}) {
         const std::string shape = " " + std::to_string(rows) + "x" + std::to_string(width);
         const Tensor x = random({rows, width}), w = random({width}, DType::BF16), b = random({width}, DType::F16);
         Tensor a = cpu.alloc({rows, width}), g = gpu.alloc({rows, width});
@@ -317,6 +317,11 @@ struct Runner {
         check("rms_norm" + shape, g, a, kF32);
         cpu.layer_norm(x, w, b, 1e-6f, a);
         gpu.layer_norm(xg, wg, bg, 1e-6f, g);
+        check("layer_norm (bf16 w, f16 b)" + shape, g, a, kF32);
+        // w and b of one type: the warp-a-row kernel up to 1,024 wide (the other, mixed, runs a block a row).
+        const Tensor b16 = random({width}, DType::BF16), b16g = gpu.upload(b16, WeightRole::Vector);
+        cpu.layer_norm(x, w, b16, 1e-6f, a);
+        gpu.layer_norm(xg, wg, b16g, 1e-6f, g);
         check("layer_norm" + shape, g, a, kF32);
         const Tensor y = random({rows, width}), yg = gpu.from_host(y);
         cpu.add(x, y, a);
@@ -326,7 +331,8 @@ struct Runner {
         gpu.silu_mul(xg, yg, g);
         check("silu_mul" + shape, g, a, kF32);
         add_norms(x, y, NormWeights{w, b}, shape);
-        if (width <= 2048) norms_into_matmul_operands(x, y, NormWeights{w, b}, shape);
+        add_norms(x, y, NormWeights{w, b16}, shape + " (one weight type)");
+        if (width <= 2048) norms_into_matmul_operands(x, y, NormWeights{w, b16}, shape);
         for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
           cpu.gelu(x, kind, a);
           gpu.gelu(xg, kind, g);
@@ -408,7 +414,7 @@ struct Runner {
   // results differ in their last bit across a rounding boundary (NMSE of that order at most).
   void qk_norm_rope_append() {
     for (DType kv : {DType::F32, DType::BF16})
-    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}})
+    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {37, 6, 1, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}})
       for (bool on_device : {false, true}) {
         const int64_t cap = s + 9, row = 7;
         const Tensor q = random({s, hq, d}), k = random({s, hkv, d}), v = random({s, hkv, d});
@@ -885,18 +891,49 @@ void perf(Backend& gpu) {
                   k.gb_per_s, k.tflop_per_s);
   };
   print("op (decode m=1, prefill m=512)", *profiler);
-  // One attention shape: 3 warm-up calls, then 20 timed ones, printed as one table.
-  const auto time_attention = [&](const std::string& title, const Tensor& q, const Tensor& k, const Tensor& v,
-                                  int64_t kv_len, const AttentionMask& mask, float scale, Tensor& out) {
+  // Some calls: 3 warm-up rounds, then 20 timed ones, printed as one table.
+  const auto time_calls = [&](const std::string& title, const std::function<void()>& calls) {
     Profiler timed;
-    for (int i = 0; i < 3; ++i) gpu.attention(q, k, v, kv_len, mask, scale, out);
+    for (int i = 0; i < 3; ++i) calls();
     gpu.collect_timings(true);
     gpu.set_timing_sink(&timed);
-    for (int i = 0; i < 20; ++i) gpu.attention(q, k, v, kv_len, mask, scale, out);
+    for (int i = 0; i < 20; ++i) calls();
     gpu.collect_timings(true);
     gpu.set_timing_sink(nullptr);
     print(title.c_str(), timed);
   };
+  const auto time_attention = [&](const std::string& title, const Tensor& q, const Tensor& k, const Tensor& v,
+                                  int64_t kv_len, const AttentionMask& mask, float scale, Tensor& out) {
+    time_calls(title, [&] { gpu.attention(q, k, v, kv_len, mask, scale, out); });
+  };
+  // The vision tower's row ops at a 448² picture (784 rows of 1,024): a biased projection closed by the residual add
+  // and the next LayerNorm (the bias folds into the add), and a plain LayerNorm.
+  {
+    const int64_t rows = 784, width = 1024;
+    const Tensor bias = random({width}, DType::BF16);
+    const LinearWeights proj = gpu.upload_linear(random({width, width}, DType::BF16, 0.02f), &bias);
+    const NormWeights ln{gpu.upload(random({width}, DType::BF16), WeightRole::Vector),
+                         gpu.upload(random({width}, DType::BF16), WeightRole::Vector)};
+    const Tensor xv = gpu.from_host(random({rows, width}));
+    Tensor stream = gpu.from_host(random({rows, width})), scratch = gpu.alloc({rows, width}), normed,
+           plain = gpu.alloc({rows, width});
+    // The decoder's row ops at a 512-token prefill: o's closing add + RMSNorm, and the attention prologue (q/k
+    // norms, RoPE, the cache append).
+    const int64_t m = 512;
+    const Tensor o_in = gpu.from_host(random({m, hq * d})), qn = gpu.upload(random({d}, DType::BF16), WeightRole::Vector),
+                 kn = gpu.upload(random({d}, DType::BF16), WeightRole::Vector), vp = gpu.from_host(random({m, hkv, d})),
+                 cos = gpu.from_host(random({m, d})), sin = gpu.from_host(random({m, d}));
+    Tensor residual = gpu.from_host(random({m, hidden})), o_out = gpu.alloc({m, hidden}), o_normed,
+           qp = gpu.from_host(random({m, hq, d})), kp = gpu.from_host(random({m, hkv, d})), ck = kc, cv = vc;
+    time_calls("prefill rows, 512 tokens", [&] {
+      gpu.project(Projection::add_to(residual, o_in, wq, o_out).then(rms, o_normed));
+      gpu.qk_norm_rope_append({&qp, &kp, &vp, &qn, &kn, 1e-6f, &cos, &sin, &ck, &cv, 0, nullptr});
+    });
+    time_calls("vision rows, 784 x 1024", [&] {
+      gpu.project(Projection::add_to(stream, xv, proj, scratch).then(RowNorm::layer(ln, 1e-6f), normed));
+      gpu.layer_norm(xv, ln.weight, ln.bias, 1e-6f, plain);
+    });
+  }
   // Decode attention against the context length: the cache is its only traffic (GB/s is the figure of merit).
   const Tensor q1 = gpu.from_host(random({1, hq, d}));
   Tensor out1 = gpu.alloc({1, hq, d});

@@ -116,7 +116,10 @@ void check_kept_pictures(const std::string& device) {
   // Kept pictures joined in prompt order, and beside new ones before and after them: the new ones alone go through
   // the tower. The fresh engine encodes all of a request's pictures in one batch where the kept ones were encoded in
   // other batches: the same numbers up to the order of the kernels' sums over a batch.
-  const double tolerance = device == "cpu" ? 1e-5 : 1e-3;
+  // On the GPU the products of a batch of 2 pictures and of 1 take other cuBLAS kernels (other sums over k), and the
+  // bf16 rounding of each product's operands carries that through 24 blocks and 28 layers: 0.83-1.52e-3 of the largest
+  // logit on an H100 (2026-11-27). The generated tokens must be the same as well.
+  const double tolerance = device == "cpu" ? 1e-5 : 3e-3;
   const auto same_answer = [&](const GenerateResult& with_kept, const GenerateResult& encoded, const char* what) {
     EXPECT_EQ(with_kept.generated_ids, encoded.generated_ids) << device << ", " << what;
     EXPECT_LE(logit_difference(with_kept, encoded), tolerance) << device << ", " << what;
