@@ -21,7 +21,7 @@ __global__ void add_rms_norm_kernel(float* __restrict__ x, const float* __restri
   Slice sum;
   sum.load_sum(row, res, width, NoBias{});
   float sq = sum.sum_of_squares();
-  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq += row[i] * row[i];
+  for (int64_t i = threadIdx.x + Slice::kCapacity; i < width; i += kThreads) sq = __fmaf_rn(row[i], row[i], sq);
   const float inv = rsqrtf(block_sum<kThreads>(sq) / float(width) + eps);
   sum.write_scaled(TypedOutput<Y>{y + int64_t(blockIdx.x) * width}, row, TypedWeights<W>{w}, inv, width);
 }

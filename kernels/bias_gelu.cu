@@ -17,20 +17,23 @@ template <bool kTanh> __device__ __forceinline__ float bias_gelu_value(float y, 
   return kTanh ? gelu_tanh(v) : gelu_erf(v);
 }
 
-template <bool kTanh>
-__global__ void bias_gelu_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
-  for_each_with_bias(y, bias, bias_type, rows, cols, four, bias_gelu_value<kTanh>);
+template <bool kTanh, typename Y>
+__global__ void bias_gelu_kernel(const float* y, Y* out, const void* bias, WeightType bias_type, int64_t rows,
+                                 int64_t cols, bool four) {
+  for_each_with_bias(y, out, bias, bias_type, rows, cols, four, bias_gelu_value<kTanh>);
 }
 
 }  // namespace
 
-void bias_gelu(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool tanh_form,
-               cudaStream_t stream) {
-  if (rows * cols == 0) return;
-  const bool four = by_four(y, rows, cols);
-  const unsigned blocks = bias_blocks(rows, cols, four);
-  if (tanh_form) bias_gelu_kernel<true><<<blocks, 256, 0, stream>>>(y, bias, bias_type, rows, cols, four);
-  else bias_gelu_kernel<false><<<blocks, 256, 0, stream>>>(y, bias, bias_type, rows, cols, four);
+void bias_gelu(const BiasGeluArgs& a, cudaStream_t stream) {
+  if (a.rows * a.cols == 0) return;
+  const bool four = by_four(a.y, a.rows, a.cols) && reinterpret_cast<uintptr_t>(a.out) % 16 == 0;
+  const unsigned blocks = bias_blocks(a.rows, a.cols, four);
+  with_element_type(a.out_type, [&](auto element) {
+    using Y = decltype(element);
+    const auto kernel = a.tanh_form ? bias_gelu_kernel<true, Y> : bias_gelu_kernel<false, Y>;
+    kernel<<<blocks, 256, 0, stream>>>(a.y, static_cast<Y*>(a.out), a.bias, a.bias_type, a.rows, a.cols, four);
+  });
   CUDA_CHECK_LAUNCH();
 }
 

@@ -3,8 +3,8 @@
 // head size. What it replaces, on an H100 (CUPTI timeline, a 448² picture: 784 rows x 16 heads x 64): the biases
 // kernel 13.4 us and two rope kernels 4.4 us each a block, three launches. A first version with a thread a pair over
 // the whole grid and 64-bit divisions by the head count and size took 21.9 us, their sum: the index arithmetic, not
-// the 19 MB, bound it (~6 us at 3 TB/s). This one took 14.4 us with the biases' type read at run time (one load,
-// add and store after another); templated, with a thread's loads before its stores: see bias_rope_kernel.
+// the 19 MB, bound it (~6 us at 3 TB/s). This one took 14.4 us with the biases' type read at run time and 13.8
+// templated, with a thread's loads before its stores: what still holds it near twice its traffic is not known.
 #include <stdexcept>
 
 #include "bias_rope.cuh"
@@ -17,7 +17,7 @@ namespace {
 constexpr int kThreads = 256;
 
 // W: the biases' element type (weights.cuh, with_element_type). Each thread's loads for two pairs (or four v
-// values) are issued before its first store: y may alias the tables and the biases as far as the compiler knows.
+// values) are issued before its first store.
 template <typename W> __global__ void bias_rope_kernel(Biases b, RopeTables t) {
   const int output = int(blockIdx.y), d = int(t.head_dim), half = d / 2, cols = int(t.heads) * d;
   float* __restrict__ y = b.y[output] + int64_t(blockIdx.x) * cols;

@@ -34,13 +34,13 @@ template <WeightType kType> __global__ void narrow4_kernel(const float4* x, uint
 __device__ __forceinline__ float plus(float y, float bias) { return y + bias; }
 
 __global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
-  for_each_with_bias(y, bias, bias_type, rows, cols, four, plus);
+  for_each_with_bias(y, y, bias, bias_type, rows, cols, four, plus);
 }
 
 // blockIdx.y picks the output.
 __global__ void biases_kernel(Biases b, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
   if (!b.bias[blockIdx.y]) return;
-  for_each_with_bias(b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, four, plus);
+  for_each_with_bias(b.y[blockIdx.y], b.y[blockIdx.y], b.bias[blockIdx.y], bias_type, rows, cols, four, plus);
 }
 
 unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + 255) / 256, 4096)); }

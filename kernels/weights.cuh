@@ -73,8 +73,9 @@ __device__ __forceinline__ void store_activation(void* y, WeightType t, int64_t 
 // The element types of a weight and of an activation as C++ types, for kernels templated on them (float, __half, or
 // uint16_t for bf16). With a run-time type switch at every load and store of their unrolled loops the row kernels
 // were 2,000-3,300 SASS instructions (sm_80) and ran at 1 TB/s or less: the vision's add + LayerNorm took 12.4 µs
-// for 11 MB, its LayerNorm 8 µs for 6.4 MB, the decoder's add + RMSNorm 6.9 µs (H100 timeline; the likely cost is
-// issuing and fetching that code, once per block). Templated, the same two LayerNorms take 4.7 and 3.1 µs.
+// for 11 MB, its LayerNorm 8 µs for 6.4 MB, the decoder's add + RMSNorm 6.9 µs (H100 timeline). Templated, with
+// vector loads of the weights, the same two LayerNorms take 4.7 and 3.1 µs; which of the two changes bought how
+// much was not measured apart (the likely cost of the switches: the instructions issued for them, once per block).
 template <typename F> void with_element_type(WeightType t, F&& f) {
   switch (t) {
     case WeightType::F16: f(__half{}); break;

@@ -237,6 +237,9 @@ public:
   // that reads it, or, for a closing norm, the residual projection that writes it (the layer's matrices share one
   // format). The model never calls this. Default: alloc (the CPU computes in f32).
   virtual Tensor alloc_normed(Shape shape, const Projection& /*p*/) { return alloc(std::move(shape)); }
+  // A SwiGLU or GELU projection's activation slot (Projection::activated) in the type the next product reads, or an
+  // empty tensor where that is the activations' own type (the slot then is the projection's outputs[0]).
+  virtual Tensor alloc_operand(Shape /*shape*/, const Projection& /*p*/) { return {}; }
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;

@@ -85,6 +85,11 @@ Projection& Projection::gelu(GeluKind kind) {
   return *this;
 }
 
+Projection& Projection::into_operand(Tensor& slot) {
+  activated = &slot;
+  return *this;
+}
+
 Projection& Projection::rotating(const Tensor& cos, const Tensor& sin) {
   rope_cos = &cos;
   rope_sin = &sin;
@@ -128,6 +133,8 @@ void check_projection(const Projection& p) {
   } else if (p.then_norm) {
     fail("projection: a closing norm follows a residual add only");
   }
+  if (p.activated && p.epilogue != Epilogue::SwiGLU && p.epilogue != Epilogue::Gelu)
+    fail("projection: an activation slot follows a SwiGLU or GELU epilogue only");
   if (p.rope_cos) {
     if (p.epilogue != Epilogue::Store || p.count != 3 || !p.rope_sin)
       fail("projection: RoPE rotates the q and k of a q+k+v projection, with both tables");
@@ -144,6 +151,19 @@ void rotate_unfused(Backend& be, const Projection& p) {
   if (!p.rope_cos) return;
   be.rope(*p.outputs[0], *p.rope_cos, *p.rope_sin);
   be.rope(*p.outputs[1], *p.rope_cos, *p.rope_sin);
+}
+
+Tensor& activation_slot(Backend& be, const Projection& p) {
+  if (!p.activated) return *p.outputs[0];
+  Tensor& slot = *p.activated;
+  if (!slot.raw()) {
+    Tensor operand = be.alloc_operand(p.outputs[0]->shape(), p);
+    slot = operand.raw() ? std::move(operand) : *p.outputs[0];
+  }
+  if (slot.numel() != p.outputs[0]->numel())
+    fail("projection: the activation slot ", shape_to_string(slot.shape()), " does not fit ",
+         shape_to_string(p.outputs[0]->shape()));
+  return slot;
 }
 
 Tensor& norm_slot(Backend& be, Tensor& slot, const Tensor& like, const Projection& p) {
@@ -170,6 +190,7 @@ const Tensor& unfused_prologue(Backend& be, const Projection& p) {
 
 void project_unfused(Backend& be, const Projection& p) {
   check_projection(p);
+  Tensor& activation = activation_slot(be, p);
   const Tensor& in = unfused_prologue(be, p);
   const auto product = [&](int i) {
     const LinearWeights& w = *p.weights[std::size_t(i)];
@@ -182,12 +203,12 @@ void project_unfused(Backend& be, const Projection& p) {
       return;
     case Epilogue::Gelu:
       product(0);
-      be.gelu(*p.outputs[0], p.gelu_kind, *p.outputs[0]);
+      be.gelu(*p.outputs[0], p.gelu_kind, activation);
       return;
     case Epilogue::SwiGLU:
       product(0);
       product(1);
-      be.silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
+      be.silu_mul(*p.outputs[0], *p.outputs[1], activation);
       return;
     case Epilogue::Residual:
       product(0);

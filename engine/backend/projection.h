@@ -58,6 +58,11 @@ struct Projection {
   // tables [rows, head_dim] (Backend::rope), as the vision tower's attention reads them. nullptr: not rotated.
   const Tensor* rope_cos = nullptr;
   const Tensor* rope_sin = nullptr;
+  // SwiGLU, Gelu: the activation goes into this slot instead of outputs[0] (the products still use outputs). The
+  // model owns the slot and the next projection reads it; the backend fills it on first use (activation_slot): in
+  // the type that projection's products read where it has one (Backend::alloc_operand: the 16-bit operand of a
+  // cuBLAS product, so the activation is narrowed as it is written, not in a pass of its own), else it is outputs[0].
+  Tensor* activated = nullptr;
 
   // outputs[i] = input · weights[i]ᵀ (+ bias), for one to three matrices.
   static Projection of(const Tensor& input, const LinearWeights& w, Tensor& out);
@@ -73,6 +78,7 @@ struct Projection {
   static Projection add_to(Tensor& residual, const Tensor& input, const LinearWeights& w, Tensor& scratch);
   Projection& then(RowNorm next, Tensor& slot);
   Projection& gelu(GeluKind kind);
+  Projection& into_operand(Tensor& slot);  // SwiGLU, Gelu: the activation into `slot` (activated)
   Projection& rotating(const Tensor& cos, const Tensor& sin);
   // A descriptor keeps pointers to its tensors: a temporary input would be gone before the backend reads it.
   static Projection of(Tensor&&, const LinearWeights&, Tensor&) = delete;
@@ -97,6 +103,10 @@ void rotate_unfused(Backend& be, const Projection& p);
 const Tensor& unfused_prologue(Backend& be, const Projection& p);
 // The norm slot `slot` for rows shaped like `like`, allocated on first use (Backend::alloc_normed, for p's products).
 Tensor& norm_slot(Backend& be, Tensor& slot, const Tensor& like, const Projection& p);
+// Where a SwiGLU or GELU projection's activation goes: its `activated` slot, filled on first use (with a tensor from
+// Backend::alloc_operand, or with outputs[0] itself where that gives none), or outputs[0] without a slot. Backends
+// call it before any of their paths, so the slot is filled whichever runs.
+Tensor& activation_slot(Backend& be, const Projection& p);
 // y = norm(x) over the norm's groups, into the slot y (norm_slot).
 void normalise(Backend& be, const RowNorm& norm, const Tensor& x, Tensor& y, const Projection& reader);
 

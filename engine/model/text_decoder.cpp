@@ -11,6 +11,7 @@ namespace qvl {
 // The activations of one forward pass over `rows` tokens.
 struct DecoderActivations {
   Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits, pick;  // pick: a greedy one-token pass's
+  Tensor mlp;  // the SwiGLU's output, the down projection's input: a slot the backend fills (Projection::activated)
 };
 
 // Where this pass's tokens go: known on the host (run directly), or read from device tensors (a recorded step,
@@ -269,11 +270,13 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
                         1.0f / std::sqrt(float(d)), &tap_.heat});
     const Tensor attn = b.attn.reshaped({s, hq * d});
     be.project(Projection::add_to(b.x, attn, L.o, b.proj).then(rms(L.post_attention_norm), b.a));
-    be.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up).reading_norm(rms(L.post_attention_norm), b.a, true));
+    be.project(Projection::swiglu(b.x, L.gate, L.up, b.gate, b.up)
+                   .reading_norm(rms(L.post_attention_norm), b.a, true)
+                   .into_operand(b.mlp));
     // DeepStack features join the residual after the layer: the next layer's norm reads the sum, so it runs then.
     const bool deepstack = vision && std::size_t(l) < vision->deepstack.size();
     input_normed = l + 1 < end && !deepstack;
-    Projection down = Projection::add_to(b.x, b.gate, L.down, b.proj);
+    Projection down = Projection::add_to(b.x, b.mlp, L.down, b.proj);
     if (input_normed) down.then(rms(w_.layers[std::size_t(l) + 1].input_norm), b.a);
     be.project(down);
     if (deepstack) be.add_rows(b.x, vision->deepstack[std::size_t(l)], vision->positions);

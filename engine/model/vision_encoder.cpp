@@ -16,9 +16,12 @@ constexpr float kEps = 1e-6f;
 // patches together. Either way one LayerNorm prologue: over groups of its weight's width within the merged row.
 Tensor merger_forward(Backend& be, const MergerWeights& w, const Tensor& x, int64_t merged_rows, int64_t merged_dim) {
   const Tensor grouped = x.reshaped({merged_rows, merged_dim});
-  Tensor normed, hidden = be.alloc({merged_rows, w.fc1.rows()}), out = be.alloc({merged_rows, w.fc2.rows()});
-  be.project(Projection::of(grouped, w.fc1, hidden).reading_norm(RowNorm::layer(w.norm, kEps), normed).gelu(GeluKind::Erf));
-  be.project(Projection::of(hidden, w.fc2, out));
+  Tensor normed, activated, hidden = be.alloc({merged_rows, w.fc1.rows()}), out = be.alloc({merged_rows, w.fc2.rows()});
+  be.project(Projection::of(grouped, w.fc1, hidden)
+                 .reading_norm(RowNorm::layer(w.norm, kEps), normed)
+                 .gelu(GeluKind::Erf)
+                 .into_operand(activated));
+  be.project(Projection::of(activated, w.fc2, out));
   return out;
 }
 
@@ -46,7 +49,8 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   VisionOutput out;
   const int64_t merged_rows = n / (c.spatial_merge_size * c.spatial_merge_size);
   // a is the projections' norm slot (the backend allocates it on first use, in the type its products read).
-  Tensor a, q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}), v = be.alloc({n, heads, head_dim}),
+  // mlp_out is the GELU's output slot, fc2's input (Projection::activated: maybe its 16-bit operand).
+  Tensor a, mlp_out, q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}), v = be.alloc({n, heads, head_dim}),
             attn = be.alloc({n, heads, head_dim}), proj = be.alloc({n, hidden}), mlp = be.alloc({n, c.intermediate_size});
   const auto layer_norm = [](const NormWeights& nw) { return RowNorm::layer(nw, kEps); };
   bool input_normed = false;  // a holds this block's normed input (the previous block's closing norm made it)
@@ -59,10 +63,13 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
     const Tensor attended = attn.reshaped({n, hidden});
     be.project(Projection::add_to(x, attended, blk.proj, proj).then(layer_norm(blk.norm2), a));
-    be.project(Projection::of(x, blk.fc1, mlp).reading_norm(layer_norm(blk.norm2), a, true).gelu(GeluKind::Tanh));
+    be.project(Projection::of(x, blk.fc1, mlp)
+                   .reading_norm(layer_norm(blk.norm2), a, true)
+                   .gelu(GeluKind::Tanh)
+                   .into_operand(mlp_out));
     // The mergers read x, not a: the last block closes without a norm.
     input_normed = b + 1 < c.depth;
-    Projection fc2 = Projection::add_to(x, mlp, blk.fc2, proj);
+    Projection fc2 = Projection::add_to(x, mlp_out, blk.fc2, proj);
     if (input_normed) fc2.then(layer_norm(w.blocks[std::size_t(b + 1)].norm1), a);
     be.project(fc2);
     const auto& ds = c.deepstack_visual_indexes;

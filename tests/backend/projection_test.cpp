@@ -117,6 +117,23 @@ TEST_F(Projections, SwiGLUGeluAndTheGroupedLayerNorm) {
   EXPECT_LT(max_difference(h, hidden), 1e-4);
 }
 
+// The activation slot (the next product's input): on the CPU it is the projection's own output, so the activation
+// is neither copied nor converted; only a SwiGLU or GELU epilogue has one.
+TEST_F(Projections, TheActivationSlotOnTheCpuIsTheOutputItself) {
+  const Tensor x = test::random_normal({5, 12}, 6);
+  const LinearWeights gate = linear(7, 12, 7, false), up = linear(7, 12, 8, false), fc = linear(9, 12, 9);
+  Tensor y = be->alloc({5, 7}), scratch = be->alloc({5, 7}), activated, unslotted = be->alloc({5, 7});
+  be->project(Projection::swiglu(x, gate, up, unslotted, scratch));
+  be->project(Projection::swiglu(x, gate, up, y, scratch).into_operand(activated));
+  EXPECT_EQ(activated.raw(), y.raw());
+  EXPECT_EQ(max_difference(activated, rows(unslotted)), 0.0);
+  Tensor h = be->alloc({5, 9}), gelu_slot;
+  be->project(Projection::of(x, fc, h).gelu(GeluKind::Tanh).into_operand(gelu_slot));
+  EXPECT_EQ(gelu_slot.raw(), h.raw());
+  Tensor store_slot;
+  EXPECT_THROW(be->project(Projection::of(x, fc, h).into_operand(store_slot)), Error);
+}
+
 TEST_F(Projections, AResidualAddClosesWithTheNextNormAndTheNextProjectionReadsIt) {
   const Tensor in = test::random_normal({4, 6}, 11);
   const LinearWeights o = linear(10, 6, 12), next = linear(3, 10, 13);

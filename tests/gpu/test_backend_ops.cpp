@@ -318,7 +318,8 @@ struct Runner {
         cpu.layer_norm(x, w, b, 1e-6f, a);
         gpu.layer_norm(xg, wg, bg, 1e-6f, g);
         check("layer_norm (bf16 w, f16 b)" + shape, g, a, kF32);
-        // w and b of one type: the warp-a-row kernel up to 1,024 wide (the other, mixed, runs a block a row).
+        // w and b of one type: the warp-a-row kernel up to 1,024 wide (mixed, as above, a block a row; on the SM61
+        // profile both are stored as f16, so both cases run the warp kernel there).
         const Tensor b16 = random({width}, DType::BF16), b16g = gpu.upload(b16, WeightRole::Vector);
         cpu.layer_norm(x, w, b16, 1e-6f, a);
         gpu.layer_norm(xg, wg, b16g, 1e-6f, g);
@@ -332,7 +333,10 @@ struct Runner {
         check("silu_mul" + shape, g, a, kF32);
         add_norms(x, y, NormWeights{w, b}, shape);
         add_norms(x, y, NormWeights{w, b16}, shape + " (one weight type)");
-        if (width <= 2048) norms_into_matmul_operands(x, y, NormWeights{w, b16}, shape);
+        if (width <= 2048) {
+          norms_into_matmul_operands(x, y, NormWeights{w, b16}, shape);
+          norms_into_matmul_operands(x, y, NormWeights{w, b}, shape + " (bf16 w, f16 b)");
+        }
         for (GeluKind kind : {GeluKind::Tanh, GeluKind::Erf}) {
           cpu.gelu(x, kind, a);
           gpu.gelu(xg, kind, g);
@@ -369,6 +373,35 @@ struct Runner {
       check(what + " (normed)" + shape, g, a, kF32);
       check(what + " (sum)" + shape, sum_gpu, sum_cpu, kF32);
     }
+  }
+
+  // The fused add + norm kernels against the GPU's own unfused sequence (the GEMM with its bias kernel, the add, the
+  // norm), bit for bit: the warp and the block layouts, norm weights in bf16 and f32, the residual's bias in the
+  // norm's type and in another.
+  void fused_norms_match_unfused() {
+    const int64_t m = 37, k = 64;
+    for (int64_t width : {100, 1024, 2048})
+      for (DType norm_type : {DType::BF16, DType::F32})
+        for (DType bias_type : {DType::BF16, DType::F16}) {
+          const Tensor x = random({m, k}), w = random({width, k}, DType::BF16, 0.1f), bias = random({width}, bias_type);
+          const LinearWeights wg = on_gpu(w, &bias);
+          const NormWeights ln = on_gpu(NormWeights{random({width}, norm_type), random({width}, norm_type)}),
+                            rn = on_gpu(NormWeights{random({width}, norm_type), {}});
+          const Tensor xg = gpu.from_host(x), stream = random({m, width});
+          for (const bool layer : {true, false}) {
+            const RowNorm norm = layer ? RowNorm::layer(ln, 1e-6f) : RowNorm::rms(rn, 1e-6f);
+            Tensor sum_f = gpu.from_host(stream), sum_u = gpu.from_host(stream), scratch_f = gpu.alloc({m, width}),
+                   scratch_u = gpu.alloc({m, width}), y_f, y_u;
+            gpu.project(Projection::add_to(sum_f, xg, wg, scratch_f).then(norm, y_f));
+            with_fusions(Fusions::none(), [&] { gpu.project(Projection::add_to(sum_u, xg, wg, scratch_u).then(norm, y_u)); });
+            const std::string what = std::string(layer ? "add+layer_norm" : "add+rms_norm") + " w=" +
+                                     std::to_string(width) + " " + std::string(dtype_name(norm_type)) + " norm, " +
+                                     std::string(dtype_name(bias_type)) + " bias = unfused on the GPU";
+            // The fused norm may write the GEMMs' 16-bit operand: the unfused f32 rows rounded the same way.
+            check(what + " (normed)", y_f, gpu.to_host(y_u).to(y_f.dtype()), 0.0);
+            check(what + " (sum)", sum_f, gpu.to_host(sum_u), 0.0);
+          }
+        }
   }
 
   // The norms writing a cuBLAS operand (the norm slot: bf16 for bf16 weights and rows past the GEMV), against the
@@ -498,6 +531,13 @@ struct Runner {
         const std::string shape = std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
                                   " k=" + std::to_string(k);
         check("linear+swiglu " + shape, y_gpu, y_cpu, linear_limit(wt, m));
+        // Into an activation slot (the down projection's input): the same values, in the 16-bit operand where the rows
+        // go to cuBLAS, rounded as the conversion pass would round them (bit for bit); else the output itself.
+        const Tensor plain = gpu.to_host(y_gpu);
+        Tensor slot;
+        gpu.project(Projection::swiglu(x_g, gate_g, up_g, y_gpu, s_gpu).into_operand(slot));
+        check("linear+swiglu into its slot (" + std::string(dtype_name(slot.dtype())) + ") " + shape, slot,
+              plain.to(slot.dtype()), 0.0);
         // The input RMSNorm folded in (decode rows), against the CPU's rms_norm, two linears and silu_mul.
         const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
         Tensor n_cpu, n_gpu;
@@ -595,6 +635,12 @@ struct Runner {
         gpu.project(Projection::of(xg, wg, y_gpu).gelu(kind));
         check(std::string(kind == GeluKind::Tanh ? "linear+bias+gelu_tanh" : "linear+bias+gelu_erf") + shape, y_gpu,
               y_cpu, linear_limit(DType::BF16, m));
+        const Tensor plain = gpu.to_host(y_gpu);  // into an activation slot, as linear+swiglu's
+        Tensor slot;
+        gpu.project(Projection::of(xg, wg, y_gpu).gelu(kind).into_operand(slot));
+        check(std::string(kind == GeluKind::Tanh ? "linear+bias+gelu_tanh" : "linear+bias+gelu_erf") + " into its slot (" +
+                  std::string(dtype_name(slot.dtype())) + ")" + shape,
+              slot, plain.to(slot.dtype()), 0.0);
       }
       const Tensor stream = random({m, n});
       const NormWeights norm{random({n}, DType::BF16), random({n}, DType::BF16)}, norm_g = on_gpu(norm);
@@ -808,6 +854,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.linear();
   r.quantised_linear();
   r.norms_and_elementwise();
+  r.fused_norms_match_unfused();
   r.greedy_pick();
   r.rows_ops();
   r.qk_norm_rope_append();

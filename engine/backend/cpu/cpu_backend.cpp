@@ -71,6 +71,7 @@ public:
   // one pass over the rows (add_rms_norm). The input norm runs first, as in the reference.
   void project(const Projection& p) override {
     check_projection(p);
+    activation_slot(*this, p);  // outputs[0] itself: the CPU's products read f32
     if (p.epilogue == Epilogue::Store && p.count > 1 && fusions_.qkv_projection) {
       project_together(p);
       return rotate_unfused(*this, p);

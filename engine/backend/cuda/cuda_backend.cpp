@@ -164,6 +164,18 @@ Tensor CudaBackend::alloc_normed(Shape shape, const Projection& reader) {
   return ctx_.device_tensor(narrow ? weights : DType::F32, std::move(shape), pool::Owner::Activations);
 }
 
+// A SwiGLU or GELU activation goes straight into the next cuBLAS product's 16-bit operand where the projection's
+// fusion is on (swiglu_projection, linear_gelu) and its rows go to cuBLAS: the activation kernel rounds as the
+// conversion would (the same bits), and the product runs no conversion pass. The next projection has the same
+// weight format (a checkpoint has one) and the same rows.
+Tensor CudaBackend::alloc_operand(Shape shape, const Projection& p) {
+  const LinearWeights& w = *p.weights[0];
+  const DType type = w.weight.dtype();
+  const bool fused = p.epilogue == Epilogue::SwiGLU ? fusions_.swiglu_projection : fusions_.linear_gelu;
+  if (!fused || w.quantised() || (type != DType::BF16 && type != DType::F16) || !runs_cublas(p.rows())) return {};
+  return ctx_.device_tensor(type, std::move(shape), pool::Owner::Activations);
+}
+
 Tensor CudaBackend::from_host(const Tensor& host) {
   const Tensor src = host.dtype() == DType::F32 ? host : host.to(DType::F32);
   Tensor t = alloc(src.shape());

@@ -54,6 +54,7 @@ public:
   void set_cache_type(DType type) override;
   DType weight_storage(DType stored) const override;
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
+  Tensor alloc_operand(Shape shape, const Projection& p) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
   Tensor alloc_indices(int64_t count) override;

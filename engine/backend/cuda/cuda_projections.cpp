@@ -76,6 +76,7 @@ bool CudaBackend::folds_norm(const RowNorm& norm, int64_t rows) const {
 
 void CudaBackend::project(const Projection& p) {
   check_projection(p);
+  activation_slot(*this, p);  // filled before any path runs (the GEMVs and the quantised products leave it outputs[0])
   if (p.weights[0]->quantised()) return project_quantised(p);
   const bool fold = p.norm && folds_norm(p.norm, p.rows());
   if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
@@ -107,22 +108,25 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
       if ((fusions_.swiglu_projection || fold) && gemv_swiglu(p, in, false)) return;
       linear(in, w0, *p.outputs[0]);
       linear(in, *p.weights[1], *p.outputs[1]);
-      silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
+      silu_mul(*p.outputs[0], *p.outputs[1], activation_slot(*this, p));  // maybe the down GEMM's operand
       return;
     case Epilogue::Gelu: {
       Tensor& y = *p.outputs[0];
+      Tensor& out = activation_slot(*this, p);  // maybe the fc2 GEMM's operand
       const Tensor* bias = w0.bias_or_null();
       // With cuBLAS the bias is a kernel of its own after the GEMM: here it rides along with the GELU instead (the
       // same bits: bias_gelu.cu). The GEMV and the tiled GEMM add it in their epilogue already.
       if (!fusions_.linear_gelu || !bias || !runs_cublas(rows_of(in))) {
         linear(in, w0, y);
-        gelu(y, p.gelu_kind, y);
+        gelu(y, p.gelu_kind, out);
         return;
       }
       linear_into(in, w0, nullptr, y);
       const GpuTimer timer = timed([&] { return op_cost::elementwise("bias+gelu", y, 2); });
-      cuda::bias_gelu(f32(y), bias->raw(), weight_type(bias->dtype()), rows_of(y), last_dim(y),
-                      p.gelu_kind == GeluKind::Tanh, ctx_.stream);
+      cuda::bias_gelu({.y = f32(y), .bias = bias->raw(), .bias_type = weight_type(bias->dtype()), .out = out.raw(),
+                       .out_type = weight_type(out.dtype()), .rows = rows_of(y), .cols = last_dim(y),
+                       .tanh_form = p.gelu_kind == GeluKind::Tanh},
+                      ctx_.stream);
       return;
     }
     case Epilogue::Residual:

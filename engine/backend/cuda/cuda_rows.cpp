@@ -68,11 +68,13 @@ void CudaBackend::gelu(const Tensor& x, GeluKind kind, Tensor& y) {
   elementwise(kind == GeluKind::Tanh ? cuda::Elementwise::GeluTanh : cuda::Elementwise::GeluErf, x, nullptr, y);
 }
 
+// y is f32, or a 16-bit GEMM operand (an activation slot: Projection::activated, alloc_operand).
 void CudaBackend::elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
   if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
   static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
   const GpuTimer timer = timed([&] { return op_cost::elementwise(names[int(op)], a, b ? 3 : 2); });
-  cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, f32(y), a.numel(), ctx_.stream);
+  void* out = y.dtype() == DType::F32 ? static_cast<void*>(f32(y)) : y.raw();
+  cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, out, weight_type(y.dtype()), a.numel(), ctx_.stream);
 }
 
 void CudaBackend::embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) {
