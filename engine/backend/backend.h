@@ -161,6 +161,9 @@ struct BackendLimits {
   // Block-sparse causal attention (AttentionMask::block_layout) runs for chunks of at least this many queries (the
   // CUDA tiled kernels' query blocks); shorter chunks attend densely.
   int64_t block_sparse_min_queries = 1;
+  // Its multi-row products read 16-bit copies of their inputs (cuBLAS on 16-bit weights; the memory plan counts
+  // them). The SM61 profile's tiled GEMM and the CPU read f32 rows.
+  bool narrows_product_inputs = false;
 };
 
 // The physical device behind a backend, where there is one (a Vulkan device is matched to it by the UUID).

@@ -13,9 +13,13 @@ struct Fusions {
   bool add_rms_norm = true;         // the residual add and the RMSNorm after it, one pass over the row
   bool qkv_projection = true;       // the q, k and v projections in one pass over the three matrices (CUDA: decode)
   bool qk_norm_rope_append = true;  // q/k head norms, RoPE and the KV-cache append, one launch
-  bool swiglu_projection = true;    // gate and up projections with SiLU ⊙ up, one pass over both matrices (CUDA: decode)
+  // Gate and up projections with SiLU ⊙ up, one pass over both matrices (CUDA: decode); on CUDA's cuBLAS rows, the
+  // SiLU ⊙ up also writes the down product's 16-bit operand (Projection::into_operand).
+  bool swiglu_projection = true;
   bool add_layer_norm = true;       // vision: the residual add (with the residual's bias) and the LayerNorm after it
-  bool linear_gelu = true;          // vision: the MLP's bias and GELU after its first matrix product, one pass
+  // Vision: the MLP's bias and GELU after its first matrix product, one pass, writing the second product's 16-bit
+  // operand on CUDA's cuBLAS rows (Projection::into_operand).
+  bool linear_gelu = true;
   bool flash_attention = true;      // scores, softmax and weighted sum in one kernel, the scores never in memory
   // The input RMSNorm folded into the projections that read it. Decode rows (where the backend folds, the GPU): the
   // norm runs inside the q+k+v and gate/up GEMVs and the residual add inside the o and down GEMVs; those

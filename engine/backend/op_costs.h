@@ -49,8 +49,9 @@ inline KernelEvent add_row_norm(const char* op, const Tensor& x) {
   const int64_t width = x.rank() ? x.dim(x.rank() - 1) : 1;
   return make(std::string(op) + " " + std::to_string(width), 4.0 * double(x.nbytes()), 6.0 * double(x.numel()));
 }
-inline KernelEvent elementwise(const char* op, const Tensor& x, int tensors) {
-  return make(op, double(tensors) * double(x.nbytes()), 4.0 * double(x.numel()));
+// `inputs` tensors like x read, y written (maybe a 16-bit GEMM operand: Projection::into_operand).
+inline KernelEvent elementwise(const char* op, const Tensor& x, int inputs, const Tensor& y) {
+  return make(op, double(inputs) * double(x.nbytes()) + double(y.nbytes()), 4.0 * double(x.numel()));
 }
 // Fused attention prologue: q and k read and written, v read, k and v written to the cache, the rotary rows read.
 inline KernelEvent qk_norm_rope_append(const Tensor& q, const Tensor& k, const Tensor& cos) {

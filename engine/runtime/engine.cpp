@@ -782,10 +782,12 @@ MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOpti
     r.gpu_floats = gpu->weight_storage(r.checkpoint_floats);
     r.gpu_activations = gpu->activation_type();
     r.gpu_cache = gpu->cache_type();
+    r.gpu_narrows_product_inputs = gpu->limits().narrows_product_inputs;
   } else {  // the CUDA backend's own storage: f32 activations, the KV cache asked for; the SM61 profile keeps bf16 as f16
     r.gpu_activations = DType::F32;
     r.gpu_cache = kv_cache_type(options.kv_cache);
     r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
+    r.gpu_narrows_product_inputs = options.cuda_profile != "sm61";
   }
   r.formats = model.config.quantization ? model.config.quantization : weights_for(model, options.weights, r).quantise;
   return r;

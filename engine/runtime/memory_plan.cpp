@@ -114,6 +114,8 @@ struct ActivationModel {
   const MemoryPlanRequest& r;
   uint64_t a = dtype_size(r.gpu_activations);
   uint64_t widened = dtype_size(r.gpu_floats == DType::F16 ? DType::F32 : DType::BF16);  // the SM61 profile: f32
+  // A 16-bit GEMM operand's bytes an element: none on the SM61 profile, whose tiled GEMM reads f32 rows.
+  uint64_t operand_bytes = r.gpu_narrows_product_inputs ? 2 : 0;
 
   // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
   // dequantised matrix of a multi-row quantised product; the 16-bit operands cuBLAS reads (the SwiGLU's, written by
@@ -126,20 +128,21 @@ struct ActivationModel {
       return a * u(s) * u(3 * t.hidden_size + 2 * q + 2 * kv + 2 * t.intermediate_size + 2 * t.head_dim) + 8 * u(s) +
              (head ? a * u(t.vocab_size + t.hidden_size) : 0);
     };
-    const uint64_t operand = 2 * u(rows) * u(q + t.intermediate_size);
+    const uint64_t operand = operand_bytes * u(rows) * u(q + t.intermediate_size);
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
     return pass(rows) + pass(1) + workspace;
   }
   // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the
   // hidden width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace and the
-  // 16-bit operands (the GELU's for fc2, alive through the tower, beside the widest conversion), the mergers. (The position embedding, once an eighth, is blended into x on the device.)
+  // 16-bit operands (the GELU's for fc2, alive through the tower, beside the widest conversion; a merger's slot
+  // beside its fc1's converted input, two of the hidden width), the mergers. (The position embedding, once an eighth, is blended into x on the device.)
   uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
     const VisionConfig& v = c.vision;
     const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;
     const uint64_t blocks = a * u(n) * u(7 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
     const uint64_t workspace =
         (widest_quantised ? widest_quantised * widened : 0) +
-        2 * u(n) * u(v.intermediate_size + std::max(v.hidden_size, v.patch_dim()));
+        operand_bytes * u(n) * u(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));
     const uint64_t mergers = a * u(tokens) * u(2 * v.merged_dim() + c.text.hidden_size);
     return blocks + workspace + mergers + outputs(tokens);
   }

@@ -25,6 +25,7 @@ struct MemoryPlanRequest {
   DType gpu_floats = DType::BF16;             // what the GPU stores float weights in (the SM61 profile: f16)
   DType gpu_activations = DType::F32;         // the GPU's activations
   DType gpu_cache = DType::BF16;              // the GPU's KV cache (Backend::cache_type; the CPU's is f32)
+  bool gpu_narrows_product_inputs = true;     // BackendLimits::narrows_product_inputs (the SM61 profile: false)
 };
 
 struct PlannedPart {

@@ -65,6 +65,15 @@ struct Runner {
     if (!ok) ++failures;
     std::printf("  %-64s NMSE %9.2e  %s\n", what.c_str(), e, ok ? "OK" : "FAIL");
   }
+  // An activation slot's type (Backend::alloc_operand): the weights' 16-bit type where the rows go to cuBLAS (the
+  // native profile, more than the GEMV's 4 rows), else f32 (the slot is then the projection's own output).
+  void check_type(const std::string& what, const Tensor& slot, DType expected) {
+    ++cases;
+    const bool ok = slot.dtype() == expected;
+    if (!ok) ++failures;
+    std::printf("  %-64s %s (expected %s)  %s\n", what.c_str(), std::string(dtype_name(slot.dtype())).c_str(),
+                std::string(dtype_name(expected)).c_str(), ok ? "OK" : "FAIL");
+  }
   // A result narrowed to bf16 against the CPU's f32 result rounded the same way: where the two f32 results differ in
   // their last bits, a value next to a rounding boundary lands one bf16 step apart. Each element must be equal or one
   // step from the reference, and at most 1% of them one step (a wrong result moves most elements by many steps); near
@@ -538,6 +547,7 @@ struct Runner {
         gpu.project(Projection::swiglu(x_g, gate_g, up_g, y_gpu, s_gpu).into_operand(slot));
         check("linear+swiglu into its slot (" + std::string(dtype_name(slot.dtype())) + ") " + shape, slot,
               plain.to(slot.dtype()), 0.0);
+        check_type("linear+swiglu's slot " + shape, slot, narrow_for_gemm && m > 4 && wt != DType::F32 ? wt : DType::F32);
         // The input RMSNorm folded in (decode rows), against the CPU's rms_norm, two linears and silu_mul.
         const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
         Tensor n_cpu, n_gpu;
@@ -641,6 +651,7 @@ struct Runner {
         check(std::string(kind == GeluKind::Tanh ? "linear+bias+gelu_tanh" : "linear+bias+gelu_erf") + " into its slot (" +
                   std::string(dtype_name(slot.dtype())) + ")" + shape,
               slot, plain.to(slot.dtype()), 0.0);
+        check_type("linear+bias+gelu's slot" + shape, slot, narrow_for_gemm && m > 4 ? DType::BF16 : DType::F32);
       }
       const Tensor stream = random({m, n});
       const NormWeights norm{random({n}, DType::BF16), random({n}, DType::BF16)}, norm_g = on_gpu(norm);

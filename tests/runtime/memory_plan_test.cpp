@@ -21,8 +21,26 @@ MemoryPlanRequest q4_on_pascal(uint64_t budget_mib) {
   r.context = 2048;
   r.image_tokens = 1024;
   r.formats = QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8};
-  r.gpu_floats = DType::F16;  // the SM61 profile
+  r.gpu_floats = DType::F16;  // the SM61 profile: f16 weights, and its tiled GEMM reads f32 rows (no 16-bit operands)
+  r.gpu_narrows_product_inputs = false;
   return r;
+}
+
+// The 16-bit operands cuBLAS reads (the SwiGLU's and GELU's slots beside the widest conversion) are counted where
+// the GPU's products read them, and only there.
+TEST(MemoryPlan, CountsSixteenBitOperandsWhereTheProductsReadThem) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  MemoryPlanRequest pascal = q4_on_pascal(1 << 20), native = pascal;
+  native.gpu_narrows_product_inputs = true;
+  const MemoryPlan a = plan_memory(c, pascal), b = plan_memory(c, native);
+  ASSERT_TRUE(a.vision_on_gpu && b.vision_on_gpu);
+  const TextConfig& t = c.text;
+  const VisionConfig& v = c.vision;
+  const uint64_t decoder = 2 * uint64_t(a.prefill_chunk) * uint64_t(t.num_attention_heads * t.head_dim + t.intermediate_size);
+  const uint64_t vision_per_patch = 2 * uint64_t(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));
+  const uint64_t merge = uint64_t(v.spatial_merge_size * v.spatial_merge_size);
+  EXPECT_EQ(b.prefill_base - a.prefill_base, decoder);
+  EXPECT_EQ(b.vision_pass_per_token - a.vision_pass_per_token, vision_per_patch * merge);
 }
 
 uint64_t gpu_bytes(const MemoryPlan& plan) {

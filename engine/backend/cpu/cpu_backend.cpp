@@ -155,16 +155,16 @@ public:
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& y) override {
-    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("add", a, 3); });
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("add", a, 2, y); });
     elementwise2(a, b, y, "add", [](float p, float q) { return p + q; });
   }
   void silu_mul(const Tensor& gate, const Tensor& up, Tensor& y) override {
-    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("silu_mul", gate, 3); });
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise("silu_mul", gate, 2, y); });
     const auto silu_mul = cpu::activation_kernels().silu_mul;
     elementwise2_chunks(gate, up, y, "silu_mul", [&](const float* g, const float* u, float* out, std::size_t n) { silu_mul(g, u, out, n); });
   }
   void gelu(const Tensor& x, GeluKind kind, Tensor& y) override {
-    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise(kind == GeluKind::Tanh ? "gelu_tanh" : "gelu_erf", x, 2); });
+    const ScopedKernelTimer timer(timing_, [&] { return op_cost::elementwise(kind == GeluKind::Tanh ? "gelu_tanh" : "gelu_erf", x, 1, y); });
     const auto gelu_tanh = cpu::activation_kernels().gelu_tanh;
     if (kind == GeluKind::Tanh)
       elementwise2_chunks(x, x, y, "gelu", [&](const float* v, const float*, float* out, std::size_t n) { gelu_tanh(v, out, n); });

@@ -49,7 +49,9 @@ CudaBackend::CudaBackend(int device, std::size_t capacity, const std::string& pr
 
 CudaBackend::~CudaBackend() = default;
 
-BackendLimits CudaBackend::limits() const { return {ctx_.profile->flash_min_queries}; }
+BackendLimits CudaBackend::limits() const {
+  return {ctx_.profile->flash_min_queries, ctx_.profile->gemm == cuda::GemmKernel::Cublas};
+}
 
 std::optional<DeviceIdentity> CudaBackend::device_identity() const {
   return DeviceIdentity{ctx_.device_name, ctx_.device, ctx_.uuid};

@@ -122,7 +122,7 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
         return;
       }
       linear_into(in, w0, nullptr, y);
-      const GpuTimer timer = timed([&] { return op_cost::elementwise("bias+gelu", y, 2); });
+      const GpuTimer timer = timed([&] { return op_cost::elementwise("bias+gelu", y, 1, out); });
       cuda::bias_gelu({.y = f32(y), .bias = bias->raw(), .bias_type = weight_type(bias->dtype()), .out = out.raw(),
                        .out_type = weight_type(out.dtype()), .rows = rows_of(y), .cols = last_dim(y),
                        .tanh_form = p.gelu_kind == GeluKind::Tanh},

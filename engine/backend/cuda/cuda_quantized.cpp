@@ -118,10 +118,10 @@ void CudaBackend::project_quantised(const Projection& p) {
       if (fold || fusions_.swiglu_projection)
         return quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::SwiGlu, norm, "linear+swiglu");
       each(cuda::QuantEpilogue::Store, p.outputs.data());
-      return silu_mul(*p.outputs[0], *p.outputs[1], *p.outputs[0]);
+      return silu_mul(*p.outputs[0], *p.outputs[1], activation_slot(*this, p));
     case Epilogue::Gelu:
       quantised_gemv(in, weights, {p.outputs.data(), 1}, cuda::QuantEpilogue::Store, norm, "linear");
-      return gelu(*p.outputs[0], p.gelu_kind, *p.outputs[0]);
+      return gelu(*p.outputs[0], p.gelu_kind, activation_slot(*this, p));
     case Epilogue::Residual: {
       if (fusions_.norm_into_projection) {
         Tensor* residual = p.residual;

@@ -72,7 +72,7 @@ void CudaBackend::gelu(const Tensor& x, GeluKind kind, Tensor& y) {
 void CudaBackend::elementwise(cuda::Elementwise op, const Tensor& a, const Tensor* b, Tensor& y) {
   if (y.numel() != a.numel() || (b && b->numel() != a.numel())) fail("elementwise: sizes differ");
   static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
-  const GpuTimer timer = timed([&] { return op_cost::elementwise(names[int(op)], a, b ? 3 : 2); });
+  const GpuTimer timer = timed([&] { return op_cost::elementwise(names[int(op)], a, b ? 2 : 1, y); });
   void* out = y.dtype() == DType::F32 ? static_cast<void*>(f32(y)) : y.raw();
   cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, out, weight_type(y.dtype()), a.numel(), ctx_.stream);
 }
