@@ -24,7 +24,7 @@ __global__ void add_layer_norm_kernel(float* __restrict__ x, const float* __rest
   if (residual_bias) sum.load_sum(row, res, width, RuntimeWeights{residual_bias, rbt});
   else sum.load_sum(row, res, width, NoBias{});
   block_layer_norm(sum, row, width, RuntimeWeights{w, wt}, RuntimeWeights{b, bt}, eps,
-                   RuntimeOutput{activation_row(y, yt, int64_t(blockIdx.x) * width), yt});
+                   RuntimeOutput{y, yt}.row(int64_t(blockIdx.x) * width));
 }
 
 }  // namespace

@@ -22,23 +22,14 @@ __global__ void rms_norm_kernel(const float* x, const W* w, float eps, Y* y, int
   row.finish(TypedWeights<W>{w}, eps, TypedOutput<Y>{y + offset});
 }
 
-template <typename W, typename Y>
-__global__ void layer_norm_kernel(const float* x, const W* w, const W* b, float eps, Y* y, int64_t width) {
-  const float* row = x + int64_t(blockIdx.x) * width;
+// A block a row, for rows the warp layout does not take (wider than 1,024, or w and b of different types, which no
+// checkpoint of ours has: then read as RuntimeWeights).
+template <typename Weights, typename Out>
+__global__ void layer_norm_kernel(const float* x, Weights w, Weights b, float eps, Out y, int64_t width) {
+  const int64_t offset = int64_t(blockIdx.x) * width;
   RowSlice<kThreads, kPerThread> slice;
-  slice.load(row, width);
-  block_layer_norm(slice, row, width, TypedWeights<W>{w}, TypedWeights<W>{b}, eps,
-                   TypedOutput<Y>{y + int64_t(blockIdx.x) * width});
-}
-
-// The same with w and b of different types (a LayerNorm no checkpoint of ours has).
-__global__ void layer_norm_mixed_kernel(const float* x, const void* w, WeightType wt, const void* b, WeightType bt,
-                                        float eps, void* y, WeightType yt, int64_t width) {
-  const float* row = x + int64_t(blockIdx.x) * width;
-  RowSlice<kThreads, kPerThread> slice;
-  slice.load(row, width);
-  block_layer_norm(slice, row, width, RuntimeWeights{w, wt}, RuntimeWeights{b, bt}, eps,
-                   RuntimeOutput{activation_row(y, yt, int64_t(blockIdx.x) * width), yt});
+  slice.load(x + offset, width);
+  block_layer_norm(slice, x + offset, width, w, b, eps, y.row(offset));
 }
 
 }  // namespace
@@ -62,15 +53,17 @@ void layer_norm(const RowNormArgs& a, cudaStream_t stream) {
   if (layer_norm_rows_fit(a)) {
     launch_layer_norm_rows<false>(a, stream);
   } else if (a.b_type != a.w_type) {
-    layer_norm_mixed_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, a.w, a.w_type, a.b, a.b_type, a.eps, a.y,
-                                                                       a.y_type, a.width);
+    layer_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(a.x, RuntimeWeights{a.w, a.w_type},
+                                                                 RuntimeWeights{a.b, a.b_type}, a.eps,
+                                                                 RuntimeOutput{a.y, a.y_type}, a.width);
   } else {
     with_element_type(a.w_type, [&](auto w) {
       with_element_type(a.y_type, [&](auto y) {
         using W = decltype(w);
         using Y = decltype(y);
-        layer_norm_kernel<W, Y><<<unsigned(a.rows), kThreads, 0, stream>>>(
-            a.x, static_cast<const W*>(a.w), static_cast<const W*>(a.b), a.eps, static_cast<Y*>(a.y), a.width);
+        layer_norm_kernel<<<unsigned(a.rows), kThreads, 0, stream>>>(
+            a.x, TypedWeights<W>{static_cast<const W*>(a.w)}, TypedWeights<W>{static_cast<const W*>(a.b)}, a.eps,
+            TypedOutput<Y>{static_cast<Y*>(a.y)}, a.width);
       });
     });
   }

@@ -1,10 +1,11 @@
-// Heads of 64, 128 or 256: a warp per (token, head) of q and of k (the warp kernel below). Other widths: one block
-// per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so the norm, the
-// rotation and the writes need no shared memory beyond the norm's sum. Up to D = 256 the sum of squares is added up
-// as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give the same
-// bits.
+// Prefill rows with heads of 64, 128 or 256: a warp per (token, head) of q and of k (the warp kernel below). Decode
+// rows and other widths: one block per (token, head) of q and of k; thread t owns the rotate_half pair (t, t + D/2), so
+// the norm, the rotation and the writes need no shared memory beyond the norm's sum. Up to D = 256 the sum of squares
+// is added up as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give
+// the same bits.
 #include "common.cuh"
 #include "kv_cache.cuh"
+#include "profile.h"
 #include "qk_norm_rope_append.cuh"
 
 namespace qvl::cuda {
@@ -122,13 +123,19 @@ __global__ void __launch_bounds__(256)
   for (int j = 0; j < kPerLane; ++j) store_kv(ck + lane + 32 * j, r[j]), store_kv(cv + lane + 32 * j, vv[j]);
 }
 
+// Decode rows: the profiles' GEMV rows (both profiles take the same).
+static_assert(kSm61Profile.gemv_max_rows == kNativeProfile.gemv_max_rows);
+constexpr int64_t kMaxDecodeRows = kNativeProfile.gemv_max_rows;
+
 }  // namespace
 
 void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream) {
   if (a.s == 0) return;
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
-    if (a.d == 64 || a.d == 128 || a.d == 256) {
+    // Decode rows keep a block a head: three 8-warp blocks for a step's 24 heads made the 2B's decode step 10 µs
+    // longer than 24 blocks did (1.825 -> 1.835 ms, H100 timeline of a picture + 40 tokens).
+    if (a.s > kMaxDecodeRows && (a.d == 64 || a.d == 128 || a.d == 256)) {
       const auto kernel = a.d == 64    ? qk_norm_rope_append_warp_kernel<2, KV>
                           : a.d == 128 ? qk_norm_rope_append_warp_kernel<4, KV>
                                        : qk_norm_rope_append_warp_kernel<8, KV>;

@@ -34,10 +34,12 @@ struct RuntimeOutput {
   void* p;
   WeightType type;
   __device__ __forceinline__ void store(int64_t i, float v) const { store_activation(p, type, i, v); }
+  __device__ __forceinline__ RuntimeOutput row(int64_t offset) const { return {activation_row(p, type, offset), type}; }
 };
 template <typename Y> struct TypedOutput {
   Y* p;
   __device__ __forceinline__ void store(int64_t i, float v) const { store_as(p, i, v); }
+  __device__ __forceinline__ TypedOutput row(int64_t offset) const { return {p + offset}; }
 };
 
 template <int kThreads, int kPerThread> struct RowSlice {

@@ -60,16 +60,6 @@ __device__ __forceinline__ uint16_t round_to_bf16(float f) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-// y[i] = v in y's type: f32, or narrowed to the 16-bit type a GEMM reads (a norm that writes its GEMM's operand
-// saves each product its own conversion pass; the rounding is the conversion's, so the bits are the same).
-__device__ __forceinline__ void store_activation(void* y, WeightType t, int64_t i, float v) {
-  switch (t) {
-    case WeightType::F16: static_cast<__half*>(y)[i] = __float2half_rn(v); break;
-    case WeightType::BF16: static_cast<uint16_t*>(y)[i] = round_to_bf16(v); break;
-    default: static_cast<float*>(y)[i] = v;
-  }
-}
-
 // The element types of a weight and of an activation as C++ types, for kernels templated on them (float, __half, or
 // uint16_t for bf16). With a run-time type switch at every load and store of their unrolled loops the row kernels
 // were 2,000-3,300 SASS instructions (sm_80) and ran at 1 TB/s or less: the vision's add + LayerNorm took 12.4 µs
@@ -86,6 +76,15 @@ template <typename F> void with_element_type(WeightType t, F&& f) {
 __device__ __forceinline__ void store_as(float* y, int64_t i, float v) { y[i] = v; }
 __device__ __forceinline__ void store_as(__half* y, int64_t i, float v) { y[i] = __float2half_rn(v); }
 __device__ __forceinline__ void store_as(uint16_t* y, int64_t i, float v) { y[i] = round_to_bf16(v); }
+// y[i] = v in y's type: f32, or narrowed to the 16-bit type a GEMM reads (a norm that writes its GEMM's operand
+// saves each product its own conversion pass; the rounding is the conversion's, so the bits are the same).
+__device__ __forceinline__ void store_activation(void* y, WeightType t, int64_t i, float v) {
+  switch (t) {
+    case WeightType::F16: return store_as(static_cast<__half*>(y), i, v);
+    case WeightType::BF16: return store_as(static_cast<uint16_t*>(y), i, v);
+    default: return store_as(static_cast<float*>(y), i, v);
+  }
+}
 // Four consecutive elements, i a multiple of 4 and the vector 8- (16-bit) or 16-byte (f32) aligned.
 __device__ __forceinline__ float4 load4(const float* p, int64_t i) { return *reinterpret_cast<const float4*>(p + i); }
 __device__ __forceinline__ float4 load4(const uint16_t* p, int64_t i) {

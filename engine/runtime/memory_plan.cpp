@@ -132,10 +132,11 @@ struct ActivationModel {
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
     return pass(rows) + pass(1) + workspace;
   }
-  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the
-  // hidden width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace and the
-  // 16-bit operands (the GELU's for fc2, alive through the tower, beside the widest conversion; a merger's slot
-  // beside its fc1's converted input, two of the hidden width), the mergers. (The position embedding, once an eighth, is blended into x on the device.)
+  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the hidden
+  // width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace and the 16-bit
+  // operands (the GELU's for fc2, alive through the tower, beside the widest conversion; a merger's slot beside its
+  // fc1's converted input, two of the hidden width), the mergers. (The position embedding, once an eighth, is blended
+  // into x on the device.)
   uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
     const VisionConfig& v = c.vision;
     const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;

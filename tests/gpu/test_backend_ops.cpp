@@ -456,7 +456,7 @@ struct Runner {
   // results differ in their last bit across a rounding boundary (NMSE of that order at most).
   void qk_norm_rope_append() {
     for (DType kv : {DType::F32, DType::BF16})
-    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {37, 6, 1, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}})
+    for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{1, 16, 8, 128}, {37, 6, 1, 128}, {5, 4, 2, 8}, {17, 6, 2, 64}, {3, 2, 1, 256}, {6, 2, 1, 256}})
       for (bool on_device : {false, true}) {
         const int64_t cap = s + 9, row = 7;
         const Tensor q = random({s, hq, d}), k = random({s, hkv, d}), v = random({s, hkv, d});

@@ -154,28 +154,31 @@ DType CudaBackend::weight_storage(DType stored) const {
   return ctx_.profile->weights_as_f16 && stored == DType::BF16 ? DType::F16 : stored;
 }
 
-// cuBLAS reads 16-bit weights with activations narrowed to their type: where the rows go to cuBLAS and the fusion
-// of the norm into the product is on (rms_norm+linear, layer_norm+linear), the norm writes that operand directly,
-// rounded as the conversion rounds (the same bits), and no product runs a conversion pass of its own.
-Tensor CudaBackend::alloc_normed(Shape shape, const Projection& reader) {
-  const DType weights = reader.weights[0]->weight.dtype();
-  const bool fused = reader.norm.kind == RowNorm::Kind::Layer || reader.then_norm.kind == RowNorm::Kind::Layer
-                         ? fusions_.layer_norm_linear
-                         : fusions_.norm_into_projection;
-  const bool narrow = fused && (weights == DType::BF16 || weights == DType::F16) && runs_cublas(reader.rows());
-  return ctx_.device_tensor(narrow ? weights : DType::F32, std::move(shape), pool::Owner::Activations);
-}
-
-// A SwiGLU or GELU activation goes straight into the next cuBLAS product's 16-bit operand where the projection's
-// fusion is on (swiglu_projection, linear_gelu) and its rows go to cuBLAS: the activation kernel rounds as the
-// conversion would (the same bits), and the product runs no conversion pass. The next projection has the same
-// weight format (a checkpoint has one) and the same rows.
-Tensor CudaBackend::alloc_operand(Shape shape, const Projection& p) {
+// cuBLAS reads 16-bit weights with activations narrowed to their type. Where the rows go to cuBLAS and the fusion
+// that writes a product's input is on, that writer stores the operand directly, rounded as the conversion rounds
+// (the same bits), and no product runs a conversion pass of its own: the type it writes, or nullopt (f32).
+std::optional<DType> CudaBackend::operand_type(const Projection& p, bool fused) const {
   const LinearWeights& w = *p.weights[0];
   const DType type = w.weight.dtype();
-  const bool fused = p.epilogue == Epilogue::SwiGLU ? fusions_.swiglu_projection : fusions_.linear_gelu;
-  if (!fused || w.quantised() || (type != DType::BF16 && type != DType::F16) || !runs_cublas(p.rows())) return {};
-  return ctx_.device_tensor(type, std::move(shape), pool::Owner::Activations);
+  const bool sixteen_bit = type == DType::BF16 || type == DType::F16;
+  if (!fused || w.quantised() || !sixteen_bit || !runs_cublas(p.rows())) return std::nullopt;
+  return type;
+}
+
+// The norm slot: written by the norm (rms_norm+linear, layer_norm+linear).
+Tensor CudaBackend::alloc_normed(Shape shape, const Projection& reader) {
+  const bool layer = reader.norm.kind == RowNorm::Kind::Layer || reader.then_norm.kind == RowNorm::Kind::Layer;
+  const std::optional<DType> type =
+      operand_type(reader, layer ? fusions_.layer_norm_linear : fusions_.norm_into_projection);
+  return ctx_.device_tensor(type.value_or(DType::F32), std::move(shape), pool::Owner::Activations);
+}
+
+// A SwiGLU or GELU activation slot: written by the activation kernel (swiglu_projection, linear_gelu) for the next
+// projection, which has the same weight format (a checkpoint has one) and the same rows; else empty (outputs[0]).
+Tensor CudaBackend::alloc_operand(Shape shape, const Projection& p) {
+  const std::optional<DType> type =
+      operand_type(p, p.epilogue == Epilogue::SwiGLU ? fusions_.swiglu_projection : fusions_.linear_gelu);
+  return type ? ctx_.device_tensor(*type, std::move(shape), pool::Owner::Activations) : Tensor();
 }
 
 Tensor CudaBackend::from_host(const Tensor& host) {

@@ -12,6 +12,7 @@
 //   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify
 //   cuda_interop.cpp      memory and semaphores shared with a renderer, the pool map kernel (CudaInterop)
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -108,6 +109,8 @@ private:
                       cuda::QuantEpilogue epilogue, const cuda::GemvNorm& norm, const char* op);
   void project_quantised(const Projection& p);
   bool runs_cublas(int64_t rows) const;
+  // The 16-bit type in which a writer stores p's products' input where `fused` allows it (alloc_normed, alloc_operand).
+  std::optional<DType> operand_type(const Projection& p, bool fused) const;
   bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_accumulate(const Projection& p, const Tensor& in);

@@ -191,12 +191,12 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
   return true;
 }
 
-// Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one
-// cuBLAS launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection
-// rotates: bias_rope.cu). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output
-// tiles for 132 SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. The decoder's k and v, and gate and up, batched the same way moved its
-// prefill by nothing beyond the spread, so they run one product at a time. cuBLAS may choose another kernel for the
-// batch than for one product. false: nothing ran.
+// Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one cuBLAS
+// launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection rotates:
+// bias_rope.cu). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output tiles for 132
+// SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. The decoder's k and v, and
+// gate and up, batched the same way moved its prefill by nothing beyond the spread, so they run one product at a time.
+// cuBLAS may choose another kernel for the batch than for one product. false: nothing ran.
 bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   const int64_t m = rows_of(in), k = last_dim(in);
   const LinearWeights& first = *p.weights[0];
