@@ -80,6 +80,7 @@ MemoryPool::Block* MemoryPool::new_segment(std::size_t size, bool small, int str
   if (!p) return nullptr;
   auto* block = new Block(static_cast<char*>(p), segment, small, stream, static_cast<char*>(p), segment);
   segments_.push_back(block);
+  segment_use_[block->segment].size = segment;
   stats_.reserved.add(int64_t(segment));
   stats_.segments.add(1);
   return block;
@@ -121,7 +122,7 @@ void* MemoryPool::allocate(std::size_t bytes, Owner owner, int stream) {
   stats_.active_blocks.add(1);
   ++stats_.alloc_count;
   for (auto& peak : scope_peaks_) peak = std::max(peak, stats_.allocated.current);
-  update_fragmentation();
+  account_segment_use(block, true);
   return block->ptr;
 }
 
@@ -136,6 +137,7 @@ void MemoryPool::release(void* ptr) {
   stats_.allocated.sub(int64_t(block->size));
   stats_.active_blocks.sub(1);
   ++stats_.free_count;
+  account_segment_use(block, false);
   block->allocated = false;
   block->requested = 0;
   auto& pool = block->small ? free_small_ : free_large_;
@@ -157,7 +159,6 @@ void MemoryPool::release(void* ptr) {
     }
   }
   pool.insert(block);
-  update_fragmentation();
 }
 
 void MemoryPool::release_cached() {
@@ -173,29 +174,23 @@ void MemoryPool::release_cached_locked() {
       continue;
     }
     (first->small ? free_small_ : free_large_).erase(first);
+    segment_use_.erase(first->segment);  // no allocated block: no share of inactive_split
     upstream_.release(first->segment, first->segment_size);
     stats_.reserved.sub(int64_t(first->segment_size));
     stats_.segments.sub(1);
     delete first;
   }
   segments_ = std::move(kept);
-  update_fragmentation();
 }
 
-void MemoryPool::update_fragmentation() {
-  int64_t inactive = 0;
-  for (Block* first : segments_) {
-    bool any_allocated = false;
-    int64_t free_bytes = 0;
-    for (Block* b = first; b; b = b->next) {
-      any_allocated |= b->allocated;
-      if (!b->allocated) free_bytes += int64_t(b->size);
-    }
-    if (any_allocated) inactive += free_bytes;
-  }
-  const int64_t delta = inactive - stats_.inactive_split.current;
+void MemoryPool::account_segment_use(const Block* block, bool allocated) {
+  SegmentUse& use = segment_use_.at(block->segment);
+  const int64_t before = use.inactive();
+  if (allocated) use.allocated_bytes += block->size, ++use.allocated_blocks;
+  else use.allocated_bytes -= block->size, --use.allocated_blocks;
+  const int64_t delta = use.inactive() - before;
   if (delta > 0) stats_.inactive_split.add(delta);
-  else stats_.inactive_split.sub(-delta);
+  else if (delta < 0) stats_.inactive_split.sub(-delta);
 }
 
 void MemoryPool::throw_oom(std::size_t asked, std::size_t rounded, const char* why) {

@@ -67,6 +67,12 @@ LinearWeights Backend::upload_linear(const LinearWeights& host, WeightRole role)
   return w;
 }
 
+std::vector<LinearWeights> Backend::upload_linears(const std::vector<LinearWeights>& host) {
+  std::vector<LinearWeights> out;
+  for (const LinearWeights& w : host) out.push_back(upload_linear(w));
+  return out;
+}
+
 LinearWeights Backend::upload_linear(const Tensor& weight, const Tensor* bias) {
   return upload_linear(LinearWeights::of(weight, bias ? *bias : Tensor()));
 }

@@ -226,6 +226,10 @@ public:
   // backend stores them in; the two-tensor form for float matrices.
   LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix);
   LinearWeights upload_linear(const Tensor& weight, const Tensor* bias);
+  // Matrices that one projection reads together (a layer's q, k and v; its gate and up), uploaded as units. A
+  // backend may store them one after another in one allocation, so that a product of many rows can read them as one
+  // matrix (CUDA: one GEMM where there were several); by default each is uploaded alone.
+  virtual std::vector<LinearWeights> upload_linears(const std::vector<LinearWeights>& host);
   virtual Tensor alloc(Shape shape) = 0;  // activation type
   // A layer's keys or values (of cache_type()), told apart from activations in the memory report.
   virtual Tensor alloc_cache(Shape shape) { return alloc(std::move(shape)); }

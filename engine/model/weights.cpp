@@ -34,24 +34,31 @@ struct Binder {
   // as the folder stores it (quantised there, or float), or quantised here when the policy says so.
   LinearWeights unit(const std::string& name, Tensor bias, WeightRole role = WeightRole::Matrix, int64_t begin = 0,
                      int64_t end = -1) const {
+    return backend->upload_linear(host_unit(name, std::move(bias), begin, end), role);
+  }
+  LinearWeights host_unit(const std::string& name, Tensor bias, int64_t begin = 0, int64_t end = -1) const {
     const TensorSpec& spec = specs.at(name);
     const int64_t in = shape_numel(spec.shape) / spec.shape[0];
     const auto rows = [&](Tensor t) { return end < 0 ? t : t.slice_rows(begin, end); };
     if (model.config.quantization)
       if (const auto as = quantised_as(spec, *model.config.quantization))
-        return backend->upload_linear(LinearWeights::quantised_of(as->format, as->group, in, counted(rows(model.checkpoint.tensor(name))),
-                                                                 counted(rows(model.checkpoint.tensor(scale_name(name)))),
-                                                                 std::move(bias)),
-                                     role);
+        return LinearWeights::quantised_of(as->format, as->group, in, counted(rows(model.checkpoint.tensor(name))),
+                                           counted(rows(model.checkpoint.tensor(scale_name(name)))), std::move(bias));
     Tensor matrix = counted(rows(model.checkpoint.tensor(name)));
     matrix = matrix.reshaped({matrix.dim(0), in});  // the patch embedding's Conv3d as [hidden, C·T·P·P]
     if (quantise)
       if (const auto as = quantised_as(spec, *quantise)) {
         LinearWeights q = quantize_matrix(matrix, as->format, as->group, name);
         q.bias = std::move(bias);
-        return backend->upload_linear(q, role);
+        return q;
       }
-    return backend->upload_linear(LinearWeights::of(std::move(matrix), std::move(bias)), role);
+    return LinearWeights::of(std::move(matrix), std::move(bias));
+  }
+  // Projections one product reads together (q, k and v; gate and up), uploaded together (Backend::upload_linears).
+  std::vector<LinearWeights> linears(const std::vector<std::string>& prefixes, bool bias) const {
+    std::vector<LinearWeights> host;
+    for (const std::string& p : prefixes) host.push_back(host_unit(p + ".weight", bias ? this->host(p + ".bias") : Tensor()));
+    return backend->upload_linears(host);
   }
   LinearWeights linear(const std::string& p, bool bias) const {
     return unit(p + ".weight", bias ? host(p + ".bias") : Tensor());
@@ -125,12 +132,13 @@ ModelWeights bind_weights(const ModelFolder& model, const WeightPlacement& place
   for (int64_t l = 0; l < c.text.num_hidden_layers; ++l) {
     const std::string p = lm + "layers." + std::to_string(l) + ".";
     b.backend = placement.layers[std::size_t(l)];
-    w.text.layers.push_back({b.norm(p + "input_layernorm", false), b.norm(p + "post_attention_layernorm", false),
-                             b.norm(p + "self_attn.q_norm", false), b.norm(p + "self_attn.k_norm", false),
-                             b.linear(p + "self_attn.q_proj", bias), b.linear(p + "self_attn.k_proj", bias),
-                             b.linear(p + "self_attn.v_proj", bias), b.linear(p + "self_attn.o_proj", bias),
-                             b.linear(p + "mlp.gate_proj", false), b.linear(p + "mlp.up_proj", false),
-                             b.linear(p + "mlp.down_proj", false)});
+    NormWeights input_norm = b.norm(p + "input_layernorm", false), post_norm = b.norm(p + "post_attention_layernorm", false),
+                q_norm = b.norm(p + "self_attn.q_norm", false), k_norm = b.norm(p + "self_attn.k_norm", false);
+    std::vector<LinearWeights> qkv = b.linears({p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"}, bias);
+    LinearWeights o = b.linear(p + "self_attn.o_proj", bias);
+    std::vector<LinearWeights> gate_up = b.linears({p + "mlp.gate_proj", p + "mlp.up_proj"}, false);
+    LinearWeights down = b.linear(p + "mlp.down_proj", false);
+    w.text.layers.push_back({input_norm, post_norm, q_norm, k_norm, qkv[0], qkv[1], qkv[2], o, gate_up[0], gate_up[1], down});
   }
   b.backend = placement.head;
   w.text.final_norm = b.norm(lm + "norm", false);

@@ -118,9 +118,10 @@ struct ActivationModel {
   uint64_t operand_bytes = r.gpu_narrows_product_inputs ? 2 : 0;
 
   // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
-  // dequantised matrix of a multi-row quantised product; the 16-bit operands cuBLAS reads (the SwiGLU's, written by
-  // it and alive through the pass, and beside it the conversion of the attention's output for o); the logits when the
-  // head is here. The recorded decode step's own one-row buffers stay beside it.
+  // dequantised matrix of a multi-row quantised product; where cuBLAS runs the products, the 16-bit operands it reads
+  // (the SwiGLU's, written by it and alive through the pass) and beside them the larger of the conversion of the
+  // attention's output for o and the f32 result of the packed q+k+v product before its split (gemm_packed); the
+  // logits when the head is here. The recorded decode step's own one-row buffers stay beside it.
   uint64_t decoder(int64_t rows, bool head, uint64_t widest_quantised) const {
     const TextConfig& t = c.text;
     const int64_t q = t.num_attention_heads * t.head_dim, kv = t.num_key_value_heads * t.head_dim;
@@ -128,7 +129,9 @@ struct ActivationModel {
       return a * u(s) * u(3 * t.hidden_size + 2 * q + 2 * kv + 2 * t.intermediate_size + 2 * t.head_dim) + 8 * u(s) +
              (head ? a * u(t.vocab_size + t.hidden_size) : 0);
     };
-    const uint64_t operand = operand_bytes * u(rows) * u(q + t.intermediate_size);
+    const uint64_t packed_qkv = operand_bytes ? 4 * u(rows) * u(q + 2 * kv) : 0;
+    const uint64_t operand =
+        operand_bytes * u(rows) * u(t.intermediate_size) + std::max(operand_bytes * u(rows) * u(q), packed_qkv);
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
     return pass(rows) + pass(1) + workspace;
   }

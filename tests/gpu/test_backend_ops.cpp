@@ -108,6 +108,25 @@ struct Runner {
   // A bf16 table on the SM61 profile is stored as f16: exact but for values under f16's normal range (2^-14), which
   // lose bits as f16 subnormals.
   double stored_table_limit(DType table) const { return !narrow_for_gemm && table == DType::BF16 ? 1e-12 : 0.0; }
+  // Which path a projection took, from the ops it reported: whether `call` ran one whose name holds `op`.
+  bool reports_op(const std::function<void()>& call, const std::string& op) {
+    Profiler seen;
+    gpu.set_timing_sink(&seen);
+    call();
+    gpu.collect_timings(true);
+    gpu.set_timing_sink(nullptr);
+    for (const KernelSummary& k : seen.summary())
+      if (k.name.find(op) != std::string::npos) return true;
+    return false;
+  }
+  void check_path(const std::string& what, bool took, bool expected) {
+    ++cases;
+    const bool ok = took == expected;
+    if (!ok) ++failures;
+    std::printf("  %-64s %s (expected %s)  %s\n", what.c_str(), took ? "taken" : "not taken",
+                expected ? "taken" : "not taken", ok ? "OK" : "FAIL");
+  }
+
   double linear_limit(DType w, int64_t m) const {
     if (w == DType::F32 || m <= 4 || !narrow_for_gemm) return w == DType::F32 ? kF32 : 1e-9;
     return w == DType::F16 ? kF16Inputs : kBf16Inputs;
@@ -548,6 +567,18 @@ struct Runner {
         check("linear+swiglu into its slot (" + std::string(dtype_name(slot.dtype())) + ") " + shape, slot,
               plain.to(slot.dtype()), 0.0);
         check_type("linear+swiglu's slot " + shape, slot, narrow_for_gemm && m > 4 && wt != DType::F32 ? wt : DType::F32);
+        // gate and up uploaded together and their outputs one allocation (as the decoder keeps them): on cuBLAS rows,
+        // one product of twice the width and the SiLU·mul reading it in place (gemm_swiglu_packed).
+        {
+          const std::vector<LinearWeights> together = gpu.upload_linears({gate_c, up_c});
+          const Tensor both = gpu.alloc({2 * m, n});
+          Tensor y_p = both.slice_rows(0, m), s_p = both.slice_rows(m, 2 * m), slot_p;
+          const bool took = reports_op(
+              [&] { gpu.project(Projection::swiglu(x_g, together[0], together[1], y_p, s_p).into_operand(slot_p)); },
+              "gate+up packed");
+          check_path("linear gate+up packed " + shape, took, narrow_for_gemm && m > 4 && wt != DType::F32);
+          check("linear+swiglu packed, its slot " + shape, slot_p, y_cpu.to(slot_p.dtype()), linear_limit(wt, m));
+        }
         // The input RMSNorm folded in (decode rows), against the CPU's rms_norm, two linears and silu_mul.
         const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
         Tensor n_cpu, n_gpu;
@@ -565,7 +596,8 @@ struct Runner {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, nq, nkv, k] : std::vector<std::array<int64_t, 4>>{{1, 2048, 1024, 2048}, {3, 96, 32, 64},
                                                                       {4, 40, 24, 136}, {9, 64, 32, 128},
-                                                                      {16, 64, 64, 96}, {12, 30, 30, 64}})
+                                                                      {16, 64, 64, 96}, {12, 30, 30, 64},
+                                                                      {40, 256, 128, 256}})
         for (bool with_bias : {false, true}) {
           const Tensor x = random({m, k}), wq = random({nq, k}, wt, 0.1f), wk = random({nkv, k}, wt, 0.1f),
                        wv = random({nkv, k}, wt, 0.1f), bq = random({nq}, DType::BF16), bk = random({nkv}, DType::BF16),
@@ -585,6 +617,30 @@ struct Runner {
           check(what + " (q)", q_gpu, q_cpu, linear_limit(wt, m));
           check(what + " (k)", k_gpu, k_cpu, linear_limit(wt, m));
           check(what + " (v)", v_gpu, v_cpu, linear_limit(wt, m));
+          // Uploaded together (as the decoder's): on cuBLAS rows one product of the summed width, its columns split
+          // (gemm_packed), from f32 rows and from the norm's 16-bit operand; biases keep the other paths.
+          if (!with_bias) {
+            const std::vector<LinearWeights> together = gpu.upload_linears({q_c, k_c, v_c});
+            const bool expected = narrow_for_gemm && m > 4 && wt != DType::F32;
+            Tensor qp = gpu.alloc({m, nq}), kp = gpu.alloc({m, nkv}), vp = gpu.alloc({m, nkv});
+            check_path(what + " packed", reports_op([&] {
+              gpu.project(Projection::of(xg, together[0], together[1], together[2], qp, kp, vp));
+            }, "linear packed"), expected);
+            check(what + " packed (q)", qp, q_cpu, linear_limit(wt, m));
+            check(what + " packed (k)", kp, k_cpu, linear_limit(wt, m));
+            check(what + " packed (v)", vp, v_cpu, linear_limit(wt, m));
+            const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
+            Tensor n_cpu, n_gpu;
+            project_unfused(cpu, Projection::of(x, q_c, k_c, v_c, q_cpu, k_cpu, v_cpu)
+                                     .reading_norm(RowNorm::rms(norm, 1e-6f), n_cpu));
+            check_path("rms_norm+" + what + " packed", reports_op([&] {
+              gpu.project(Projection::of(xg, together[0], together[1], together[2], qp, kp, vp)
+                              .reading_norm(RowNorm::rms(norm_g, 1e-6f), n_gpu));
+            }, "linear packed"), expected);
+            check("rms_norm+" + what + " packed (q)", qp, q_cpu, linear_limit(wt, m));
+            check("rms_norm+" + what + " packed (k)", kp, k_cpu, linear_limit(wt, m));
+            check("rms_norm+" + what + " packed (v)", vp, v_cpu, linear_limit(wt, m));
+          }
           // The input RMSNorm folded in (decode rows), against the CPU's rms_norm and three linears.
           const NormWeights norm{random({k}, DType::BF16), {}}, norm_g = on_gpu(norm);
           Tensor n_cpu, n_gpu;

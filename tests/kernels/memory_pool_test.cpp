@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "memory_pool.h"
 
@@ -132,6 +133,46 @@ TEST(MemoryPool, TracksOwnersFragmentationPeaksAndScopes) {
   pool.release(w);
   EXPECT_THROW(pool.end_scope(), std::logic_error);
   EXPECT_THROW(pool.release(reinterpret_cast<void*>(0x1234)), std::invalid_argument);
+}
+
+// The fragmentation figure kept as blocks come and go, against the snapshot counted from scratch: the free bytes of
+// every segment that holds an allocated block.
+int64_t inactive_from_snapshot(const MemoryPool& pool) {
+  int64_t inactive = 0;
+  for (const SegmentInfo& segment : pool.snapshot()) {
+    int64_t free_bytes = 0;
+    bool any_allocated = false;
+    for (const BlockInfo& b : segment.blocks) {
+      any_allocated |= b.allocated;
+      if (!b.allocated) free_bytes += int64_t(b.size);
+    }
+    if (any_allocated) inactive += free_bytes;
+  }
+  return inactive;
+}
+
+TEST(MemoryPool, KeepsFragmentationEqualToTheSnapshotsCountThroughSplitsCoalescingAndReleases) {
+  FakeDevice dev;
+  MemoryPool pool(dev.upstream());
+  std::vector<void*> live;
+  uint32_t seed = 12345;
+  const auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  for (int step = 0; step < 3000; ++step) {
+    const uint32_t r = next();
+    if (live.empty() || r % 5 < 3) {  // small, mid and large requests, so every segment class splits and coalesces
+      const std::size_t sizes[] = {700, 64 << 10, 900 << 10, 3 * MiB, 12 * MiB};
+      live.push_back(pool.allocate(sizes[next() % 5] + next() % 4096, Owner::Activations, int(next() % 2)));
+    } else {
+      const std::size_t i = next() % live.size();
+      pool.release(live[i]);
+      live.erase(live.begin() + std::ptrdiff_t(i));
+    }
+    if (step % 500 == 499) pool.release_cached();
+    ASSERT_EQ(pool.stats().inactive_split.current, inactive_from_snapshot(pool)) << "step " << step;
+  }
+  for (void* p : live) pool.release(p);
+  EXPECT_EQ(pool.stats().inactive_split.current, 0);
+  EXPECT_GT(pool.stats().inactive_split.peak, int64_t(MiB));
 }
 
 TEST(MemoryPool, EnforcesCapacityReleasingCacheBeforeGivingUp) {

@@ -480,7 +480,10 @@ TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
 // A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process
 // (a death test re-executes this binary) and reports through its exit code and stderr.
 void fault_during_generation_scenario() {
-  setenv("QVL_CUDA_FAULT_AT_LINEAR", "40", 1);  // past the prefill: the request dies while tokens are streaming
+  // Past the prefill's 17 products (4 layers of packed q+k+v, o, packed gate+up and down; then the head), inside the
+  // first decode step's 17 (18-34; that step is recorded, the later ones replay it and count nothing): the request
+  // dies while tokens are streaming.
+  setenv("QVL_CUDA_FAULT_AT_LINEAR", "26", 1);
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
   unsetenv("QVL_CUDA_FAULT_AT_LINEAR");
   const auto expect_error = [&](const char* needle) {

@@ -36,7 +36,10 @@ TEST(MemoryPlan, CountsSixteenBitOperandsWhereTheProductsReadThem) {
   ASSERT_TRUE(a.vision_on_gpu && b.vision_on_gpu);
   const TextConfig& t = c.text;
   const VisionConfig& v = c.vision;
-  const uint64_t decoder = 2 * uint64_t(a.prefill_chunk) * uint64_t(t.num_attention_heads * t.head_dim + t.intermediate_size);
+  // The SwiGLU's operand, and beside it the packed q+k+v product's f32 result (wider than the attention's operand).
+  const uint64_t chunk = uint64_t(a.prefill_chunk), q = uint64_t(t.num_attention_heads * t.head_dim),
+                 kv = uint64_t(t.num_key_value_heads * t.head_dim);
+  const uint64_t decoder = 2 * chunk * uint64_t(t.intermediate_size) + 4 * chunk * (q + 2 * kv);
   const uint64_t vision_per_patch = 2 * uint64_t(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));
   const uint64_t merge = uint64_t(v.spatial_merge_size * v.spatial_merge_size);
   EXPECT_EQ(b.prefill_base - a.prefill_base, decoder);

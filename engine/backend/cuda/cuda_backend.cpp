@@ -141,6 +141,34 @@ Tensor CudaBackend::upload(const Tensor& host, WeightRole) {
   return t;
 }
 
+// Float matrices of one width and type, one after another in one allocation (a view each), so that a product of
+// many rows reads them as one matrix (gemm_packed, gemm_swiglu_packed); anything else as Backend does.
+std::vector<LinearWeights> CudaBackend::upload_linears(const std::vector<LinearWeights>& host) {
+  bool together = host.size() > 1;
+  int64_t rows = 0;
+  for (const LinearWeights& w : host) {
+    together = together && !w.quantised() && w.weight.rank() == 2 && w.weight.device() == Device::CPU &&
+               w.weight.dtype() == host[0].weight.dtype() && w.cols() == host[0].cols();
+    rows += w.rows();
+  }
+  if (!together) return Backend::upload_linears(host);
+  const bool as_f16 = ctx_.profile->weights_as_f16 && host[0].weight.dtype() == DType::BF16;
+  Tensor all = ctx_.device_tensor(as_f16 ? DType::F16 : host[0].weight.dtype(), {rows, host[0].cols()}, pool::Owner::Weights);
+  std::vector<LinearWeights> out;
+  int64_t at = 0;
+  for (const LinearWeights& w : host) {
+    const Tensor stored = as_f16 ? checked_f16(w.weight) : w.weight;
+    LinearWeights unit = w;
+    unit.weight = all.slice_rows(at, at + w.rows());
+    ctx_.stage(unit.weight.raw(), stored.raw(), stored.nbytes());
+    unit.format = format_of(stored.dtype());
+    if (w.bias.raw()) unit.bias = upload(w.bias, WeightRole::Vector);
+    out.push_back(std::move(unit));
+    at += w.rows();
+  }
+  return out;
+}
+
 Tensor CudaBackend::alloc(Shape shape) { return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::Activations); }
 
 Tensor CudaBackend::alloc_cache(Shape shape) { return ctx_.device_tensor(cache_type_, std::move(shape), pool::Owner::KvCache); }

@@ -49,6 +49,7 @@ public:
   double measure_read_bandwidth() override;
   MemoryReport memory_report(bool with_segment_map) const override;
   Tensor upload(const Tensor& host, WeightRole role) override;
+  std::vector<LinearWeights> upload_linears(const std::vector<LinearWeights>& host) override;
   Tensor alloc(Shape shape) override;
   Tensor alloc_cache(Shape shape) override;
   DType cache_type() const override { return cache_type_; }
@@ -115,6 +116,9 @@ private:
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_accumulate(const Projection& p, const Tensor& in);
   bool gemm_batched(const Projection& p, const Tensor& in);
+  bool gemm_packed(const Projection& p, const Tensor& in);
+  void cublas_product(const Tensor& x, const void* w, DType w_type, float* y, int64_t n);
+  bool gemm_swiglu_packed(const Projection& p, const Tensor& in);
   void products(const Projection& p, const Tensor& in, bool fold);
   void residual_epilogue(const Projection& p, const Tensor& in);
 

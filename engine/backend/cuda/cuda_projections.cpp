@@ -15,6 +15,8 @@
 #include "gemv_qkv.cuh"
 #include "quantize_rows.cuh"
 #include "gemv_swiglu.cuh"
+#include "split_columns.cuh"
+#include "elementwise.cuh"
 
 namespace qvl {
 
@@ -52,12 +54,92 @@ void CudaBackend::linear_into(const Tensor& x, const LinearWeights& lw, const Te
       return;
     }
   }
-  // 16-bit weights read the activations in their type: converted here, or already so.
-  Tensor narrow = operand || wt == cuda::WeightType::F32 ? Tensor()
-                                                         : ctx_.device_tensor(w.dtype(), {m, k}, pool::Owner::Workspace);
-  ctx_.cublas->run(operand ? nullptr : f32(x), operand ? const_cast<void*>(x.raw()) : narrow.raw(), w.raw(), wt, f32(y),
-                   m, n, k);
+  cublas_product(x, w.raw(), w.dtype(), f32(y), n);
   if (b) cuda::add_bias(f32(y), b, bt, m, n, ctx_.stream);
+}
+
+// y[m, n] = x · wᵀ on cuBLAS, f32 out. 16-bit weights read the activations in their type: converted here from f32,
+// or already so (an operand slot a norm or an activation wrote).
+void CudaBackend::cublas_product(const Tensor& x, const void* w, DType w_type, float* y, int64_t n) {
+  const int64_t m = rows_of(x), k = last_dim(x);
+  const bool operand = x.dtype() != DType::F32;
+  Tensor narrow = operand || w_type == DType::F32 ? Tensor()
+                                                  : ctx_.device_tensor(w_type, {m, k}, pool::Owner::Workspace);
+  ctx_.cublas->run(operand ? nullptr : f32(x), operand ? const_cast<void*>(x.raw()) : narrow.raw(), w,
+                   weight_type(w_type), y, m, n, k);
+}
+
+namespace {
+
+// Whether p's matrices lie one after another in memory (CudaBackend::upload_linears), 16-bit and unquantised,
+// without biases, each as wide as `in`: then one product of their summed rows computes them all.
+bool packed_weights(const Projection& p, const Tensor& in) {
+  const Tensor& first = p.weights[0]->weight;
+  if (first.dtype() != DType::BF16 && first.dtype() != DType::F16) return false;
+  if (in.dtype() != DType::F32 && in.dtype() != first.dtype()) return false;
+  const char* next = static_cast<const char*>(first.raw());
+  for (int i = 0; i < p.count; ++i) {
+    const LinearWeights& w = *p.weights[std::size_t(i)];
+    if (w.quantised() || w.bias_or_null() || w.weight.dtype() != first.dtype() || w.cols() != last_dim(in) ||
+        w.weight.raw() != next)
+      return false;
+    next += w.weight.nbytes();
+  }
+  return true;
+}
+
+}  // namespace
+
+// Many rows, matrices stored one after another (the decoder's q, k and v): one cuBLAS product of their summed width
+// into a workspace, its columns then copied to each output. Queueing a prefill is bound by the host on the H100
+// machine (a cuBLAS call ~10 µs of host time, sampled), and the k and v products alone (237 x 1024) filled few SMs.
+// false: nothing ran.
+bool CudaBackend::gemm_packed(const Projection& p, const Tensor& in) {
+  const int64_t m = rows_of(in);
+  if (p.count < 2 || !runs_cublas(m) || !packed_weights(p, in)) return false;
+  cuda::SplitColumns split{.packed = nullptr, .rows = m, .parts = p.count, .out = {}, .cols = {}};
+  int64_t n = 0;
+  for (int i = 0; i < p.count; ++i) {
+    if (p.outputs[std::size_t(i)]->numel() != m * p.weights[std::size_t(i)]->rows()) return false;
+    split.out[i] = f32(*p.outputs[std::size_t(i)]);
+    split.cols[i] = p.weights[std::size_t(i)]->rows();
+    n += split.cols[i];
+  }
+  Tensor packed = ctx_.device_tensor(DType::F32, {m, n}, pool::Owner::Workspace);
+  {
+    const GpuTimer timer = timed([&] { return op_cost::linear_together("linear packed", in, p.weights, p.count); });
+    ctx_.maybe_inject_fault();
+    cublas_product(in, p.weights[0]->weight.raw(), p.weights[0]->weight.dtype(), f32(packed), n);
+  }
+  const GpuTimer timer = timed([&] { return op_cost::elementwise("split columns", packed, 1, packed); });
+  split.packed = f32(packed);
+  cuda::split_columns(split, ctx_.stream);
+  return true;
+}
+
+// Many rows, gate and up stored one after another and their outputs too (the decoder allocates them so): one cuBLAS
+// product of twice the width writes both outputs' bytes as [m, 2·inter] rows, and the SiLU·mul reads them there.
+// false: nothing ran.
+bool CudaBackend::gemm_swiglu_packed(const Projection& p, const Tensor& in) {
+  const int64_t m = rows_of(in), n = p.weights[0]->rows();
+  Tensor &gate = *p.outputs[0], &up = *p.outputs[1];
+  if (!runs_cublas(m) || !packed_weights(p, in) || p.weights[1]->rows() != n || gate.dtype() != DType::F32 ||
+      up.dtype() != DType::F32 || gate.numel() != m * n || up.numel() != m * n ||
+      up.raw() != static_cast<const char*>(gate.raw()) + gate.nbytes())
+    return false;
+  Tensor& out = activation_slot(*this, p);
+  const char* packed_end = static_cast<const char*>(up.raw()) + up.nbytes();
+  if (out.raw() >= gate.raw() && out.raw() < packed_end) return false;  // the slot would overwrite rows still read
+  {
+    const GpuTimer timer = timed([&] { return op_cost::linear(in, *p.weights[0], gate, "linear gate+up packed", 2); });
+    ctx_.maybe_inject_fault();
+    cublas_product(in, p.weights[0]->weight.raw(), p.weights[0]->weight.dtype(), f32(gate), 2 * n);
+  }
+  const GpuTimer timer = timed([&] { return op_cost::elementwise("silu_mul", gate, 2, out); });
+  cuda::elementwise({.op = cuda::Elementwise::SiluMul, .a = f32(gate), .b = f32(gate) + n, .y = out.raw(),
+                     .y_type = weight_type(out.dtype()), .rows = m, .cols = n, .in_stride = 2 * n},
+                    ctx_.stream);
+  return true;
 }
 
 // Whether linear() runs cuBLAS for m rows, and so adds the bias with a kernel of its own after the product (the
@@ -100,12 +182,14 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
   switch (p.epilogue) {
     case Epilogue::Store:
       if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return rotate_unfused(*this, p);
+      if (fusions_.qkv_projection && gemm_packed(p, in)) return rotate_unfused(*this, p);
       // Many rows, one shape: one launch, then the biases and the rotation in one pass.
       if (p.count == 3 && fusions_.qkv_projection && gemm_batched(p, in)) return;
       for (int i = 0; i < p.count; ++i) linear(in, *p.weights[std::size_t(i)], *p.outputs[std::size_t(i)]);
       return rotate_unfused(*this, p);
     case Epilogue::SwiGLU:
       if ((fusions_.swiglu_projection || fold) && gemv_swiglu(p, in, false)) return;
+      if (fusions_.swiglu_projection && gemm_swiglu_packed(p, in)) return;
       linear(in, w0, *p.outputs[0]);
       linear(in, *p.weights[1], *p.outputs[1]);
       silu_mul(*p.outputs[0], *p.outputs[1], activation_slot(*this, p));  // maybe the down GEMM's operand

@@ -74,7 +74,9 @@ void CudaBackend::elementwise(cuda::Elementwise op, const Tensor& a, const Tenso
   static const char* const names[] = {"add", "silu_mul", "gelu_tanh", "gelu_erf"};
   const GpuTimer timer = timed([&] { return op_cost::elementwise(names[int(op)], a, b ? 2 : 1, y); });
   void* out = y.dtype() == DType::F32 ? static_cast<void*>(f32(y)) : y.raw();
-  cuda::elementwise(op, f32(a), b ? f32(*b) : nullptr, out, weight_type(y.dtype()), a.numel(), ctx_.stream);
+  cuda::elementwise({.op = op, .a = f32(a), .b = b ? f32(*b) : nullptr, .y = out, .y_type = weight_type(y.dtype()),
+                     .rows = 1, .cols = a.numel(), .in_stride = a.numel()},
+                    ctx_.stream);
 }
 
 void CudaBackend::embed(const LinearWeights& table, std::span<const int32_t> ids, Tensor& y) {
