@@ -1,5 +1,6 @@
 // Grid-stride loops; purely memory-bound (8 or 12 bytes per element), so one kernel shape serves all four ops.
 #include <algorithm>
+#include <stdexcept>
 
 #include "activation.cuh"
 #include "common.cuh"
@@ -49,11 +50,14 @@ __global__ void elementwise4_kernel(Elementwise op, const float4* a, const float
 void elementwise(const ElementwiseArgs& e, cudaStream_t stream) {
   const int64_t n = e.rows * e.cols;
   if (n == 0) return;
+  if (e.in_stride < e.cols) throw std::invalid_argument("elementwise: input rows closer than their width");
   const int threads = 256;
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   // Whole rows of float4s (a dense tensor is one row), every input quad inside a 32-bit index.
   const int64_t cols = e.in_stride == e.cols ? n : e.cols, rows = n / cols, in_stride = e.in_stride == e.cols ? n : e.in_stride;
-  const bool four = cols % 4 == 0 && in_stride % 4 == 0 && rows * in_stride / 4 <= 0x7fffffff && aligned(e.a) &&
+  // The grid-stride index stays a 32-bit int: the last quad plus one stride of the grid (4,096 blocks of 256) fits.
+  const int64_t limit = 0x7fffffff - int64_t(4096) * threads;
+  const bool four = cols % 4 == 0 && in_stride % 4 == 0 && rows * in_stride / 4 <= limit && aligned(e.a) &&
                     aligned(e.b) && aligned(e.y);
   with_element_type(e.y_type, [&](auto element) {
     using Y = decltype(element);

@@ -80,7 +80,6 @@ MemoryPool::Block* MemoryPool::new_segment(std::size_t size, bool small, int str
   if (!p) return nullptr;
   auto* block = new Block(static_cast<char*>(p), segment, small, stream, static_cast<char*>(p), segment);
   segments_.push_back(block);
-  segment_use_[block->segment].size = segment;
   stats_.reserved.add(int64_t(segment));
   stats_.segments.add(1);
   return block;
@@ -184,11 +183,11 @@ void MemoryPool::release_cached_locked() {
 }
 
 void MemoryPool::account_segment_use(const Block* block, bool allocated) {
-  SegmentUse& use = segment_use_.at(block->segment);
-  const int64_t before = use.inactive();
+  SegmentUse& use = segment_use_[block->segment];
+  const int64_t before = use.inactive(block->segment_size);
   if (allocated) use.allocated_bytes += block->size, ++use.allocated_blocks;
   else use.allocated_bytes -= block->size, --use.allocated_blocks;
-  const int64_t delta = use.inactive() - before;
+  const int64_t delta = use.inactive(block->segment_size) - before;
   if (delta > 0) stats_.inactive_split.add(delta);
   else if (delta < 0) stats_.inactive_split.sub(-delta);
 }

@@ -121,10 +121,12 @@ private:
   std::map<void*, Block*> allocated_;
   std::vector<Block*> segments_;  // first block of each segment
   struct SegmentUse {
-    std::size_t size = 0, allocated_bytes = 0;
+    std::size_t allocated_bytes = 0;
     int64_t allocated_blocks = 0;
     // Free bytes beside live blocks: a segment's share of inactive_split.
-    int64_t inactive() const { return allocated_blocks > 0 ? int64_t(size - allocated_bytes) : 0; }
+    int64_t inactive(std::size_t segment_size) const {
+      return allocated_blocks > 0 ? int64_t(segment_size - allocated_bytes) : 0;
+    }
   };
   std::unordered_map<const char*, SegmentUse> segment_use_;  // by segment base
   Stats stats_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <map>
 
 #include "backend/weight_format.h"
 #include "core/error.h"
@@ -68,29 +69,29 @@ struct WeightBytes {
   bool mid_vision = false, mid_decoder = false, mid_head = false;
 };
 
+// The matrices the CUDA backend stores as one unit (Backend::upload_linears: a decoder layer's q, k and v; its gate
+// and up), where they are floats on the GPU: "" for any other tensor.
+std::string packed_group(const std::string& name) {
+  for (const char* part : {".self_attn.q_proj.", ".self_attn.k_proj.", ".self_attn.v_proj."})
+    if (name.find(part) != std::string::npos) return name.substr(0, name.find(part)) + " qkv";
+  for (const char* part : {".mlp.gate_proj.", ".mlp.up_proj."})
+    if (name.find(part) != std::string::npos) return name.substr(0, name.find(part)) + " gate_up";
+  return {};
+}
+
 WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool gpu) {
   WeightBytes w;
   w.layer.assign(std::size_t(c.text.num_hidden_layers), 0);
   const std::string layers = "model.language_model.layers.";
-  for (const TensorSpec& spec : expected_tensors(c)) {
-    const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / std::max<int64_t>(rows, 1);
-    uint64_t bytes = 0, quantised_elements = 0;
-    const std::optional<QuantisedAs> as = r.formats ? quantised_as(spec, *r.formats) : std::nullopt;
-    if (as) {
-      const WeightFormatTraits& f = format_traits(as->format);
-      bytes = pool_rounded(u(rows * f.row_bytes(in, as->group))) + pool_rounded(u(rows * f.groups(in, as->group) * 2));
-      quantised_elements = u(rows * in);
-    } else {
-      bytes = u(shape_numel(spec.shape)) * dtype_size(gpu ? r.gpu_floats : r.checkpoint_floats);
-      if (gpu) bytes = pool_rounded(bytes);
-    }
+  std::map<std::string, uint64_t> packed;  // a packed unit's raw bytes, by layer and group
+  const auto count = [&](const std::string& name, uint64_t bytes, uint64_t quantised_elements) {
     const bool mid = bytes > kMiB && bytes < kLarge;
-    if (spec.name.starts_with("model.visual.")) {
+    if (name.starts_with("model.visual.")) {
       w.vision += bytes;
       w.mid_vision |= mid;
       w.widest_vision_quantised = std::max(w.widest_vision_quantised, quantised_elements);
-    } else if (spec.name.starts_with(layers)) {
-      const auto l = std::stoll(spec.name.substr(layers.size()));
+    } else if (name.starts_with(layers)) {
+      const auto l = std::stoll(name.substr(layers.size()));
       w.layer[std::size_t(l)] += bytes;
       w.mid_decoder |= mid;
       w.widest_decoder_quantised = std::max(w.widest_decoder_quantised, quantised_elements);
@@ -98,7 +99,23 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
       w.head += bytes;
       w.mid_head |= mid;
     }
+  };
+  for (const TensorSpec& spec : expected_tensors(c)) {
+    const int64_t rows = spec.shape[0], in = shape_numel(spec.shape) / std::max<int64_t>(rows, 1);
+    const std::optional<QuantisedAs> as = r.formats ? quantised_as(spec, *r.formats) : std::nullopt;
+    if (as) {
+      const WeightFormatTraits& f = format_traits(as->format);
+      count(spec.name,
+            pool_rounded(u(rows * f.row_bytes(in, as->group))) + pool_rounded(u(rows * f.groups(in, as->group) * 2)),
+            u(rows * in));
+      continue;
+    }
+    const uint64_t bytes = u(shape_numel(spec.shape)) * dtype_size(gpu ? r.gpu_floats : r.checkpoint_floats);
+    const std::string group = gpu && spec.name.ends_with(".weight") ? packed_group(spec.name) : std::string();
+    if (!group.empty()) packed[group] += bytes;  // one pool block for the unit, rounded and classed as a whole
+    else count(spec.name, gpu ? pool_rounded(bytes) : bytes, 0);
   }
+  for (const auto& [group, bytes] : packed) count(group, pool_rounded(bytes), 0);
   return w;
 }
 
@@ -116,6 +133,9 @@ struct ActivationModel {
   uint64_t widened = dtype_size(r.gpu_floats == DType::F16 ? DType::F32 : DType::BF16);  // the SM61 profile: f32
   // A 16-bit GEMM operand's bytes an element: none on the SM61 profile, whose tiled GEMM reads f32 rows.
   uint64_t operand_bytes = r.gpu_narrows_product_inputs ? 2 : 0;
+  // Whether the decoder's q, k and v run as one packed product there (CudaBackend::gemm_packed: cuBLAS, 16-bit
+  // unquantised matrices without biases), its f32 result a workspace beside the operands.
+  bool packs_qkv = r.gpu_narrows_product_inputs && !r.formats && r.gpu_floats != DType::F32 && !c.text.attention_bias;
 
   // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
   // dequantised matrix of a multi-row quantised product; where cuBLAS runs the products, the 16-bit operands it reads
@@ -129,7 +149,7 @@ struct ActivationModel {
       return a * u(s) * u(3 * t.hidden_size + 2 * q + 2 * kv + 2 * t.intermediate_size + 2 * t.head_dim) + 8 * u(s) +
              (head ? a * u(t.vocab_size + t.hidden_size) : 0);
     };
-    const uint64_t packed_qkv = operand_bytes ? 4 * u(rows) * u(q + 2 * kv) : 0;
+    const uint64_t packed_qkv = packs_qkv ? 4 * u(rows) * u(q + 2 * kv) : 0;
     const uint64_t operand =
         operand_bytes * u(rows) * u(t.intermediate_size) + std::max(operand_bytes * u(rows) * u(q), packed_qkv);
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;

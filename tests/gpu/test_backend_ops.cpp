@@ -548,7 +548,8 @@ struct Runner {
   // rows (the backend runs the unfused ops).
   void swiglu_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
-      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128}}) {
+      for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128},
+                                                                {9, 37, 136}, {6, 100, 64}}) {
         const Tensor x = random({m, k}), gate = random({n, k}, wt, 0.1f), up = random({n, k}, wt, 0.1f);
         const LinearWeights gate_c = LinearWeights::of(gate), up_c = LinearWeights::of(up), gate_g = on_gpu(gate),
                             up_g = on_gpu(up);

@@ -480,24 +480,32 @@ TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
 // A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process
 // (a death test re-executes this binary) and reports through its exit code and stderr.
 void fault_during_generation_scenario() {
-  // Past the prefill's 17 products (4 layers of packed q+k+v, o, packed gate+up and down; then the head), inside the
-  // first decode step's 17 (18-34; that step is recorded, the later ones replay it and count nothing): the request
-  // dies while tokens are streaming.
-  setenv("QVL_CUDA_FAULT_AT_LINEAR", "26", 1);
+  // Inside the first decode step's products (4 layers of q+k+v, o, gate/up and down, then the head: 17, that step
+  // recorded, the later ones replaying it and counting nothing), past the prefill's: 17 on the native profile (q+k+v
+  // and gate+up packed), 29 on the SM61 one, so the step holds the 32nd on both (18-34, 30-46). The request dies
+  // while tokens are streaming: its prompt has run.
+  setenv("QVL_CUDA_FAULT_AT_LINEAR", "32", 1);
   const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cuda"});
   unsetenv("QVL_CUDA_FAULT_AT_LINEAR");
-  const auto expect_error = [&](const char* needle) {
+  struct PromptDone : TokenSink {
+    int prompts = 0;
+    void on_token(int32_t, const std::string&) override {}
+    void on_prompt_done(const GenerateTiming&) override { ++prompts; }
+  };
+  const auto expect_error = [&](const char* needle, int prompts_done) {
+    PromptDone sink;
     try {
-      engine->generate(text_request("Fault, please.", 8));
+      engine->generate(text_request("Fault, please.", 8), &sink);
     } catch (const Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
-      if (std::string(e.what()).find(needle) != std::string::npos) return;
+      if (std::string(e.what()).find(needle) != std::string::npos && sink.prompts == prompts_done) return;
     }
-    std::fprintf(stderr, "expected an error with '%s'\n", needle);
+    std::fprintf(stderr, "expected an error with '%s' after %d prompt(s) ran, %d ran\n", needle, prompts_done,
+                 sink.prompts);
     std::exit(1);
   };
-  expect_error("the GPU failed during generation");
-  expect_error("the GPU failed earlier");  // and fails fast afterwards
+  expect_error("the GPU failed during generation", 1);
+  expect_error("the GPU failed earlier", 0);  // and fails fast afterwards
   engine->set_device("cpu");               // the user switches to the CPU: the same engine answers again
   const GenerateResult r = engine->generate(text_request("Fault, please.", 8));
   const auto cpu = Engine::load(test::resource_dir() / "models" / "demo-tiny", {"cpu"});

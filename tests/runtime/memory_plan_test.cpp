@@ -36,14 +36,24 @@ TEST(MemoryPlan, CountsSixteenBitOperandsWhereTheProductsReadThem) {
   ASSERT_TRUE(a.vision_on_gpu && b.vision_on_gpu);
   const TextConfig& t = c.text;
   const VisionConfig& v = c.vision;
-  // The SwiGLU's operand, and beside it the packed q+k+v product's f32 result (wider than the attention's operand).
   const uint64_t chunk = uint64_t(a.prefill_chunk), q = uint64_t(t.num_attention_heads * t.head_dim),
-                 kv = uint64_t(t.num_key_value_heads * t.head_dim);
-  const uint64_t decoder = 2 * chunk * uint64_t(t.intermediate_size) + 4 * chunk * (q + 2 * kv);
+                 kv = uint64_t(t.num_key_value_heads * t.head_dim), inter = uint64_t(t.intermediate_size);
+  // Quantised matrices: the SwiGLU's operand and the attention's (no packed product: it takes 16-bit floats).
+  const uint64_t decoder = 2 * chunk * (q + inter);
   const uint64_t vision_per_patch = 2 * uint64_t(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));
   const uint64_t merge = uint64_t(v.spatial_merge_size * v.spatial_merge_size);
   EXPECT_EQ(b.prefill_base - a.prefill_base, decoder);
   EXPECT_EQ(b.vision_pass_per_token - a.vision_pass_per_token, vision_per_patch * merge);
+  // bf16 matrices: q, k and v run as one product whose f32 result (wider than the attention's operand) waits for its
+  // split beside the SwiGLU's operand.
+  MemoryPlanRequest pascal_bf16 = pascal, native_bf16 = native;
+  pascal_bf16.formats = native_bf16.formats = std::nullopt;
+  pascal_bf16.gpu_floats = DType::F16;
+  native_bf16.gpu_floats = DType::BF16;
+  const MemoryPlan fa = plan_memory(c, pascal_bf16), fb = plan_memory(c, native_bf16);
+  ASSERT_EQ(fa.prefill_chunk, fb.prefill_chunk);
+  const uint64_t fchunk = uint64_t(fa.prefill_chunk);
+  EXPECT_EQ(fb.prefill_base - fa.prefill_base, 2 * fchunk * inter + 4 * fchunk * (q + 2 * kv));
 }
 
 uint64_t gpu_bytes(const MemoryPlan& plan) {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -56,14 +57,15 @@ __attribute__((constructor)) void start() {
   action.sa_flags = SA_RESTART;
   sigaction(SIGPROF, &action, nullptr);
   const char* us = std::getenv("QVL_SAMPLE_US");
-  const long period_ns = (us ? std::atol(us) : 100) * 1000;
+  const long period_us = std::max(1L, us ? std::atol(us) : 100L);
+  const timespec period{period_us / 1000000, (period_us % 1000000) * 1000};
   sigevent event{};
   event.sigev_notify = SIGEV_THREAD_ID;
   event.sigev_signo = SIGPROF;
   event._sigev_un._tid = pid_t(syscall(SYS_gettid));  // the constructor runs on the main thread
-  if (timer_create(CLOCK_MONOTONIC, &event, &g_timer) != 0) return;
-  const itimerspec every{{0, period_ns}, {0, period_ns}};
-  timer_settime(g_timer, 0, &every, nullptr);
+  const itimerspec every{period, period};
+  if (timer_create(CLOCK_MONOTONIC, &event, &g_timer) != 0 || timer_settime(g_timer, 0, &every, nullptr) != 0)
+    std::perror("host_sampler: no sampling timer");
 }
 
 __attribute__((destructor)) void finish() {

@@ -97,6 +97,10 @@ def main():
     a = p.parse_args()
     kernels, calls = [], []
     for line in open(a.timeline):
+        if line[:2] not in ("K ", "A "):         # the first format: kernels only, "start end stream name"
+            s, e, _stream, name = line.rstrip("\n").split(" ", 3)
+            kernels.append((int(s), int(e), name, -1))
+            continue
         kind, s, e, where, corr, name = line.rstrip("\n").split(" ", 5)
         if kind == "K":
             kernels.append((int(s), int(e), name, int(corr)))

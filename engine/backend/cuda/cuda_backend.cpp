@@ -135,7 +135,7 @@ MemoryReport CudaBackend::memory_report(bool with_segment_map) const {
 // Every role is stored as the checkpoint has it, but for the SM61 profile's f16 storage of bf16 (no bf16 there).
 Tensor CudaBackend::upload(const Tensor& host, WeightRole) {
   if (host.device() == Device::CUDA) return host;
-  const Tensor stored = ctx_.profile->weights_as_f16 && host.dtype() == DType::BF16 ? checked_f16(host) : host;
+  const Tensor stored = as_stored(host);
   Tensor t = ctx_.device_tensor(stored.dtype(), stored.shape(), pool::Owner::Weights);
   ctx_.stage(t.raw(), stored.raw(), stored.nbytes());
   return t;
@@ -152,12 +152,12 @@ std::vector<LinearWeights> CudaBackend::upload_linears(const std::vector<LinearW
     rows += w.rows();
   }
   if (!together) return Backend::upload_linears(host);
-  const bool as_f16 = ctx_.profile->weights_as_f16 && host[0].weight.dtype() == DType::BF16;
-  Tensor all = ctx_.device_tensor(as_f16 ? DType::F16 : host[0].weight.dtype(), {rows, host[0].cols()}, pool::Owner::Weights);
+  const DType storage = weight_storage(host[0].weight.dtype());
+  Tensor all = ctx_.device_tensor(storage, {rows, host[0].cols()}, pool::Owner::Weights);
   std::vector<LinearWeights> out;
   int64_t at = 0;
   for (const LinearWeights& w : host) {
-    const Tensor stored = as_f16 ? checked_f16(w.weight) : w.weight;
+    const Tensor stored = as_stored(w.weight);
     LinearWeights unit = w;
     unit.weight = all.slice_rows(at, at + w.rows());
     ctx_.stage(unit.weight.raw(), stored.raw(), stored.nbytes());
@@ -180,6 +180,11 @@ void CudaBackend::set_cache_type(DType type) {
 
 DType CudaBackend::weight_storage(DType stored) const {
   return ctx_.profile->weights_as_f16 && stored == DType::BF16 ? DType::F16 : stored;
+}
+
+// A host weight in the type weight_storage stores it in (the SM61 profile's f16 for bf16, range-checked).
+Tensor CudaBackend::as_stored(const Tensor& host) const {
+  return weight_storage(host.dtype()) != host.dtype() ? checked_f16(host) : host;
 }
 
 // cuBLAS reads 16-bit weights with activations narrowed to their type. Where the rows go to cuBLAS and the fusion

@@ -118,6 +118,7 @@ private:
   bool gemm_batched(const Projection& p, const Tensor& in);
   bool gemm_packed(const Projection& p, const Tensor& in);
   void cublas_product(const Tensor& x, const void* w, DType w_type, float* y, int64_t n);
+  Tensor as_stored(const Tensor& host) const;
   bool gemm_swiglu_packed(const Projection& p, const Tensor& in);
   void products(const Projection& p, const Tensor& in, bool fold);
   void residual_epilogue(const Projection& p, const Tensor& in);

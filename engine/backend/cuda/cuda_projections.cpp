@@ -128,8 +128,9 @@ bool CudaBackend::gemm_swiglu_packed(const Projection& p, const Tensor& in) {
       up.raw() != static_cast<const char*>(gate.raw()) + gate.nbytes())
     return false;
   Tensor& out = activation_slot(*this, p);
-  const char* packed_end = static_cast<const char*>(up.raw()) + up.nbytes();
-  if (out.raw() >= gate.raw() && out.raw() < packed_end) return false;  // the slot would overwrite rows still read
+  const char *packed = static_cast<const char*>(gate.raw()), *packed_end = packed + 2 * gate.nbytes(),
+             *slot = static_cast<const char*>(out.raw());
+  if (slot < packed_end && packed < slot + out.nbytes()) return false;  // the slot would overwrite rows still read
   {
     const GpuTimer timer = timed([&] { return op_cost::linear(in, *p.weights[0], gate, "linear gate+up packed", 2); });
     ctx_.maybe_inject_fault();
