@@ -1,4 +1,5 @@
-// Grid-stride loops; purely memory-bound (8 or 12 bytes per element), so one kernel shape serves all four ops.
+// Grid-stride loops; purely memory-bound (8 or 12 bytes per element), so one arithmetic (apply) serves all four ops,
+// four values a thread where the rows allow it, else one.
 #include <algorithm>
 #include <stdexcept>
 

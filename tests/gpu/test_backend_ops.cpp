@@ -545,7 +545,7 @@ struct Runner {
   }
 
   // The fused SwiGLU projection against the CPU's two linears and silu_mul, decode rows (fused kernel) and prefill
-  // rows (the backend runs the unfused ops).
+  // rows (separately uploaded matrices: the unfused ops; uploaded together: one packed product, below).
   void swiglu_projection() {
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 6144, 2048}, {3, 100, 64}, {4, 37, 136}, {9, 64, 128},

@@ -1,7 +1,7 @@
 // Projections on the CUDA backend. Few rows (decode): the memory-bound GEMV, with the fused variants (q+k+v in one
 // launch, gate/up with SwiGLU, the input RMSNorm folded in, the residual add in the output); many rows (prefill,
-// vision): cuBLAS on tensor cores (native profile) or our tiled f32 GEMM (SM61), with the bias riding in the
-// kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add it with a pass of its own. Which of these
+// vision): cuBLAS on tensor cores (native profile; matrices stored together run as one product) or our tiled f32
+// GEMM (SM61), with the bias riding in the kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add it with a pass of its own. Which of these
 // runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
 #include "backend/op_costs.h"
 #include "bias_gelu.cuh"
@@ -10,13 +10,13 @@
 #include "convert.cuh"
 #include "core/error.h"
 #include "cuda_backend.h"
+#include "elementwise.cuh"
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
 #include "gemv_qkv.cuh"
 #include "quantize_rows.cuh"
 #include "gemv_swiglu.cuh"
 #include "split_columns.cuh"
-#include "elementwise.cuh"
 
 namespace qvl {
 
@@ -92,8 +92,8 @@ bool packed_weights(const Projection& p, const Tensor& in) {
 
 // Many rows, matrices stored one after another (the decoder's q, k and v): one cuBLAS product of their summed width
 // into a workspace, its columns then copied to each output. Queueing a prefill is bound by the host on the H100
-// machine (a cuBLAS call ~10 µs of host time, sampled), and the k and v products alone (237 x 1024) filled few SMs.
-// false: nothing ran.
+// machine (cuBLAS's host path 60% of the decoder's queueing, sampled; 8-12 µs a call,
+// tools/microbench/cublas_host_cost.cu): two calls fewer a layer for a 4 µs copy at 237 rows. false: nothing ran.
 bool CudaBackend::gemm_packed(const Projection& p, const Tensor& in) {
   const int64_t m = rows_of(in);
   if (p.count < 2 || !runs_cublas(m) || !packed_weights(p, in)) return false;
@@ -279,9 +279,10 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
 // Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one cuBLAS
 // launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection rotates:
 // bias_rope.cu). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output tiles for 132
-// SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. The decoder's k and v, and
-// gate and up, batched the same way moved its prefill by nothing beyond the spread, so they run one product at a time.
-// cuBLAS may choose another kernel for the batch than for one product. false: nothing ran.
+// SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. (The decoder's k and v, and
+// gate and up, batched the same way moved its prefill by nothing beyond the spread; they now run packed:
+// gemm_packed, gemm_swiglu_packed.) cuBLAS may choose another kernel for the batch than for one product. false:
+// nothing ran.
 bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   const int64_t m = rows_of(in), k = last_dim(in);
   const LinearWeights& first = *p.weights[0];
