@@ -3,8 +3,8 @@
 // and 43% of a 448x448 vision encode; an H100's f16 tensor cores (mma.sync m16n8k16, f32 accumulate) peak at ~990
 // dense TFLOP/s against ~67 for f32 on CUDA cores.
 //
-// A block of 8 warps takes 128 queries of one head (4 warps and 64 queries for small causal grids: see launch);
-// each warp owns 16 query rows and keeps them in registers as A fragments (q·scale·log2 e, f16) for the whole key
+// A block of 8 warps takes 128 queries of one head; for small causal grids, 64 queries with their key tiles split
+// between two groups of 4 warps (FlashShape, launch). Each warp owns 16 query rows and keeps them in registers as A fragments (q·scale·log2 e, f16) for the whole key
 // loop. Per tile of 64 keys the block stages K and V in shared
 // memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
 // warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
@@ -26,6 +26,14 @@
 // tile copies' 64-bit index arithmetic (~27 instructions a 16-byte copy). With 32-bit column tests only where a
 // row sees part of a tile, ex2.approx and 32-bit tile indices: 7.6 M instructions, 48.3 -> 33.2 us for that
 // launch (H100, events).
+//
+// Where the warps then waited (Nsight Compute's stall samples by SASS line, H100, 2026-11-27): for the vision launch
+// 44% in the tile's math, 21% waiting for the copies and widening, 20% computing the copies' addresses and issuing
+// them, 11% in the prologue (q loaded and the block's key range agreed through shared atomics before the first copy
+// was issued); for 512 causal queries the prologue was 18%, with one warp a scheduler. Now the block's range comes
+// from its first and last rows, the first tile's copies go out before q is read, a copy's address is one add, the
+// row maxima and sums run in four chains, and short causal grids split their keys between two groups: 237 causal
+// queries 16.0 -> 12.5 us, 512 26.8 -> 19.4, 4,096 561 -> 452, 784 patches 32.3 -> 27.3 (`perf`, p50 of 20).
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -95,28 +103,49 @@ __device__ __forceinline__ void copy_async_wait_all() {
 #endif
 }
 
-// Starts copying a tile's rows as stored into `raw` ([64][D]): `src` is the tile's first row of this kv head, rows
-// `row_stride` elements apart, and rows from `rows` on become zeros. The indices are 32-bit and unsigned, and the
-// loop has a fixed trip count: with 64-bit signed ones the address arithmetic took ~27 instructions a 16-byte copy
-// (SASS, D = 64 f32), more than the copies and the tile's widening together.
+// Starts copying a tile's K and V rows as stored into `raw_k` and `raw_v` ([64][D] each): `k` and `v` point at the
+// tile's first row of this kv head, rows `row_stride` elements apart; rows from `rows` on become zeros. A thread's
+// pieces are its first row and column plus whole rows: the per-tile address work is one 64-bit add a piece (with
+// the offsets computed per piece, 64-bit and signed, it was ~27 instructions a 16-byte copy in the SASS, and the
+// copies' address work was 16% of the vision launch's instructions).
 template <int D, int kThreads, typename KV>
-__device__ __forceinline__ void fetch_tile(const KV* __restrict__ src, KV* raw, int rows, unsigned row_stride) {
+__device__ __forceinline__ void fetch_tile(const KV* __restrict__ k, const KV* __restrict__ v, KV* raw_k, KV* raw_v,
+                                           int rows, unsigned row_stride, unsigned thread) {
   constexpr unsigned kChunk = 16 / sizeof(KV), kChunks = D / kChunk, kCount = kKeys * kChunks;  // 16-byte pieces
+  if constexpr (kThreads % kChunks == 0 && kThreads / kChunks <= kKeys) {
+    constexpr unsigned kRowsApart = kThreads / kChunks;  // rows between a thread's pieces
+    const unsigned row = thread / kChunks, column = (thread % kChunks) * kChunk;
+    const KV* src_k = k + row * row_stride + column;
+    const KV* src_v = v + row * row_stride + column;
+    KV* dst_k = raw_k + row * D + column;
+    KV* dst_v = raw_v + row * D + column;
 #pragma unroll
-  for (unsigned i = 0; i < (kCount + kThreads - 1) / kThreads; ++i) {
-    const unsigned e = threadIdx.x + i * kThreads, r = e / kChunks, c = (e % kChunks) * kChunk;
-    if (kCount % kThreads != 0 && e >= kCount) break;
-    const bool inside = int(r) < rows;
-    copy_async_16(raw + r * D + c, src + (inside ? r * row_stride + c : c), inside ? 16 : 0);
+    for (unsigned i = 0; i < kKeys / kRowsApart; ++i) {
+      const bool inside = int(row + i * kRowsApart) < rows;
+      const unsigned skip = inside ? i * kRowsApart * row_stride : 0;
+      copy_async_16(dst_k + i * kRowsApart * D, src_k + skip, inside ? 16 : 0);
+      copy_async_16(dst_v + i * kRowsApart * D, src_v + skip, inside ? 16 : 0);
+    }
+  } else {  // rows the threads do not divide (80 in bf16: 10 pieces a row), or tiles of fewer pieces than threads
+#pragma unroll
+    for (unsigned i = 0; i < (kCount + kThreads - 1) / kThreads; ++i) {
+      const unsigned e = thread + i * kThreads, r = e / kChunks, c = (e % kChunks) * kChunk;
+      if (kCount % kThreads != 0 && e >= kCount) break;
+      const bool inside = int(r) < rows;
+      const unsigned offset = inside ? r * row_stride + c : c;
+      copy_async_16(raw_k + r * D + c, k + offset, inside ? 16 : 0);
+      copy_async_16(raw_v + r * D + c, v + offset, inside ? 16 : 0);
+    }
   }
 }
 
 // The raw tile widened into the f16 tile the fragments read ([64][D + 8]), rounded as the products' inputs are.
-template <int D, int kThreads, typename KV> __device__ __forceinline__ void widen_tile(const KV* raw, __half* dst) {
+template <int D, int kThreads, typename KV>
+__device__ __forceinline__ void widen_tile(const KV* raw, __half* dst, unsigned thread) {
   constexpr unsigned kStride = D + 8, kCount = kKeys * D / 4;
 #pragma unroll
   for (unsigned i = 0; i < (kCount + kThreads - 1) / kThreads; ++i) {
-    const unsigned e = threadIdx.x + i * kThreads, r = e / (D / 4), c = (e % (D / 4)) * 4;
+    const unsigned e = thread + i * kThreads, r = e / (D / 4), c = (e % (D / 4)) * 4;
     if (kCount % kThreads != 0 && e >= kCount) break;
     const float4 x = load_kv4(raw + r * D + c);
     *reinterpret_cast<uint2*>(dst + r * kStride + c) = make_uint2(pack_half2(x.x, x.y), pack_half2(x.z, x.w));
@@ -132,57 +161,117 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #endif
   return y;
 }
+// Warps that share a staging buffer wait for each other on their own hardware barrier (1 + the group), so one
+// group's copies and widening do not hold the other's math (PTX ISA: bar.sync with a thread count). The barrier's
+// number is an immediate: with one from a register ptxas reserves all 16, which allows one block an SM.
+template <int kGroups, int kGroupThreads> __device__ __forceinline__ void group_barrier(int group) {
+  static_assert(kGroups <= 2, "a barrier number for each group");
+  if constexpr (kGroups == 1) {
+    __syncthreads();
+  } else {
+#ifdef __CUDA_ARCH__
+    if (group == 0) asm volatile("bar.sync 1, %0;\n" ::"n"(kGroupThreads) : "memory");
+    else asm volatile("bar.sync 2, %0;\n" ::"n"(kGroupThreads) : "memory");
+#endif
+  }
+}
 #endif
 
-// Dynamic shared memory of one block: the f16 K and V tiles, then the raw ones.
-template <int D, typename KV> constexpr int shared_bytes() {
+// A block's shape: kRowWarps warps of 16 query rows each (16·kRowWarps queries), repeated kGroups times; group j
+// takes every kGroups-th of the key tiles the block sees, with its own staging buffers, and the groups' partial
+// softmax sums are merged at the end. Splitting the keys is what gives a short causal grid its parallelism: 512
+// causal queries are 8 blocks of 64 a head, and the last one reads all 8 tiles; with two groups it waits for 4.
+template <int kRowWarps_, int kGroups_> struct FlashShape {
+  static constexpr int kRowWarps = kRowWarps_, kGroups = kGroups_;
+  static constexpr int kQueries = 16 * kRowWarps, kGroupThreads = 32 * kRowWarps, kThreads = kGroupThreads * kGroups;
+};
+
+// Dynamic shared memory of one group: the f16 K and V tiles, then the raw ones.
+template <int D, typename KV> __host__ __device__ constexpr int group_shared_bytes() {
   return 2 * kKeys * (D + 8) * 2 + 2 * kKeys * D * int(sizeof(KV));
 }
+// A group past the first leaves its rows' maxima, sums and outputs in its own buffers for the first to merge: a
+// float per lane for each accumulator and two per row.
+template <int D, int kRowWarps> __host__ __device__ constexpr int merge_bytes() { return kRowWarps * (32 * D / 2 + 2 * 16) * 4; }
 
-template <int D, typename KV, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32)
-    flash_attention_mma_kernel(const float* __restrict__ q, const KV* __restrict__ k, const KV* __restrict__ v,
-                               float* __restrict__ out, int64_t s, int64_t hq, int64_t hkv, int64_t kv_len, bool causal,
-                               int64_t past, const int64_t* __restrict__ bounds, int64_t segments, float scale,
-                               const int64_t* __restrict__ layout, int64_t layout_side) {
+
+template <int D, typename KV, typename Shape>
+__global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel(AttentionArgs p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
-  constexpr int kQueries = 16 * kWarps, kThreads = 32 * kWarps;
+  constexpr int kRowWarps = Shape::kRowWarps, kGroups = Shape::kGroups, kQueries = Shape::kQueries;
+  constexpr int kGroupThreads = Shape::kGroupThreads;
+  static_assert(kGroups == 1 || merge_bytes<D, kRowWarps>() <= group_shared_bytes<D, KV>());
   extern __shared__ __align__(16) unsigned char shared[];
-  __half* ks = reinterpret_cast<__half*>(shared);
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
+  const int group = warp / kRowWarps, row_warp = warp % kRowWarps;
+  const unsigned group_thread = threadIdx.x % kGroupThreads;
+  unsigned char* const buffers = shared + group * group_shared_bytes<D, KV>();
+  __half* ks = reinterpret_cast<__half*>(buffers);
   __half* vs = ks + kKeys * kStride;
   KV* raw_k = reinterpret_cast<KV*>(vs + kKeys * kStride);
   KV* raw_v = raw_k + kKeys * D;
-  __shared__ int64_t block_lo, block_hi;
+  const KV* __restrict__ k = static_cast<const KV*>(p.k);
+  const KV* __restrict__ v = static_cast<const KV*>(p.v);
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
-  const int64_t h = blockIdx.y, kvh = h / (hq / hkv);
-  // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the keys each may see.
-  const int64_t q0 = int64_t(blockIdx.x) * kQueries, row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  const int64_t h = blockIdx.y, kvh = h / (p.hq / p.hkv);
+  const int64_t q0 = int64_t(blockIdx.x) * kQueries, last_row = min(p.s, q0 + kQueries) - 1;
+  // The keys rows `from`..`to` see between them: a row's range [lo, hi) never moves back as the row grows (causal:
+  // [0, past + i + 1); segments: its image's), so the first row's lo and the last row's hi bound those between.
+  const auto keys_of_rows = [&](int64_t from, int64_t to, int64_t& lo, int64_t& hi) {
+    int64_t unused;
+    visible_keys(from, p.kv_len, p.causal, p.past, p.bounds, p.segments, lo, unused);
+    visible_keys(to, p.kv_len, p.causal, p.past, p.bounds, p.segments, unused, hi);
+  };
+  int64_t first, end;  // causal: first = 0, so tiles are layout blocks
+  keys_of_rows(q0, last_row, first, end);
+  const int64_t first_block = (p.past + q0) / kKeys, last_block = (p.past + last_row) / kKeys;
+  // The first tile from t0 on that one of the block's (at most three) query blocks sees: others are skipped, loads
+  // included (the same decision in every thread).
+  const auto next_tile = [&](int64_t t0) {
+    for (; p.layout && t0 < end; t0 += kKeys) {
+      bool seen = false;
+      for (int64_t qb = first_block; qb <= last_block; ++qb) seen |= p.layout[qb * p.layout_side + t0 / kKeys] != 0;
+      if (seen) break;
+    }
+    return t0;
+  };
+  // The tile `count` seen tiles after t0: a group walks every kGroups-th.
+  const auto tiles_on = [&](int64_t t0, int count) {
+    for (int i = 0; i < count && t0 < end; ++i) t0 = next_tile(t0 + kKeys);
+    return t0;
+  };
+  // Tile t0's first row of this kv head, and how many of its rows exist (the same offsets in k and v).
+  const unsigned row_stride = unsigned(p.hkv * D);
+  const auto fetch = [&](int64_t t0) {
+    const int64_t offset = (t0 * p.hkv + kvh) * D;
+    const int rows = int(min(int64_t(kKeys), end - t0));
+    fetch_tile<D, kGroupThreads>(k + offset, v + offset, raw_k, raw_v, rows, row_stride, group_thread);
+    copy_async_commit();
+  };
+  // The first tile's copies go out before q and the rows' ranges are read, so that their trips overlap (the
+  // prologue was 11-18% of the warps' stall samples in Nsight Compute when the copies waited for it).
+  int64_t t0 = tiles_on(next_tile(first), group);
+  if (t0 < end) fetch(t0);
+
+  // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the keys each may see; the
+  // warp's range, to skip tiles none of its rows sees.
+  const int64_t row[2] = {q0 + row_warp * 16 + g, q0 + row_warp * 16 + g + 8};
   int64_t lo[2], hi[2];
   const int64_t* allowed[2] = {nullptr, nullptr};  // block-sparse: the row's line of the block layout
   for (int r = 0; r < 2; ++r) {
     lo[r] = hi[r] = 0;  // rows past the end see nothing
-    if (row[r] < s) visible_keys(row[r], kv_len, causal, past, bounds, segments, lo[r], hi[r]);
-    if (layout && row[r] < s) allowed[r] = layout + (past + row[r]) / kKeys * layout_side;
+    if (row[r] < p.s) visible_keys(row[r], p.kv_len, p.causal, p.past, p.bounds, p.segments, lo[r], hi[r]);
+    if (p.layout && row[r] < p.s) allowed[r] = p.layout + (p.past + row[r]) / kKeys * p.layout_side;
   }
-  int64_t warp_lo = lo[0] < hi[0] ? lo[0] : INT64_MAX, warp_hi = lo[0] < hi[0] ? hi[0] : 0;
-  if (lo[1] < hi[1]) warp_lo = min(warp_lo, lo[1]), warp_hi = max(warp_hi, hi[1]);
-  for (int o = 16; o > 0; o /= 2) {
-    warp_lo = min(warp_lo, __shfl_xor_sync(0xffffffffu, warp_lo, o));
-    warp_hi = max(warp_hi, __shfl_xor_sync(0xffffffffu, warp_hi, o));
-  }
-  if (threadIdx.x == 0) block_lo = INT64_MAX, block_hi = 0;
-  __syncthreads();
-  if (lane == 0 && warp_lo < warp_hi) {
-    atomicMin(reinterpret_cast<long long*>(&block_lo), static_cast<long long>(warp_lo));
-    atomicMax(reinterpret_cast<long long*>(&block_hi), static_cast<long long>(warp_hi));
-  }
+  int64_t warp_lo = INT64_MAX, warp_hi = 0;
+  if (q0 + row_warp * 16 <= last_row) keys_of_rows(q0 + row_warp * 16, min(last_row, q0 + row_warp * 16 + 15), warp_lo, warp_hi);
 
   // q as A fragments: register j of step kk holds rows g / g + 8, dimensions 16·kk + 2·t4 (+ 8), pre-scaled so the
   // softmax can use exp2.
   uint32_t qa[kSteps][4];
-  const float q_scale = scale * kLog2e;
+  const float q_scale = p.scale * kLog2e;
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
@@ -190,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int64_t i = row[j % 2];
       const int c = kk * 16 + 2 * t4 + (j / 2) * 8;
       float2 x = make_float2(0, 0);
-      if (i < s) x = *reinterpret_cast<const float2*>(q + (i * hq + h) * D + c);
+      if (i < p.s) x = *reinterpret_cast<const float2*>(p.q + (i * p.hq + h) * D + c);
       qa[kk][j] = pack_half2(x.x * q_scale, x.y * q_scale);
     }
 
@@ -199,37 +288,13 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int n = 0; n < kOutTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
   float best[2] = {-INFINITY, -INFINITY}, total[2] = {0.0f, 0.0f};  // total: this thread's part of the row sum
 
-  __syncthreads();
-  const int64_t first = block_lo, end = block_hi;  // causal: first = 0, so tiles are layout blocks
-  const int64_t first_block = (past + q0) / kKeys, last_block = (past + min(s, q0 + kQueries) - 1) / kKeys;
-  // The first tile from t0 on that one of the block's (at most three) query blocks sees: others are skipped, loads
-  // included (the same decision in every thread).
-  const auto next_tile = [&](int64_t t0) {
-    for (; layout && t0 < end; t0 += kKeys) {
-      bool seen = false;
-      for (int64_t qb = first_block; qb <= last_block; ++qb) seen |= layout[qb * layout_side + t0 / kKeys] != 0;
-      if (seen) break;
-    }
-    return t0;
-  };
-  // Tile t0's first row of this kv head, and how many of its rows exist (the same offsets in k and v).
-  const unsigned row_stride = unsigned(hkv * D);
-  const auto fetch = [&](int64_t t0) {
-    const int64_t offset = (t0 * hkv + kvh) * D;
-    const int rows = int(min(int64_t(kKeys), end - t0));
-    fetch_tile<D, kThreads>(k + offset, raw_k, rows, row_stride);
-    fetch_tile<D, kThreads>(v + offset, raw_v, rows, row_stride);
-    copy_async_commit();
-  };
-  int64_t t0 = next_tile(first);
-  if (t0 < end) fetch(t0);
   for (int64_t next; t0 < end; t0 = next) {
     copy_async_wait_all();
-    __syncthreads();  // this tile's raw rows are in, and everyone is done with the previous f16 tiles
-    widen_tile<D, kThreads>(raw_k, ks);
-    widen_tile<D, kThreads>(raw_v, vs);
-    __syncthreads();  // the f16 tiles are ready and the raw buffer is free
-    next = next_tile(t0 + kKeys);
+    group_barrier<kGroups, kGroupThreads>(group);  // this tile's raw rows are in; the previous f16 tiles are done
+    widen_tile<D, kGroupThreads>(raw_k, ks, group_thread);
+    widen_tile<D, kGroupThreads>(raw_v, vs, group_thread);
+    group_barrier<kGroups, kGroupThreads>(group);  // the f16 tiles are ready and the raw buffer is free
+    next = tiles_on(t0, kGroups);
     if (next < end) fetch(next);  // in flight while this tile's math runs
     if (t0 >= warp_hi || t0 + kKeys <= warp_lo) continue;  // none of this warp's rows sees this tile
 
@@ -274,28 +339,37 @@ __global__ void __launch_bounds__(kWarps * 32)
           if (unsigned(col - first_col[r]) >= unsigned(end_col[r] - first_col[r])) score[n][j] = -INFINITY;
         }
     }
-    float tile_max[2] = {-INFINITY, -INFINITY};
+    // Maxima and sums in four independent chains a row (a chain of 16 dependent instructions a row was the
+    // "wait" stall at the top of Nsight Compute's list).
+    float part_max[2][4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) part_max[0][c] = part_max[1][c] = -INFINITY;
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) tile_max[j / 2] = fmaxf(tile_max[j / 2], score[n][j]);
+      for (int j = 0; j < 4; ++j) part_max[j / 2][(n % 2) * 2 + j % 2] = fmaxf(part_max[j / 2][(n % 2) * 2 + j % 2], score[n][j]);
+    float tile_max[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) tile_max[r] = fmaxf(fmaxf(part_max[r][0], part_max[r][1]), fmaxf(part_max[r][2], part_max[r][3]));
     float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       // The four lanes of a quad hold one row between them.
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float next = fmaxf(best[r], tile_max[r]);
-      const float base = next == -INFINITY ? 0.0f : next;  // a row that has seen nothing yet stays at 0
+      const float next_best = fmaxf(best[r], tile_max[r]);
+      const float base = next_best == -INFINITY ? 0.0f : next_best;  // a row that has seen nothing yet stays at 0
       correction[r] = fast_exp2(best[r] - base);
-      best[r] = next;
-      total[r] *= correction[r];
+      best[r] = next_best;
+      float part_sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int n = 0; n < kScoreTiles; ++n) {
         score[n][2 * r] = fast_exp2(score[n][2 * r] - base);
         score[n][2 * r + 1] = fast_exp2(score[n][2 * r + 1] - base);
-        total[r] += score[n][2 * r] + score[n][2 * r + 1];
+        part_sum[(n % 2) * 2] += score[n][2 * r];
+        part_sum[(n % 2) * 2 + 1] += score[n][2 * r + 1];
       }
+      total[r] = total[r] * correction[r] + ((part_sum[0] + part_sum[1]) + (part_sum[2] + part_sum[3]));
     }
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n) {
@@ -323,9 +397,48 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int r = 0; r < 2; ++r) {
     total[r] += __shfl_xor_sync(0xffffffffu, total[r], 1);
     total[r] += __shfl_xor_sync(0xffffffffu, total[r], 2);
-    if (row[r] >= s) continue;
+  }
+  if constexpr (kGroups > 1) {
+    // The other groups' rows into the first's: each leaves its maxima, sums and accumulators in its own buffers
+    // (free once every warp of the block is past its loop), and the first weighs them by exp2(max - merged max).
+    __syncthreads();
+    float* const merge = reinterpret_cast<float*>(buffers) + row_warp * (32 * D / 2 + 2 * 16);
+    if (group > 0) {
+#pragma unroll
+      for (int n = 0; n < kOutTiles; ++n)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) merge[(n * 4 + j) * 32 + lane] = acc[n][j];
+      if (t4 == 0)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) merge[32 * D / 2 + g + 8 * r] = best[r], merge[32 * D / 2 + 16 + g + 8 * r] = total[r];
+    }
+    __syncthreads();
+    if (group > 0) return;
+#pragma unroll
+    for (int other = 1; other < kGroups; ++other) {
+      const float* theirs = merge + other * group_shared_bytes<D, KV>() / 4;
+      float mine_weight[2], their_weight[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float their_best = theirs[32 * D / 2 + g + 8 * r], their_total = theirs[32 * D / 2 + 16 + g + 8 * r];
+        const float m = fmaxf(best[r], their_best);
+        mine_weight[r] = best[r] == -INFINITY ? 0.0f : fast_exp2(best[r] - m);
+        their_weight[r] = their_best == -INFINITY ? 0.0f : fast_exp2(their_best - m);
+        best[r] = m;
+        total[r] = total[r] * mine_weight[r] + their_total * their_weight[r];
+      }
+#pragma unroll
+      for (int n = 0; n < kOutTiles; ++n)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[n][j] = acc[n][j] * mine_weight[j / 2] + theirs[(n * 4 + j) * 32 + lane] * their_weight[j / 2];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row[r] >= p.s) continue;
     const float inverse = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
-    float* dst = out + (row[r] * hq + h) * D + 2 * t4;
+    float* dst = p.out + (row[r] * p.hq + h) * D + 2 * t4;
 #pragma unroll
     for (int n = 0; n < kOutTiles; ++n)
       *reinterpret_cast<float2*>(dst + n * 8) = make_float2(acc[n][2 * r] * inverse, acc[n][2 * r + 1] * inverse);
@@ -335,14 +448,14 @@ __global__ void __launch_bounds__(kWarps * 32)
 #endif
 }
 
-template <int D, int kWarps> void launch_with(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr int kQueries = 16 * kWarps;
-  const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
+template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaStream_t stream) {
+  const dim3 grid(unsigned((a.s + Shape::kQueries - 1) / Shape::kQueries), unsigned(a.hq));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
-    const auto kernel = flash_attention_mma_kernel<D, KV, kWarps>;
-    constexpr int bytes = shared_bytes<D, KV>();  // past the 48 KB a block gets without asking, once a device
-    static std::atomic<uint64_t> opted_in{0};      // bit i: device i (devices past 63 ask every launch)
+    const auto kernel = flash_attention_mma_kernel<D, KV, Shape>;
+    // Past the 48 KB a block gets without asking, once a device.
+    constexpr int bytes = group_shared_bytes<D, KV>() * Shape::kGroups;
+    static std::atomic<uint64_t> opted_in{0};  // bit i: device i (devices past 63 ask every launch)
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
     const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
@@ -350,24 +463,21 @@ template <int D, int kWarps> void launch_with(const AttentionArgs& a, cudaStream
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
       opted_in.fetch_or(bit);
     }
-    kernel<<<grid, kWarps * 32, bytes, stream>>>(a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out,
-                                                  a.s, a.hq, a.hkv, a.kv_len, a.causal, a.past, a.bounds, a.segments,
-                                                  a.scale, a.layout, a.layout_side);
+    kernel<<<grid, Shape::kThreads, bytes, stream>>>(a);
     CUDA_CHECK_LAUNCH();
   });
 }
 
-// 8 warps (128 queries) a block, each staged K/V tile serving more queries; 4 for a causal grid that would leave SMs
-// idle at 8. Measured on an H100 (2B shapes, each kernel timed with events, two rounds): a 448² picture's 784
-// patches x 16 heads (d = 64, 112 blocks of 8 warps) 33.0-33.4 us at 8 warps, 39.1-39.5 at 4; causal 512 queries
-// (64 blocks of 8) 29.3-29.4 at 8, 27.3-27.8 at 4; causal 237 queries 17.2-17.7 at 8, 16.4-16.5 at 4. Causal
-// blocks do unequal work (the last query block reads every tile, the first one), so smaller blocks even it out;
-// a bidirectional grid's blocks are all alike, and fewer, fuller blocks stage each tile for more queries.
+// The block's shape. Measured on an H100 (2B shapes, `qvl-test-backend-ops perf`, p50 of 20; docs/performance.md):
+// causal 237 queries 15.7 us with 8 row warps, 12.5 with 4 row warps in 2 key groups; causal 512 26.3 / 19.3; 4,096
+// causal 446 / 460; a 448² picture's 784 patches (bidirectional, d = 64) 27.2 / 33.7, and 26.8 with 8 row warps in
+// 2 groups (not kept: no faster, and 128 registers at 512 threads spill). Key groups help where the grid is short
+// of blocks and its causal rows unequal; where blocks are many, 128 queries a block stage each tile for more rows.
 template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
-  constexpr int64_t kWideQueries = 16 * 8;
+  constexpr int64_t kWideQueries = FlashShape<8, 1>::kQueries;
   const int64_t wide_blocks = (a.s + kWideQueries - 1) / kWideQueries * a.hq;
-  if (a.causal && wide_blocks < multiprocessors) launch_with<D, 4>(a, stream);
-  else launch_with<D, 8>(a, stream);
+  if (a.causal && wide_blocks < multiprocessors) launch_with<D, FlashShape<4, 2>>(a, stream);
+  else launch_with<D, FlashShape<8, 1>>(a, stream);
 }
 
 }  // namespace
@@ -380,7 +490,7 @@ bool flash_attention_mma_available() {
   CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   if (props.major < 8) return false;
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64, float, 8>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, flash_attention_mma_kernel<64, float, FlashShape<8, 1>>) != cudaSuccess) {
     (void)cudaGetLastError();  // no image for this device: not an error of this call's caller
     return false;
   }

@@ -823,8 +823,9 @@ struct Runner {
     for (DType kv : {DType::F32, DType::BF16}) {
       if (kv != DType::F32)
         // 1,100 queries x 16 heads: 144 blocks of 128 causal queries, the 8-warp blocks on GPUs of up to 144 SMs
-        // (fewer blocks than SMs take 4); d = 80 copies a tile row in 10 pieces, which 256 threads do not divide.
-        for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{7, 4, 2, 16}, {64, 16, 8, 128}, {130, 6, 2, 72},
+        // (fewer blocks than SMs split their keys between two groups of 4 warps); d = 80 copies a tile row in 10
+        // pieces, which 256 threads do not divide; d = 16 a bf16 tile in 128 pieces, fewer than 256 threads.
+        for (auto [s, hq, hkv, d] : std::vector<std::array<int64_t, 4>>{{7, 4, 2, 16}, {33, 4, 2, 16}, {64, 16, 8, 128}, {130, 6, 2, 72},
                                                                       {512, 16, 8, 128}, {37, 2, 2, 160},
                                                                       {1100, 16, 4, 128}, {1100, 16, 4, 80}})
           attention_case(s, hq, hkv, d, s, AttentionMask::causal(0), kv);
@@ -1076,6 +1077,13 @@ void perf(Backend& gpu) {
     gpu.collect_timings(true);
     gpu.set_timing_sink(nullptr);
     print(("attention tap, 196 patches of " + std::to_string(t) + " keys").c_str(), timed);
+  }
+  // The decoder's prefill attention over its bf16 cache: a 448x448 picture's prompt (237 tokens) and 512 tokens.
+  for (int64_t m : {237, 512}) {
+    const Tensor qm = gpu.from_host(random({m, hq, d}));
+    Tensor outm = gpu.alloc({m, hq, d});
+    time_attention("prefill attention, " + std::to_string(m) + " tokens, bf16 cache", qm, kb, vb, m,
+                   AttentionMask::causal(0), 0.088f, outm);
   }
   // A 4,096-token prefill, dense causal and block-sparse (a window of 4 blocks of 64 plus the first block: at most
   // 320 keys a query instead of up to 4,096).

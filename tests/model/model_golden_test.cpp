@@ -247,18 +247,23 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   // rounded to 8 significant bits, as a bf16 model in transformers keeps them; the goldens are computed in f32), within
   // kBf16CacheLimit more.
   Tensor logits;
+  double worst_logit_error = 0;  // the bf16 cache's largest difference in the strided sample (absolute)
   for (const DType cache_type : {DType::F32, DType::BF16}) {
     gpu->set_cache_type(cache_type);
     KvCache cache(*gpu, config.text, int64_t(prompt.size()));
     logits = decoder.forward(prompt, cos, sin, grids.empty() ? nullptr : &vision, cache);
     std::vector<float> strided;
     for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
-    const double logit_err = relative_error(strided, tensors->tensor("logits_strided").to_f32_vector());
+    const std::vector<float> reference = tensors->tensor("logits_strided").to_f32_vector();
+    const double logit_err = relative_error(strided, reference);
+    worst_logit_error = 0;
+    for (std::size_t i = 0; i < strided.size() && i < reference.size(); ++i)
+      worst_logit_error = std::max(worst_logit_error, std::fabs(double(strided[i]) - double(reference[i])));
     if (cache_type == DType::F32) {
       check("logits (f32 KV cache)", logit_err);
     } else {
-      std::printf("[%s] %s logits (bf16 KV cache): max error %.2e of the largest value (limit %.0e)\n", profile.c_str(),
-                  name.c_str(), logit_err, limit + kBf16CacheLimit);
+      std::printf("[%s] %s logits (bf16 KV cache): max error %.2e of the largest value (limit %.0e), %.3f absolute\n",
+                  profile.c_str(), name.c_str(), logit_err, limit + kBf16CacheLimit, worst_logit_error);
       EXPECT_LT(logit_err, limit + kBf16CacheLimit) << "logits with a bf16 KV cache";
     }
   }
@@ -268,7 +273,12 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   const Conversation conv = conversation_from_json(golden["messages"], kGoldenDir);
   const auto want = golden["greedy_token_ids"].get<std::vector<int32_t>>();
   const auto margins = golden["greedy_margins"].get<std::vector<double>>();
-  const double margin = clear_margin(golden, top_logit_error(logits, golden));  // the bf16 cache's (the wider)
+  // A step's margin must clear the logits' error: the reference's top tokens' and the strided sample's largest. The
+  // top tokens alone understated it: gqa4-untied-f16-q4.two_images compared greedy token 3 (margin 0.051, so its
+  // top tokens' error was under 0.026), which turned on the native profile when the tensor-core attention's
+  // summation order changed; the sample's largest difference there is 0.040 (H100).
+  const double margin =
+      clear_margin(golden, std::max(top_logit_error(logits, golden), worst_logit_error));  // the bf16 cache's (the wider)
   for (const char* kv_cache : {"bf16", "f32"}) {
     EngineOptions options{"cuda"};
     options.cuda_profile = profile;
