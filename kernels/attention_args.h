@@ -5,6 +5,8 @@
 // it from its AttentionMask (backend.h).
 #include <cstdint>
 
+#include "weight_type.h"
+
 namespace qvl::cuda {
 
 struct AttentionArgs {
@@ -14,6 +16,10 @@ struct AttentionArgs {
   const void* v = nullptr;
   bool kv_bf16 = false;
   float* out = nullptr;
+  // Instead of `out` (flash_attention_mma only): the result in the 16-bit type of the product that reads it (bf16 or
+  // f16, rounded as narrow_f32 rounds), so that the product runs no conversion pass of its own.
+  void* operand = nullptr;
+  WeightType operand_type = WeightType::F32;
   int64_t s = 0, hq = 0, hkv = 0, d = 0, kv_len = 0;
   float scale = 1.0f;
   // The mask: causal with `past` earlier positions, or block-diagonal segments (`bounds` on the device, S + 1

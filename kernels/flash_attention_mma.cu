@@ -43,6 +43,7 @@
 #include "common.cuh"
 #include "flash_attention_mma.cuh"
 #include "kv_cache.cuh"
+#include "weights.cuh"
 
 namespace qvl::cuda {
 namespace {
@@ -438,10 +439,19 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
   for (int r = 0; r < 2; ++r) {
     if (row[r] >= p.s) continue;
     const float inverse = total[r] > 0.0f ? 1.0f / total[r] : 0.0f;
-    float* dst = p.out + (row[r] * p.hq + h) * D + 2 * t4;
+    const int64_t at = (row[r] * p.hq + h) * D + 2 * t4;
 #pragma unroll
-    for (int n = 0; n < kOutTiles; ++n)
-      *reinterpret_cast<float2*>(dst + n * 8) = make_float2(acc[n][2 * r] * inverse, acc[n][2 * r + 1] * inverse);
+    for (int n = 0; n < kOutTiles; ++n) {
+      const float x = acc[n][2 * r] * inverse, y = acc[n][2 * r + 1] * inverse;
+      if (!p.operand) {
+        *reinterpret_cast<float2*>(p.out + at + n * 8) = make_float2(x, y);
+      } else if (p.operand_type == WeightType::BF16) {
+        *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.operand) + at + n * 8) =
+            uint32_t(round_to_bf16(x)) | uint32_t(round_to_bf16(y)) << 16;
+      } else {
+        *reinterpret_cast<__half2*>(static_cast<__half*>(p.operand) + at + n * 8) = __floats2half2_rn(x, y);
+      }
+    }
   }
 #else
   __trap();  // flash_attention_mma_available keeps the host from launching this without SM80 code
@@ -502,6 +512,8 @@ bool flash_attention_mma_fits(int64_t d) { return d > 0 && d % 16 == 0 && d <= 1
 void flash_attention_mma(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
   if (!flash_attention_mma_fits(a.d))
     throw std::runtime_error("flash_attention_mma: head_dim must be a multiple of 16, at most 128");
+  if (!a.operand == !a.out || (a.operand && a.operand_type == WeightType::F32))
+    throw std::runtime_error("flash_attention_mma: one result, f32 into out or a 16-bit operand");
   if (a.s == 0 || a.hq == 0) return;
   using Launch = decltype(&launch<16>);
   const Launch by_size[] = {launch<16>, launch<32>, launch<48>, launch<64>, launch<80>, launch<96>, launch<112>,

@@ -124,10 +124,14 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s, bool pick)
   const int64_t hidden = c_.hidden_size, hq = c_.num_attention_heads, hkv = c_.num_key_value_heads, d = c_.head_dim;
   // a is the projections' norm slot: the backend allocates it on first use, in the type its products read. gate and
   // up are one allocation, up right after gate, so that a backend may compute both in one product (CUDA:
-  // gemm_swiglu_packed) into those bytes.
+  // gemm_swiglu_packed) into those bytes. attn is the o product's input, in the type it reads where the attention
+  // can write that.
   const Tensor gate_up = be.alloc({2 * s, c_.intermediate_size});
+  const DecoderPart& p = parts_[part];
+  const Tensor attn = p.first_layer < p.end_layer ? be.alloc_for_product({s, hq, d}, w_.layers[std::size_t(p.first_layer)].o)
+                                                  : be.alloc({s, hq, d});
   return {be.alloc({s, hidden}),     Tensor(),                  be.alloc({s, hq, d}),
-          be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    be.alloc({s, hq, d}),
+          be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    attn,
           be.alloc({s, hidden}),     gate_up.slice_rows(0, s), gate_up.slice_rows(s, 2 * s),
           Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor(),
           pick ? be.alloc_indices(2) : Tensor(), Tensor()};

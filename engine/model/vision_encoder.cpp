@@ -49,9 +49,11 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   VisionOutput out;
   const int64_t merged_rows = n / (c.spatial_merge_size * c.spatial_merge_size);
   // a is the projections' norm slot (the backend allocates it on first use, in the type its products read).
-  // mlp_out is the GELU's output slot, fc2's input (Projection::activated: maybe its 16-bit operand).
+  // mlp_out is the GELU's output slot, fc2's input (Projection::activated: maybe its 16-bit operand); attn is proj's
+  // input, in the type it reads where the attention can write that.
   Tensor a, mlp_out, q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}), v = be.alloc({n, heads, head_dim}),
-            attn = be.alloc({n, heads, head_dim}), proj = be.alloc({n, hidden}), mlp = be.alloc({n, c.intermediate_size});
+            attn = w.blocks.empty() ? be.alloc({n, heads, head_dim}) : be.alloc_for_product({n, heads, head_dim}, w.blocks[0].proj),
+            proj = be.alloc({n, hidden}), mlp = be.alloc({n, c.intermediate_size});
   const auto layer_norm = [](const NormWeights& nw) { return RowNorm::layer(nw, kEps); };
   bool input_normed = false;  // a holds this block's normed input (the previous block's closing norm made it)
   for (int64_t b = 0; b < c.depth; ++b) {

@@ -800,6 +800,16 @@ struct Runner {
     // The native profile's tiled kernel runs on tensor cores where the GPU has them (flash_attention_mma_fits).
     const bool tensor_cores = narrow_for_gemm && s >= 16 && d % 16 == 0 && d <= 128;
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
+    // Into the o product's operand (Backend::alloc_for_product): bf16 where a bf16 product reads cuBLAS rows (the
+    // native profile, more than 4 rows), written by the tensor-core kernel or narrowed from another kernel's f32
+    // result; either way the f32 result rounded as the conversion pass rounds it, bit for bit. Else f32.
+    const LinearWeights reader = gpu.upload_linear(random({8, hq * d}, DType::BF16, 0.02f), nullptr);
+    Tensor slot = gpu.alloc_for_product({s, hq, d}, reader);
+    check_type(what + " operand", slot, narrow_for_gemm && s > 4 ? DType::BF16 : DType::F32);
+    if (slot.dtype() != DType::F32) {
+      gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, slot);
+      check(what + " operand", slot, gpu.to_host(g).to(slot.dtype()), 0.0);
+    }
     // The unfused reference (scores, softmax, weighted sum as three kernels), f32 throughout.
     Tensor u = gpu.alloc({s, hq, d});
     Fusions unfused;

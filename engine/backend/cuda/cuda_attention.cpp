@@ -8,6 +8,7 @@
 #include "attention_unfused.cuh"
 #include "backend/op_costs.h"
 #include "common.cuh"
+#include "convert.cuh"
 #include "core/error.h"
 #include "cuda_backend.h"
 #include "flash_attention.cuh"
@@ -30,7 +31,9 @@ struct CudaBackend::DeviceMask {
             .k = keys.data,
             .v = values.data,
             .kv_bf16 = keys.bf16,
-            .out = f32(out),
+            .out = out.dtype() == DType::F32 ? f32(out) : nullptr,
+            .operand = out.dtype() == DType::F32 ? nullptr : out.raw(),
+            .operand_type = weight_type(out.dtype()),
             .s = q.dim(0),
             .hq = q.dim(1),
             .hkv = k.dim(1),
@@ -63,8 +66,23 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
       kv_len > k.dim(0) || out.numel() != q.numel())
     fail("attention: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " v ",
          shape_to_string(v.shape()), " out ", shape_to_string(out.shape()), " with ", kv_len, " keys do not fit");
+  if (out.dtype() != DType::F32 && !(fusions_.flash_attention && on_tensor_cores(q, mask))) {
+    // A 16-bit operand slot (alloc_for_product) that only the tensor-core kernel writes: the other kernels' f32
+    // result, narrowed into it (the same rounding).
+    Tensor result = ctx_.device_tensor(DType::F32, out.shape(), pool::Owner::Workspace);
+    attention(q, k, v, kv_len, mask, scale, result);
+    const GpuTimer timer = timed([&] { return op_cost::elementwise("narrow", result, 1, out); });
+    cuda::narrow_f32(f32(result), out.raw(), weight_type(out.dtype()), out.numel(), ctx_.stream);
+    return;
+  }
   if (fusions_.flash_attention) attention_fused(q, k, v, kv_len, mask, scale, out);
   else attention_unfused(q, k, v, kv_len, mask, scale, out);
+}
+
+// Whether the fused attention of these queries runs the tensor-core kernel (prefill rows, the head size it takes).
+bool CudaBackend::on_tensor_cores(const Tensor& q, const AttentionMask& mask) const {
+  const bool tiled = !mask.past_on_device && q.dim(0) >= ctx_.profile->flash_min_queries;
+  return tiled && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(q.dim(2));
 }
 
 void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
@@ -72,7 +90,7 @@ void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor
   const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2);
   const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
   const bool tiled = !past_on_device && s >= ctx_.profile->flash_min_queries;
-  const bool tensor_cores = tiled && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(d);
+  const bool tensor_cores = on_tensor_cores(q, mask);
   const bool sparse = !mask.block_layout.empty();
   static_assert(cuda::kFlashLayoutBlock == AttentionMask::kSparseBlock);
   mask.check_block_layout(s);

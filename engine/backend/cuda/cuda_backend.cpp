@@ -191,10 +191,12 @@ Tensor CudaBackend::as_stored(const Tensor& host) const {
 // that writes a product's input is on, that writer stores the operand directly, rounded as the conversion rounds
 // (the same bits), and no product runs a conversion pass of its own: the type it writes, or nullopt (f32).
 std::optional<DType> CudaBackend::operand_type(const Projection& p, bool fused) const {
-  const LinearWeights& w = *p.weights[0];
+  return operand_type(*p.weights[0], p.rows(), fused);
+}
+std::optional<DType> CudaBackend::operand_type(const LinearWeights& w, int64_t rows, bool fused) const {
   const DType type = w.weight.dtype();
   const bool sixteen_bit = type == DType::BF16 || type == DType::F16;
-  if (!fused || w.quantised() || !sixteen_bit || !runs_cublas(p.rows())) return std::nullopt;
+  if (!fused || w.quantised() || !sixteen_bit || !runs_cublas(rows)) return std::nullopt;
   return type;
 }
 
@@ -203,6 +205,14 @@ Tensor CudaBackend::alloc_normed(Shape shape, const Projection& reader) {
   const bool layer = reader.norm.kind == RowNorm::Kind::Layer || reader.then_norm.kind == RowNorm::Kind::Layer;
   const std::optional<DType> type =
       operand_type(reader, layer ? fusions_.layer_norm_linear : fusions_.norm_into_projection);
+  return ctx_.device_tensor(type.value_or(DType::F32), std::move(shape), pool::Owner::Activations);
+}
+
+// The attention's output for the o (vision: proj) product: its operand where the tensor-core attention writes it
+// (flash_attention_mma; another kernel's f32 result is narrowed into it, CudaBackend::attention).
+Tensor CudaBackend::alloc_for_product(Shape shape, const LinearWeights& reader) {
+  const std::optional<DType> type =
+      operand_type(reader, shape.empty() ? 0 : shape[0], fusions_.flash_attention && ctx_.tensor_core_attention);
   return ctx_.device_tensor(type.value_or(DType::F32), std::move(shape), pool::Owner::Activations);
 }
 

@@ -57,6 +57,7 @@ public:
   DType weight_storage(DType stored) const override;
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
   Tensor alloc_operand(Shape shape, const Projection& p) override;
+  Tensor alloc_for_product(Shape shape, const LinearWeights& reader) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
   Tensor alloc_indices(int64_t count) override;
@@ -112,6 +113,7 @@ private:
   bool runs_cublas(int64_t rows) const;
   // The 16-bit type in which a writer stores p's products' input where `fused` allows it (alloc_normed, alloc_operand).
   std::optional<DType> operand_type(const Projection& p, bool fused) const;
+  std::optional<DType> operand_type(const LinearWeights& w, int64_t rows, bool fused) const;
   bool gemv_qkv(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_accumulate(const Projection& p, const Tensor& in);
@@ -136,6 +138,7 @@ private:
   };
   struct DeviceMask;
   Tensor uploaded(const std::vector<int64_t>& values, UploadedList& slot);
+  bool on_tensor_cores(const Tensor& q, const AttentionMask& mask) const;
   void attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                        float scale, Tensor& out);
   void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
