@@ -3,6 +3,8 @@
 // the norm, the rotation and the writes need no shared memory beyond the norm's sum. Up to D = 256 the sum of squares
 // is added up as the plain RMSNorm kernel adds it and RoPE is the plain kernel's rope_rotate, so fused and unfused give
 // the same bits.
+#include <stdexcept>
+
 #include "common.cuh"
 #include "kv_cache.cuh"
 #include "profile.h"
@@ -76,12 +78,12 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
 // total, then those sums in order), so the bits are the block kernel's and the unfused sequence's.
 template <int kPerLane, typename KV>
 __global__ void __launch_bounds__(256)
-    qk_norm_rope_append_warp_kernel(float* __restrict__ q, float* __restrict__ k, const float* __restrict__ v,
+    qk_norm_rope_append_warp_kernel(const float* q, float* k, const float* __restrict__ v,
                                     const void* __restrict__ q_norm, WeightType qt, const void* __restrict__ k_norm,
                                     WeightType kt, float eps, const float* __restrict__ cos,
                                     const float* __restrict__ sin, KV* __restrict__ cache_k, KV* __restrict__ cache_v,
                                     int64_t row, const int64_t* row_on_device, int64_t s_count, int64_t hq,
-                                    int64_t hkv) {
+                                    int64_t hkv, int64_t q_stride, int64_t kv_stride, float* q_out) {
   constexpr int kHalf = kPerLane / 2, d = 32 * kPerLane;
   const int64_t item = int64_t(blockIdx.x) * 8 + threadIdx.x / 32, heads = hq + hkv;
   const int lane = threadIdx.x % 32;
@@ -90,12 +92,13 @@ __global__ void __launch_bounds__(256)
   if (item >= s_count * heads) return;
   const int64_t s = item / heads, head = item % heads, kv_head = head - hq;
   const bool is_q = head < hq;
-  float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
+  const float* x = is_q ? q + s * q_stride + head * d : k + s * kv_stride + kv_head * d;
+  float* y = is_q ? q_out + (s * hq + head) * d : k + s * kv_stride + kv_head * d;
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
   const float* c = cos + s * d;
   const float* sn = sin + s * d;
-  const float* vs = v + (s * hkv + kv_head) * d;
+  const float* vs = v + s * kv_stride + kv_head * d;
   float e[kPerLane], ws[kPerLane], cs[kPerLane], ss[kPerLane], vv[kPerLane];
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
@@ -114,7 +117,7 @@ __global__ void __launch_bounds__(256)
     rope_rotate(na, nb, cs[j], ss[j], cs[j + kHalf], ss[j + kHalf], r[j], r[j + kHalf]);
   }
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j) x[lane + 32 * j] = r[j];
+  for (int j = 0; j < kPerLane; ++j) y[lane + 32 * j] = r[j];
   if (is_q) return;
   const int64_t at = (row_on_device ? *row_on_device : row) + s;
   KV* ck = cache_k + (at * hkv + kv_head) * d;
@@ -129,20 +132,29 @@ constexpr int64_t kMaxDecodeRows = kNativeProfile.gemv_max_rows;
 
 }  // namespace
 
+bool qk_norm_rope_append_strided(const QkNormRopeAppendArgs& a) {
+  return a.s > kMaxDecodeRows && (a.d == 64 || a.d == 128 || a.d == 256);
+}
+
 void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream) {
   if (a.s == 0) return;
+  const bool strided = a.q_stride || a.kv_stride || a.q_out;
+  if (strided && !qk_norm_rope_append_strided(a))
+    throw std::runtime_error("qk_norm_rope_append: strided rows and q_out are for prefill rows of heads of 64-256");
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
     // Decode rows keep a block a head: three 8-warp blocks for a step's 24 heads made the 2B's decode step 10 µs
     // longer than 24 blocks did (1.825 -> 1.835 ms, H100 timeline of a picture + 40 tokens).
-    if (a.s > kMaxDecodeRows && (a.d == 64 || a.d == 128 || a.d == 256)) {
+    if (qk_norm_rope_append_strided(a)) {
       const auto kernel = a.d == 64    ? qk_norm_rope_append_warp_kernel<2, KV>
                           : a.d == 128 ? qk_norm_rope_append_warp_kernel<4, KV>
                                        : qk_norm_rope_append_warp_kernel<8, KV>;
       const dim3 grid(unsigned((a.s * (a.hq + a.hkv) + 7) / 8));
-      launch_kernel(kernel, grid, dim3(256), 0, stream, overlap, a.q, a.k, a.v, a.q_norm, a.q_norm_type, a.k_norm,
-                    a.k_norm_type, a.eps, a.cos, a.sin, static_cast<KV*>(a.cache_k), static_cast<KV*>(a.cache_v), a.row,
-                    a.row_on_device, a.s, a.hq, a.hkv);
+      launch_kernel(kernel, grid, dim3(256), 0, stream, overlap, static_cast<const float*>(a.q), a.k, a.v, a.q_norm,
+                    a.q_norm_type, a.k_norm, a.k_norm_type, a.eps, a.cos, a.sin, static_cast<KV*>(a.cache_k),
+                    static_cast<KV*>(a.cache_v), a.row, a.row_on_device, a.s, a.hq, a.hkv,
+                    a.q_stride ? a.q_stride : a.hq * a.d, a.kv_stride ? a.kv_stride : a.hkv * a.d,
+                    a.q_out ? a.q_out : a.q);
       return;
     }
     const dim3 grid(unsigned(a.s), unsigned(a.hq + a.hkv));

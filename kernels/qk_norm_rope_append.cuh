@@ -31,7 +31,14 @@ struct QkNormRopeAppendArgs {
   int64_t row = 0;
   const int64_t* row_on_device = nullptr;
   int64_t s = 0, hq = 0, hkv = 0, d = 0;
+  // Prefill rows of heads of 64, 128 or 256 only: the inputs' rows `q_stride` and `kv_stride` elements apart (0: Hq·D
+  // and Hkv·D), so that q, k and v may be read where one product left them side by side ([S, (Hq + 2·Hkv)·D] rows);
+  // and q rotated into `q_out` ([S, Hq, D]) instead of in place (k is still rotated in place).
+  int64_t q_stride = 0, kv_stride = 0;
+  float* q_out = nullptr;
 };
+// Whether the launch takes q_stride, kv_stride and q_out (the warp kernel's rows).
+bool qk_norm_rope_append_strided(const QkNormRopeAppendArgs& a);
 void qk_norm_rope_append(const QkNormRopeAppendArgs& a, bool overlap, cudaStream_t stream);
 
 }  // namespace qvl::cuda

@@ -270,6 +270,14 @@ public:
   // Per-head RMSNorm of q [S, Hq, D] and k [S, Hkv, D] (in place), RoPE on both, and k, v appended to the caches at
   // `row` (or at the position in `row_on_device`). Default: qk_norm_rope_append_unfused.
   virtual void qk_norm_rope_append(const HeadNormRopeAppend& op) { qk_norm_rope_append_unfused(*this, op); }
+  // A q+k+v projection (Store into op.q, op.k, op.v) and then the attention prologue on its outputs, as one call so
+  // that a backend may run the prologue from where its products left them (CUDA: gemm_packed's side-by-side rows,
+  // not copied out). The results are q (normalised and rotated, in op.q) and the cache rows; the k and v outputs
+  // may be left unwritten. Default: project(p), then qk_norm_rope_append(op).
+  virtual void project_then_heads(const Projection& p, const HeadNormRopeAppend& op) {
+    project(p);
+    qk_norm_rope_append(op);
+  }
   // The attention picture of AttentionTap (a view's tap inside a decode step; recorded with it).
   virtual void attention_tap(const AttentionTap& tap) = 0;
 

@@ -268,9 +268,10 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   for (int64_t l = first; l < end; ++l) {
     if (!at.past_on_device) stop_if_requested(stop_);  // not while recording: the recording must be whole
     const DecoderLayerWeights& L = w_.layers[std::size_t(l)];
-    be.project(Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed));
-    be.qk_norm_rope_append({&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[std::size_t(l)],
-                             &cache.v_[std::size_t(l)], at.past, at.past_on_device});
+    be.project_then_heads(
+        Projection::of(b.x, L.q, L.k, L.v, b.q, b.k, b.v).reading_norm(rms(L.input_norm), b.a, input_normed),
+        {&b.q, &b.k, &b.v, &L.q_norm.weight, &L.k_norm.weight, eps, &at.cos, &at.sin, &cache.k_[std::size_t(l)],
+         &cache.v_[std::size_t(l)], at.past, at.past_on_device});
     be.attention(b.q, cache.k_[std::size_t(l)], cache.v_[std::size_t(l)], kv_len, mask, 1.0f / std::sqrt(float(d)), b.attn);
     if (s == 1 && l == tap_.layer && tap_.count > 0)
       be.attention_tap({&b.q, &cache.k_[std::size_t(l)], kv_len, at.past_on_device, tap_.first, tap_.count, tap_.head,

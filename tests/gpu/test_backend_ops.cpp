@@ -513,6 +513,57 @@ struct Runner {
       }
   }
 
+  // A q+k+v projection and the attention prologue as one call (Backend::project_then_heads): on cuBLAS rows of heads
+  // of 64-256 with the matrices packed, the prologue reads the product's packed rows (no split pass); the q and the
+  // cache rows it leaves are the two calls' (the projection, then qk_norm_rope_append), bit for bit. Decode rows,
+  // other head sizes and matrices apart take the two calls.
+  void project_then_heads() {
+    for (DType kv : {DType::F32, DType::BF16})
+      for (auto [m, hq, hkv, d, k] : std::vector<std::array<int64_t, 5>>{{1, 4, 2, 64, 128}, {9, 4, 2, 64, 128},
+                                                                          {40, 2, 1, 128, 256}, {237, 16, 8, 128, 64},
+                                                                          {12, 2, 2, 96, 64}})
+        for (bool packed : {false, true}) {
+          const Tensor x = random({m, k}), wq = random({hq * d, k}, DType::BF16, 0.1f),
+                       wk = random({hkv * d, k}, DType::BF16, 0.1f), wv = random({hkv * d, k}, DType::BF16, 0.1f);
+          const LinearWeights q_c = LinearWeights::of(wq, Tensor()), k_c = LinearWeights::of(wk, Tensor()),
+                              v_c = LinearWeights::of(wv, Tensor());
+          const std::vector<LinearWeights> w =
+              packed ? gpu.upload_linears({q_c, k_c, v_c}) : std::vector<LinearWeights>{on_gpu(wq), on_gpu(wk), on_gpu(wv)};
+          const Tensor qn = gpu.upload(random({d}, DType::BF16), WeightRole::Vector),
+                       kn = gpu.upload(random({d}, DType::BF16), WeightRole::Vector), cos = gpu.from_host(random({m, d})),
+                       sin = gpu.from_host(random({m, d})), xg = gpu.from_host(x);
+          const int64_t cap = m + 5, row = 3;
+          const Tensor cache_init = random({cap, hkv, d});
+          const auto run = [&](bool together, Tensor& q, Tensor& cache_k, Tensor& cache_v) {
+            Tensor kk = gpu.alloc({m, hkv, d}), vv = gpu.alloc({m, hkv, d});
+            q = gpu.alloc({m, hq, d});
+            cache_k = as_cache(cache_init, kv).gpu, cache_v = as_cache(cache_init, kv).gpu;
+            const Projection p = Projection::of(xg, w[0], w[1], w[2], q, kk, vv);
+            const HeadNormRopeAppend op{&q, &kk, &vv, &qn, &kn, 1e-6f, &cos, &sin, &cache_k, &cache_v, row, nullptr};
+            if (together) {
+              gpu.project_then_heads(p, op);
+            } else {
+              gpu.project(p);
+              gpu.qk_norm_rope_append(op);
+            }
+          };
+          Tensor q1, ck1, cv1, q2, ck2, cv2;
+          run(false, q1, ck1, cv1);
+          const bool took_split = reports_op([&] { run(true, q2, ck2, cv2); }, "split columns");
+          const std::string what = "linear q+k+v then heads m=" + std::to_string(m) + " hq=" + std::to_string(hq) +
+                                   " hkv=" + std::to_string(hkv) + " d=" + std::to_string(d) +
+                                   (packed ? " packed" : "") + cache_name(kv);
+          // (Matrices uploaded one by one may still lie one after another, and gemm_packed then takes them too: the
+          // path is asserted for the packed upload only.)
+          const bool from_packed = narrow_for_gemm && m > 4 && (d == 64 || d == 128 || d == 256);
+          if (packed) check_path(what + ": no split pass", !took_split, !narrow_for_gemm || m <= 4 || from_packed);
+          check(what + " q", q2, gpu.to_host(q1), 0.0);
+          check(what + " cache k", ck2, gpu.to_host(ck1), 0.0);
+          check(what + " cache v", cv2, gpu.to_host(cv1), 0.0);
+        }
+    gpu.set_cache_type(DType::BF16);
+  }
+
   // The attention tap (a view's picture of one decode step) against the CPU's double sums: whole levels 0..255, which
   // may differ by one where f32's exp puts a value across a rounding boundary; rows past the keys are 0 both ways.
   void attention_tap() {
@@ -937,6 +988,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.greedy_pick();
   r.rows_ops();
   r.qk_norm_rope_append();
+  r.project_then_heads();
   r.attention_tap();
   r.swiglu_projection();
   r.qkv_projection();

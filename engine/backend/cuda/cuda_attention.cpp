@@ -163,11 +163,31 @@ void CudaBackend::attention_unfused(const Tensor& q, const Tensor& k, const Tens
 void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
   if (!fusions_.qk_norm_rope_append) return qk_norm_rope_append_unfused(*this, op);
   check_head_norm_rope_append(op);
+  const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(*op.q, *op.k, *op.cos); });
+  cuda::qk_norm_rope_append(head_args(op), ctx_.overlapped_launches, ctx_.stream);
+}
+
+// The projection first; where gemm_packed ran it, the prologue reads the packed rows it left (no split_columns), and
+// gemm_packed clears heads_after_.
+void CudaBackend::project_then_heads(const Projection& p, const HeadNormRopeAppend& op) {
+  heads_after_ = &op;
+  try {
+    project(p);
+  } catch (...) {
+    heads_after_ = nullptr;
+    throw;
+  }
+  const bool ran = heads_after_ == nullptr;
+  heads_after_ = nullptr;
+  if (!ran) qk_norm_rope_append(op);
+}
+
+// The fused kernel's arguments for op (q, k, v in their own tensors; the caches).
+cuda::QkNormRopeAppendArgs CudaBackend::head_args(const HeadNormRopeAppend& op) const {
   const Tensor &q = *op.q, &k = *op.k, &cache_k = *op.cache_k;
   const auto [keys, values] = kv_pair(cache_k, *op.cache_v, "qk_norm_rope_append");
   const int64_t s = q.dim(0), hq = q.dim(1), hkv = k.dim(1), d = q.dim(2);
-  const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(q, k, *op.cos); });
-  const cuda::QkNormRopeAppendArgs args{.q = f32(q),
+  return cuda::QkNormRopeAppendArgs{.q = f32(q),
                                         .k = f32(k),
                                         .v = f32(*op.v),
                                         .q_norm = op.q_norm->raw(),
@@ -186,7 +206,6 @@ void CudaBackend::qk_norm_rope_append(const HeadNormRopeAppend& op) {
                                         .hq = hq,
                                         .hkv = hkv,
                                         .d = d};
-  cuda::qk_norm_rope_append(args, ctx_.overlapped_launches, ctx_.stream);
 }
 
 void CudaBackend::attention_tap(const AttentionTap& t) {

@@ -23,6 +23,7 @@
 #include "elementwise.cuh"
 #include "gemv.cuh"
 #include "gemv_quantized.cuh"
+#include "qk_norm_rope_append.cuh"
 #include "quantized_args.h"
 
 namespace qvl {
@@ -58,6 +59,7 @@ public:
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
   Tensor alloc_operand(Shape shape, const Projection& p) override;
   Tensor alloc_for_product(Shape shape, const LinearWeights& reader) override;
+  void project_then_heads(const Projection& p, const HeadNormRopeAppend& op) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
   Tensor alloc_indices(int64_t count) override;
@@ -139,6 +141,7 @@ private:
   struct DeviceMask;
   Tensor uploaded(const std::vector<int64_t>& values, UploadedList& slot);
   bool on_tensor_cores(const Tensor& q, const AttentionMask& mask) const;
+  cuda::QkNormRopeAppendArgs head_args(const HeadNormRopeAppend& op) const;
   void attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                        float scale, Tensor& out);
   void attention_unfused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
@@ -151,6 +154,8 @@ private:
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
+  // project_then_heads: the attention prologue gemm_packed may run from its packed rows (it clears this when it has).
+  const HeadNormRopeAppend* heads_after_ = nullptr;
 };
 
 // The RMSNorm a GEMV folds in (fold false: none).

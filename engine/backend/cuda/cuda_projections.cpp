@@ -14,6 +14,7 @@
 #include "gemm_tiled.cuh"
 #include "gemv.cuh"
 #include "gemv_qkv.cuh"
+#include "qk_norm_rope_append.cuh"
 #include "quantize_rows.cuh"
 #include "gemv_swiglu.cuh"
 #include "split_columns.cuh"
@@ -110,6 +111,26 @@ bool CudaBackend::gemm_packed(const Projection& p, const Tensor& in) {
     const GpuTimer timer = timed([&] { return op_cost::linear_together("linear packed", in, p.weights, p.count); });
     ctx_.maybe_inject_fault();
     cublas_product(in, p.weights[0]->weight.raw(), p.weights[0]->weight.dtype(), f32(packed), n);
+  }
+  // The attention prologue after it (project_then_heads), where it can read the packed rows: its q, k and v are
+  // this projection's outputs, which then stay unwritten (the prologue's results are q and the cache rows).
+  if (const HeadNormRopeAppend* op = heads_after_;
+      op && fusions_.qk_norm_rope_append && p.count == 3 && !p.rope_cos && op->q == p.outputs[0] &&
+      op->k == p.outputs[1] && op->v == p.outputs[2]) {
+    check_head_norm_rope_append(*op);
+    cuda::QkNormRopeAppendArgs args = head_args(*op);
+    if (cuda::qk_norm_rope_append_strided(args)) {
+      const int64_t q_width = split.cols[0], kv_width = split.cols[1];
+      args.q_out = args.q;
+      args.q = f32(packed);
+      args.k = f32(packed) + q_width;
+      args.v = f32(packed) + q_width + kv_width;
+      args.q_stride = args.kv_stride = n;
+      const GpuTimer timer = timed([&] { return op_cost::qk_norm_rope_append(*op->q, *op->k, *op->cos); });
+      cuda::qk_norm_rope_append(args, ctx_.overlapped_launches, ctx_.stream);
+      heads_after_ = nullptr;
+      return true;
+    }
   }
   const GpuTimer timer = timed([&] { return op_cost::elementwise("split columns", packed, 1, packed); });
   split.packed = f32(packed);
