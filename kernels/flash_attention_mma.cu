@@ -5,7 +5,7 @@
 //
 // A block of 8 warps takes 128 queries of one head; for small causal grids, 64 queries with their key tiles split
 // between two groups of 4 warps (FlashShape, launch). Each warp owns 16 query rows and keeps them in registers as A fragments (q·scale·log2 e, f16) for the whole key
-// loop. Per tile of 64 keys the block stages K and V in shared
+// loop. Per tile of 64 keys the block (each group of it) stages K and V in shared
 // memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
 // warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
 // row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
@@ -36,12 +36,14 @@
 // queries 16.0 -> 12.5 us, 512 26.8 -> 19.4, 4,096 561 -> 452, 784 patches 32.3 -> 27.3 (`perf`, p50 of 20).
 #include <cuda_fp16.h>
 
+#include <array>
 #include <atomic>
 #include <cfloat>
 
 #include "attention_mask.cuh"
 #include "common.cuh"
 #include "flash_attention_mma.cuh"
+#include "flash_attention_shape.h"
 #include "kv_cache.cuh"
 #include "weights.cuh"
 
@@ -49,6 +51,7 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kKeys = kFlashLayoutBlock;  // a key tile is one block of a block-sparse layout
+static_assert(flash_group_shared_bytes(16, true) == 2 * kKeys * 24 * 2 + 2 * kKeys * 16 * 2, "64-key tiles");
 
 // The device helpers exist only where the kernel has a body (the host pass and SM80+).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -123,9 +126,10 @@ __device__ __forceinline__ void fetch_tile(const KV* __restrict__ k, const KV* _
 #pragma unroll
     for (unsigned i = 0; i < kKeys / kRowsApart; ++i) {
       const bool inside = int(row + i * kRowsApart) < rows;
-      const unsigned skip = inside ? i * kRowsApart * row_stride : 0;
-      copy_async_16(dst_k + i * kRowsApart * D, src_k + skip, inside ? 16 : 0);
-      copy_async_16(dst_v + i * kRowsApart * D, src_v + skip, inside ? 16 : 0);
+      const unsigned skip = i * kRowsApart * row_stride;
+      // (A row past the tile copies nothing; its source is the tile's first row, which exists.)
+      copy_async_16(dst_k + i * kRowsApart * D, inside ? src_k + skip : k + column, inside ? 16 : 0);
+      copy_async_16(dst_v + i * kRowsApart * D, inside ? src_v + skip : v + column, inside ? 16 : 0);
     }
   } else {  // rows the threads do not divide (80 in bf16: 10 pieces a row), or tiles of fewer pieces than threads
 #pragma unroll
@@ -186,11 +190,10 @@ template <int kRowWarps_, int kGroups_> struct FlashShape {
   static constexpr int kRowWarps = kRowWarps_, kGroups = kGroups_;
   static constexpr int kQueries = 16 * kRowWarps, kGroupThreads = 32 * kRowWarps, kThreads = kGroupThreads * kGroups;
 };
+static_assert(FlashShape<8, 1>::kQueries == 128, "flash_key_groups counts blocks of 128 queries");
 
 // Dynamic shared memory of one group: the f16 K and V tiles, then the raw ones.
-template <int D, typename KV> __host__ __device__ constexpr int group_shared_bytes() {
-  return 2 * kKeys * (D + 8) * 2 + 2 * kKeys * D * int(sizeof(KV));
-}
+template <int D, typename KV> constexpr int kGroupSharedBytes = flash_group_shared_bytes(D, sizeof(KV) == 2);
 // A group past the first leaves its rows' maxima, sums and outputs in its own buffers for the first to merge: a
 // float per lane for each accumulator and two per row.
 template <int D, int kRowWarps> __host__ __device__ constexpr int merge_bytes() { return kRowWarps * (32 * D / 2 + 2 * 16) * 4; }
@@ -202,13 +205,13 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
   constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
   constexpr int kRowWarps = Shape::kRowWarps, kGroups = Shape::kGroups, kQueries = Shape::kQueries;
   constexpr int kGroupThreads = Shape::kGroupThreads;
-  static_assert(kGroups == 1 || merge_bytes<D, kRowWarps>() <= group_shared_bytes<D, KV>());
+  static_assert(kGroups == 1 || merge_bytes<D, kRowWarps>() <= kGroupSharedBytes<D, KV>);
   extern __shared__ __align__(16) unsigned char shared[];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int group = warp / kRowWarps, row_warp = warp % kRowWarps;
   const unsigned group_thread = threadIdx.x % kGroupThreads;
-  unsigned char* const buffers = shared + group * group_shared_bytes<D, KV>();
+  unsigned char* const buffers = shared + group * kGroupSharedBytes<D, KV>;
   __half* ks = reinterpret_cast<__half*>(buffers);
   __half* vs = ks + kKeys * kStride;
   KV* raw_k = reinterpret_cast<KV*>(vs + kKeys * kStride);
@@ -417,7 +420,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
     if (group > 0) return;
 #pragma unroll
     for (int other = 1; other < kGroups; ++other) {
-      const float* theirs = merge + other * group_shared_bytes<D, KV>() / 4;
+      const float* theirs = merge + other * kGroupSharedBytes<D, KV> / 4;
       float mine_weight[2], their_weight[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -464,7 +467,7 @@ template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaSt
     using KV = decltype(element);
     const auto kernel = flash_attention_mma_kernel<D, KV, Shape>;
     // Past the 48 KB a block gets without asking, once a device.
-    constexpr int bytes = group_shared_bytes<D, KV>() * Shape::kGroups;
+    constexpr int bytes = kGroupSharedBytes<D, KV> * Shape::kGroups;
     static std::atomic<uint64_t> opted_in{0};  // bit i: device i (devices past 63 ask every launch)
     int device = 0;
     CUDA_CHECK(cudaGetDevice(&device));
@@ -483,10 +486,18 @@ template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaSt
 // causal 446 / 460; a 448² picture's 784 patches (bidirectional, d = 64) 27.2 / 33.7, and 26.8 with 8 row warps in
 // 2 groups (not kept: no faster, and 128 registers at 512 threads spill). Key groups help where the grid is short
 // of blocks and its causal rows unequal; where blocks are many, 128 queries a block stage each tile for more rows.
+// The key groups by flash_key_groups, for the device's shared memory a block.
 template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
-  constexpr int64_t kWideQueries = FlashShape<8, 1>::kQueries;
-  const int64_t wide_blocks = (a.s + kWideQueries - 1) / kWideQueries * a.hq;
-  if (a.causal && wide_blocks < multiprocessors) launch_with<D, FlashShape<4, 2>>(a, stream);
+  static std::array<std::atomic<int>, 64> shared_optin{};  // per device (devices past 63 ask every launch)
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  int shared = device < 64 ? shared_optin[std::size_t(device)].load() : 0;
+  if (shared == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (device < 64) shared_optin[std::size_t(device)].store(shared);
+  }
+  if (flash_key_groups(a.s, a.hq, a.d, a.kv_bf16, a.causal, multiprocessors, shared) == 2)
+    launch_with<D, FlashShape<4, 2>>(a, stream);
   else launch_with<D, FlashShape<8, 1>>(a, stream);
 }
 

@@ -247,9 +247,9 @@ public:
   // A SwiGLU or GELU projection's activation slot (Projection::activated) in the type the next product reads, or an
   // empty tensor where that is the activations' own type (the slot then is the projection's outputs[0]).
   virtual Tensor alloc_operand(Shape /*shape*/, const Projection& /*p*/) { return {}; }
-  // A tensor an op other than a projection fills (the attention's output) for projections with `reader`'s format to
-  // read, shape[0] rows: in the type their products take on those rows where the op can write it (CUDA: the 16-bit
-  // operand of cuBLAS rows, written by the tensor-core attention), else f32. Default: alloc.
+  // A tensor an op other than a projection fills (the attention's output, [rows, heads, head_dim]) for projections
+  // with `reader`'s format to read: in the type their products take where the op writes that type itself (CUDA: the
+  // 16-bit operand of cuBLAS rows, where the tensor-core attention runs), else f32. Default: alloc.
   virtual Tensor alloc_for_product(Shape shape, const LinearWeights& /*reader*/) { return alloc(std::move(shape)); }
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;

@@ -851,12 +851,12 @@ struct Runner {
     // The native profile's tiled kernel runs on tensor cores where the GPU has them (flash_attention_mma_fits).
     const bool tensor_cores = narrow_for_gemm && s >= 16 && d % 16 == 0 && d <= 128;
     check(what, g, a, tensor_cores ? kF16Attention : kF32);
-    // Into the o product's operand (Backend::alloc_for_product): bf16 where a bf16 product reads cuBLAS rows (the
-    // native profile, more than 4 rows), written by the tensor-core kernel or narrowed from another kernel's f32
-    // result; either way the f32 result rounded as the conversion pass rounds it, bit for bit. Else f32.
+    // Into the o product's operand (Backend::alloc_for_product): bf16 where the tensor-core kernel runs and writes
+    // it (a bf16 product reading cuBLAS rows), the f32 result rounded as the conversion pass rounds it, bit for bit;
+    // else f32. With the fused attention off, the unfused kernels' f32 result is narrowed into it, the same way.
     const LinearWeights reader = gpu.upload_linear(random({8, hq * d}, DType::BF16, 0.02f), nullptr);
     Tensor slot = gpu.alloc_for_product({s, hq, d}, reader);
-    check_type(what + " operand", slot, narrow_for_gemm && s > 4 ? DType::BF16 : DType::F32);
+    check_type(what + " operand", slot, tensor_cores ? DType::BF16 : DType::F32);
     if (slot.dtype() != DType::F32) {
       gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, slot);
       check(what + " operand", slot, gpu.to_host(g).to(slot.dtype()), 0.0);
@@ -867,6 +867,10 @@ struct Runner {
     unfused.flash_attention = false;
     with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, u); });
     check(what + " unfused", u, a, kF32);
+    if (slot.dtype() != DType::F32) {
+      with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, slot); });
+      check(what + " unfused into the operand", slot, gpu.to_host(u).to(slot.dtype()), 0.0);
+    }
   }
 
   void attention() {

@@ -79,18 +79,20 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   else attention_unfused(q, k, v, kv_len, mask, scale, out);
 }
 
-// Whether the fused attention of these queries runs the tensor-core kernel (prefill rows, the head size it takes).
+// Whether the fused attention of these queries runs a tiled kernel (prefill rows), and the tensor-core one (the head
+// sizes it takes).
+bool CudaBackend::tiled_attention(const Tensor& q, const AttentionMask& mask) const {
+  return !mask.past_on_device && q.dim(0) >= ctx_.profile->flash_min_queries;
+}
 bool CudaBackend::on_tensor_cores(const Tensor& q, const AttentionMask& mask) const {
-  const bool tiled = !mask.past_on_device && q.dim(0) >= ctx_.profile->flash_min_queries;
-  return tiled && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(q.dim(2));
+  return tiled_attention(q, mask) && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(q.dim(2));
 }
 
 void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,
                                   const AttentionMask& mask, float scale, Tensor& out) {
   const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2);
   const int64_t* past_on_device = mask.past_on_device ? mask.past_on_device->data<int64_t>() : nullptr;
-  const bool tiled = !past_on_device && s >= ctx_.profile->flash_min_queries;
-  const bool tensor_cores = on_tensor_cores(q, mask);
+  const bool tiled = tiled_attention(q, mask), tensor_cores = on_tensor_cores(q, mask);
   const bool sparse = !mask.block_layout.empty();
   static_assert(cuda::kFlashLayoutBlock == AttentionMask::kSparseBlock);
   mask.check_block_layout(s);
