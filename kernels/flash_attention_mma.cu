@@ -4,14 +4,15 @@
 // dense TFLOP/s against ~67 for f32 on CUDA cores.
 //
 // A block of 8 warps takes 128 queries of one head; for small causal grids, 64 queries with their key tiles split
-// between two groups of 4 warps (FlashShape, launch). Each warp owns 16 query rows and keeps them in registers as A fragments (q·scale·log2 e, f16) for the whole key
-// loop. Per tile of 64 keys the block (each group of it) stages K and V in shared
-// memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different banks); each
-// warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them, updates the running
-// row max and sum in registers (online softmax: the score fragment's layout is the A fragment's, so p never goes
-// through shared memory), and accumulates p·V with mma, V's B fragments loaded transposed by ldmatrix. Each K/V
-// element is read from global memory once per block of queries (128 or 64); the block skips tiles none of its queries sees (causal
-// tail, other images' segments), and a warp skips the math of tiles none of its rows sees.
+// between two groups of 4 warps (FlashShape, launch). Each warp owns 16 query rows and keeps them in registers as A
+// fragments (q·scale·log2 e, f16) for the whole key loop. Per tile of 64 keys the block (each group of it) stages K
+// and V in shared memory as f16 ([key][D + 8]: the 8-half pad puts the 8 rows a fragment load touches in different
+// banks); each warp computes its 16 x 64 scores with mma (B = K rows, two steps' fragments an ldmatrix), masks them,
+// updates the running row max and sum in registers (online softmax: the score fragment's layout is the A fragment's,
+// so p never goes through shared memory), and accumulates p·V with mma, V's B fragments loaded transposed by
+// ldmatrix. Each K/V element is read from global memory once per block of queries (128 or 64); the block skips
+// tiles none of its queries sees (causal tail, other images' segments), and a warp skips the math of tiles none of
+// its rows sees.
 // Registers at D = 128: 32 for q, 32 for the scores, 64 for the output.
 //
 // The tiles are pipelined: the next tile's keys and values are copied as stored (f32 or bf16) into a raw buffer with
@@ -194,10 +195,11 @@ static_assert(FlashShape<8, 1>::kQueries == 128, "flash_key_groups counts blocks
 
 // Dynamic shared memory of one group: the f16 K and V tiles, then the raw ones.
 template <int D, typename KV> constexpr int kGroupSharedBytes = flash_group_shared_bytes(D, sizeof(KV) == 2);
-// A group past the first leaves its rows' maxima, sums and outputs in its own buffers for the first to merge: a
-// float per lane for each accumulator and two per row.
-template <int D, int kRowWarps> __host__ __device__ constexpr int merge_bytes() { return kRowWarps * (32 * D / 2 + 2 * 16) * 4; }
-
+// A group past the first leaves its rows' maxima, sums and outputs in its own buffers for the first to merge, a row
+// warp's at a time: a float per lane for each of its D / 2 accumulators, then the 16 rows' maxima, then their sums.
+template <int D> struct MergeLayout {
+  static constexpr int kBest = 32 * D / 2, kTotal = kBest + 16, kWarpFloats = kTotal + 16;
+};
 
 template <int D, typename KV, typename Shape>
 __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel(AttentionArgs p) {
@@ -205,7 +207,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
   constexpr int kStride = D + 8, kSteps = D / 16, kScoreTiles = kKeys / 8, kOutTiles = D / 8;
   constexpr int kRowWarps = Shape::kRowWarps, kGroups = Shape::kGroups, kQueries = Shape::kQueries;
   constexpr int kGroupThreads = Shape::kGroupThreads;
-  static_assert(kGroups == 1 || merge_bytes<D, kRowWarps>() <= kGroupSharedBytes<D, KV>);
+  using Merge = MergeLayout<D>;
+  static_assert(kGroups == 1 || kRowWarps * Merge::kWarpFloats * 4 <= kGroupSharedBytes<D, KV>);
   extern __shared__ __align__(16) unsigned char shared[];
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
@@ -270,7 +273,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
     if (p.layout && row[r] < p.s) allowed[r] = p.layout + (p.past + row[r]) / kKeys * p.layout_side;
   }
   int64_t warp_lo = INT64_MAX, warp_hi = 0;
-  if (q0 + row_warp * 16 <= last_row) keys_of_rows(q0 + row_warp * 16, min(last_row, q0 + row_warp * 16 + 15), warp_lo, warp_hi);
+  const int64_t warp_row = q0 + row_warp * 16;
+  if (warp_row <= last_row) keys_of_rows(warp_row, min(last_row, warp_row + 15), warp_lo, warp_hi);
 
   // q as A fragments: register j of step kk holds rows g / g + 8, dimensions 16·kk + 2·t4 (+ 8), pre-scaled so the
   // softmax can use exp2.
@@ -351,10 +355,14 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
 #pragma unroll
     for (int n = 0; n < kScoreTiles; ++n)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) part_max[j / 2][(n % 2) * 2 + j % 2] = fmaxf(part_max[j / 2][(n % 2) * 2 + j % 2], score[n][j]);
+      for (int j = 0; j < 4; ++j) {
+        const int chain = (n % 2) * 2 + j % 2;
+        part_max[j / 2][chain] = fmaxf(part_max[j / 2][chain], score[n][j]);
+      }
     float tile_max[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) tile_max[r] = fmaxf(fmaxf(part_max[r][0], part_max[r][1]), fmaxf(part_max[r][2], part_max[r][3]));
+    for (int r = 0; r < 2; ++r)
+      tile_max[r] = fmaxf(fmaxf(part_max[r][0], part_max[r][1]), fmaxf(part_max[r][2], part_max[r][3]));
     float correction[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -406,7 +414,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
     // The other groups' rows into the first's: each leaves its maxima, sums and accumulators in its own buffers
     // (free once every warp of the block is past its loop), and the first weighs them by exp2(max - merged max).
     __syncthreads();
-    float* const merge = reinterpret_cast<float*>(buffers) + row_warp * (32 * D / 2 + 2 * 16);
+    float* const merge = reinterpret_cast<float*>(buffers) + row_warp * Merge::kWarpFloats;
     if (group > 0) {
 #pragma unroll
       for (int n = 0; n < kOutTiles; ++n)
@@ -414,7 +422,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
         for (int j = 0; j < 4; ++j) merge[(n * 4 + j) * 32 + lane] = acc[n][j];
       if (t4 == 0)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) merge[32 * D / 2 + g + 8 * r] = best[r], merge[32 * D / 2 + 16 + g + 8 * r] = total[r];
+        for (int r = 0; r < 2; ++r) merge[Merge::kBest + g + 8 * r] = best[r], merge[Merge::kTotal + g + 8 * r] = total[r];
     }
     __syncthreads();
     if (group > 0) return;
@@ -424,7 +432,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
       float mine_weight[2], their_weight[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const float their_best = theirs[32 * D / 2 + g + 8 * r], their_total = theirs[32 * D / 2 + 16 + g + 8 * r];
+        const float their_best = theirs[Merge::kBest + g + 8 * r], their_total = theirs[Merge::kTotal + g + 8 * r];
         const float m = fmaxf(best[r], their_best);
         mine_weight[r] = best[r] == -INFINITY ? 0.0f : fast_exp2(best[r] - m);
         their_weight[r] = their_best == -INFINITY ? 0.0f : fast_exp2(their_best - m);
@@ -461,7 +469,18 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
 #endif
 }
 
-template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaStream_t stream) {
+// The shared memory a block of the current device (`device`) may opt in to, asked once a device.
+int shared_per_block(int device) {
+  static std::array<std::atomic<int>, 64> known{};  // devices past 63 ask every launch
+  int bytes = device < 64 ? known[std::size_t(device)].load() : 0;
+  if (bytes == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (device < 64) known[std::size_t(device)].store(bytes);
+  }
+  return bytes;
+}
+
+template <int D, typename Shape> void launch_with(const AttentionArgs& a, int device, cudaStream_t stream) {
   const dim3 grid(unsigned((a.s + Shape::kQueries - 1) / Shape::kQueries), unsigned(a.hq));
   with_kv_type(a.kv_bf16, [&](auto element) {
     using KV = decltype(element);
@@ -469,8 +488,6 @@ template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaSt
     // Past the 48 KB a block gets without asking, once a device.
     constexpr int bytes = kGroupSharedBytes<D, KV> * Shape::kGroups;
     static std::atomic<uint64_t> opted_in{0};  // bit i: device i (devices past 63 ask every launch)
-    int device = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
     const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
     if (!bit || !(opted_in.load() & bit)) {
       CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -488,17 +505,11 @@ template <int D, typename Shape> void launch_with(const AttentionArgs& a, cudaSt
 // of blocks and its causal rows unequal; where blocks are many, 128 queries a block stage each tile for more rows.
 // The key groups by flash_key_groups, for the device's shared memory a block.
 template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
-  static std::array<std::atomic<int>, 64> shared_optin{};  // per device (devices past 63 ask every launch)
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  int shared = device < 64 ? shared_optin[std::size_t(device)].load() : 0;
-  if (shared == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    if (device < 64) shared_optin[std::size_t(device)].store(shared);
-  }
-  if (flash_key_groups(a.s, a.hq, a.d, a.kv_bf16, a.causal, multiprocessors, shared) == 2)
-    launch_with<D, FlashShape<4, 2>>(a, stream);
-  else launch_with<D, FlashShape<8, 1>>(a, stream);
+  if (flash_key_groups(a.s, a.hq, a.d, a.kv_bf16, a.causal, multiprocessors, shared_per_block(device)) == 2)
+    launch_with<D, FlashShape<4, 2>>(a, device, stream);
+  else launch_with<D, FlashShape<8, 1>>(a, device, stream);
 }
 
 }  // namespace

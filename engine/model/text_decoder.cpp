@@ -128,8 +128,9 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s, bool pick)
   // can write that.
   const Tensor gate_up = be.alloc({2 * s, c_.intermediate_size});
   const DecoderPart& p = parts_[part];
-  const Tensor attn = p.first_layer < p.end_layer ? be.alloc_for_product({s, hq, d}, w_.layers[std::size_t(p.first_layer)].o)
-                                                  : be.alloc({s, hq, d});
+  const Tensor attn = p.first_layer < p.end_layer
+                          ? be.alloc_for_product({s, hq, d}, w_.layers[std::size_t(p.first_layer)].o)
+                          : be.alloc({s, hq, d});
   return {be.alloc({s, hidden}),     Tensor(),                  be.alloc({s, hq, d}),
           be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    attn,
           be.alloc({s, hidden}),     gate_up.slice_rows(0, s), gate_up.slice_rows(s, 2 * s),

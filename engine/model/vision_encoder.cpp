@@ -52,7 +52,8 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   // mlp_out is the GELU's output slot, fc2's input (Projection::activated: maybe its 16-bit operand); attn is proj's
   // input, in the type it reads where the attention can write that.
   Tensor a, mlp_out, q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}), v = be.alloc({n, heads, head_dim}),
-            attn = w.blocks.empty() ? be.alloc({n, heads, head_dim}) : be.alloc_for_product({n, heads, head_dim}, w.blocks[0].proj),
+            attn = w.blocks.empty() ? be.alloc({n, heads, head_dim})
+                                    : be.alloc_for_product({n, heads, head_dim}, w.blocks[0].proj),
             proj = be.alloc({n, hidden}), mlp = be.alloc({n, c.intermediate_size});
   const auto layer_norm = [](const NormWeights& nw) { return RowNorm::layer(nw, kEps); };
   bool input_normed = false;  // a holds this block's normed input (the previous block's closing norm made it)

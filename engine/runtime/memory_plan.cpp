@@ -142,7 +142,8 @@ struct ActivationModel {
   // (the SwiGLU's, written by it and alive through the pass) and beside them the larger of the attention's output
   // for o in the 16-bit type (counted at f32 in the pass; a kernel other than the tensor-core one writes it through
   // an f32 workspace, counted here at 16 bits: together the same bytes) and the f32 result of the packed q+k+v
-  // product (gemm_packed); the logits when the head is here. The recorded decode step's own one-row buffers stay beside it.
+  // product (gemm_packed); the logits when the head is here. The recorded decode step's own one-row buffers stay
+  // beside it.
   uint64_t decoder(int64_t rows, bool head, uint64_t widest_quantised) const {
     const TextConfig& t = c.text;
     const int64_t q = t.num_attention_heads * t.head_dim, kv = t.num_key_value_heads * t.head_dim;

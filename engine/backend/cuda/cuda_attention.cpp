@@ -80,12 +80,15 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
 }
 
 // Whether the fused attention of these queries runs a tiled kernel (prefill rows), and the tensor-core one (the head
-// sizes it takes).
+// sizes it takes; tensor_core_rows answers it for a shape, as alloc_for_product asks).
 bool CudaBackend::tiled_attention(const Tensor& q, const AttentionMask& mask) const {
   return !mask.past_on_device && q.dim(0) >= ctx_.profile->flash_min_queries;
 }
+bool CudaBackend::tensor_core_rows(int64_t rows, int64_t head_dim) const {
+  return rows >= ctx_.profile->flash_min_queries && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(head_dim);
+}
 bool CudaBackend::on_tensor_cores(const Tensor& q, const AttentionMask& mask) const {
-  return tiled_attention(q, mask) && ctx_.tensor_core_attention && cuda::flash_attention_mma_fits(q.dim(2));
+  return !mask.past_on_device && tensor_core_rows(q.dim(0), q.dim(2));
 }
 
 void CudaBackend::attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len,

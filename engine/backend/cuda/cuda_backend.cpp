@@ -1,7 +1,6 @@
 // The CUDA backend's services and memory: construction, the pool report, bandwidth, uploads and host copies, the
 // plugin's entry point. The ops live in the files cuda_backend.h lists.
 #include "cuda_backend.h"
-#include "flash_attention_mma.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -214,8 +213,7 @@ Tensor CudaBackend::alloc_normed(Shape shape, const Projection& reader) {
 // kernel's f32 result into a 16-bit slot all the same: a mask with the position on the device, fusions changed.)
 Tensor CudaBackend::alloc_for_product(Shape shape, const LinearWeights& reader) {
   const int64_t rows = shape.empty() ? 0 : shape[0];
-  const bool tensor_cores = fusions_.flash_attention && ctx_.tensor_core_attention && shape.size() == 3 &&
-                            rows >= ctx_.profile->flash_min_queries && cuda::flash_attention_mma_fits(shape[2]);
+  const bool tensor_cores = fusions_.flash_attention && shape.size() == 3 && tensor_core_rows(rows, shape[2]);
   const std::optional<DType> type = operand_type(reader, rows, tensor_cores);
   return ctx_.device_tensor(type.value_or(DType::F32), std::move(shape), pool::Owner::Activations);
 }

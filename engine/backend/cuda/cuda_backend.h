@@ -141,6 +141,7 @@ private:
   struct DeviceMask;
   Tensor uploaded(const std::vector<int64_t>& values, UploadedList& slot);
   bool tiled_attention(const Tensor& q, const AttentionMask& mask) const;
+  bool tensor_core_rows(int64_t rows, int64_t head_dim) const;
   bool on_tensor_cores(const Tensor& q, const AttentionMask& mask) const;
   cuda::QkNormRopeAppendArgs head_args(const HeadNormRopeAppend& op) const;
   void attention_fused(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,

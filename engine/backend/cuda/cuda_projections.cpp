@@ -1,8 +1,8 @@
 // Projections on the CUDA backend. Few rows (decode): the memory-bound GEMV, with the fused variants (q+k+v in one
 // launch, gate/up with SwiGLU, the input RMSNorm folded in, the residual add in the output); many rows (prefill,
 // vision): cuBLAS on tensor cores (native profile; matrices stored together run as one product) or our tiled f32
-// GEMM (SM61), with the bias riding in the kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add it with a pass of its own. Which of these
-// runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
+// GEMM (SM61), with the bias riding in the kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add
+// it with a pass of its own. Which of these runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
 #include "backend/op_costs.h"
 #include "bias_gelu.cuh"
 #include "bias_rope.cuh"
@@ -92,7 +92,8 @@ bool packed_weights(const Projection& p, const Tensor& in) {
 }  // namespace
 
 // Many rows, matrices stored one after another (the decoder's q, k and v): one cuBLAS product of their summed width
-// into a workspace, its columns then copied to each output. Queueing a prefill is bound by the host on the H100
+// into a workspace, its columns then copied to each output (or, inside project_then_heads, read there by the
+// attention prologue). Queueing a prefill is bound by the host on the H100
 // machine (cuBLAS's host path 60% of the decoder's queueing, sampled; 8-12 µs a call,
 // tools/microbench/cublas_host_cost.cu): two calls fewer a layer for a 4 µs copy at 237 rows. false: nothing ran.
 bool CudaBackend::gemm_packed(const Projection& p, const Tensor& in) {
