@@ -6,6 +6,7 @@
 
 #include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/dot_kernels.h"
+#include "backend/cpu/gemm_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/quantize.h"
@@ -17,6 +18,11 @@ namespace qvl::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves while they stay in cache
+// From this many activation rows a float product runs as the packed GEMM (gemm_kernels.h); below, the dot tiles,
+// which read the weights as they are stored. One thread of the GPU machine's Xeon (tools/microbench/cpu_gemm.cpp,
+// bf16, GFLOP/s, dot tiles against packed): AVX-512 at 16 rows 109 / 99 (k = 2,048) and 81 / 89 (6,144), at 32
+// 88 / 110 and 84 / 103, at 64 88 / 117 and 79 / 109; AVX2 at 32 65 / 63, at 64 64 / 67.
+constexpr int64_t kGemmMinRows = 32;
 
 // A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as
 // kReadStreams runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4
@@ -48,11 +54,13 @@ std::atomic<const void*> g_first_read{nullptr};  // the large matrix a one-row p
 // Xeon's L3, as its VM reports it, is 300 MiB), and the one-time cost stays a few milliseconds.
 constexpr std::size_t kCalibrationBytes = std::size_t(32) << 20;
 
-// x as the kernels read it: the f32 rows, and for q8/q4 weights the rows quantised per block of 32 (quantize.h),
-// once for every matrix that reads them.
+// x as the kernels read it: the f32 rows; for float weights and many rows, the rows packed for the GEMM; for q8/q4
+// weights the rows quantised per block of 32 (quantize.h); each once for every matrix that reads them.
 class ProductInput {
 public:
-  ProductInput(const Tensor& x, bool quantise) : x_(x.data<float>()), k_(last_dim(x)), m_(rows_of(x)) {
+  ProductInput(const Tensor& x, bool for_float, bool quantise) : x_(x.data<float>()), k_(last_dim(x)), m_(rows_of(x)) {
+    if (for_float && m_ >= kGemmMinRows && (gemm_ = gemm_kernels()))
+      packed_ = PackedActivations(x_, std::size_t(m_), std::size_t(k_), gemm_->mr);
     if (!quantise) return;
     const int64_t blocks = activation_blocks(k_);
     q_.resize(std::size_t(m_ * blocks * kQuantBlock));
@@ -90,6 +98,8 @@ private:
     const int64_t n = w.rows();
     const std::size_t row_bytes = std::size_t(format_traits(w.format).row_bytes(k_, 1));
     const auto* wp = static_cast<const char*>(w.weight.raw());
+    if (gemm_)
+      return gemm_rows(*gemm_, packed_, std::size_t(k_), wp, row_bytes, w.weight.dtype(), begin, end, y, std::size_t(n), stop);
     for (int64_t m0 = 0; m0 < m_; m0 += kRowBlock) {
       if (stop_requested(stop)) return;  // a stopped prefill ends after this block, not the whole product
       const int64_t rows = std::min(kRowBlock, m_ - m0);
@@ -128,6 +138,8 @@ private:
 
   const float* x_;
   int64_t k_, m_;
+  const GemmKernels* gemm_ = nullptr;  // set where packed_ holds x
+  PackedActivations packed_;
   std::vector<int8_t> q_;
   std::vector<float> scales_;
   std::vector<int32_t> sums_;
@@ -140,6 +152,9 @@ std::vector<float> bias_of(const LinearWeights& w) {
 
 bool any_quantised(std::span<const ProductOutput> outputs) {
   return std::any_of(outputs.begin(), outputs.end(), [](const ProductOutput& o) { return o.weights->quantised(); });
+}
+bool any_float(std::span<const ProductOutput> outputs) {
+  return std::any_of(outputs.begin(), outputs.end(), [](const ProductOutput& o) { return !o.weights->quantised(); });
 }
 
 // A chunk worth a thread, in weight rows: at least four (a dot tile), and 2^16 multiply-adds.
@@ -191,7 +206,7 @@ DecodeReadOrder decode_read_order() { return g_read_order.load(); }
 
 void products(const Tensor& x, std::span<const ProductOutput> outputs, const std::atomic<bool>* stop) {
   if (rows_of(x) == 0) return;  // (nothing to quantise: the integer loops below would read no rows)
-  const ProductInput in(x, any_quantised(outputs));
+  const ProductInput in(x, any_float(outputs), any_quantised(outputs));
   std::size_t total = 0;
   std::vector<std::vector<float>> biases;
   for (const ProductOutput& o : outputs) {
@@ -214,7 +229,7 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
 void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeights& up, float* y, float* up_product,
                     const std::atomic<bool>* stop) {
   if (rows_of(x) == 0) return;
-  const ProductInput in(x, gate.quantised() || up.quantised());
+  const ProductInput in(x, !gate.quantised() || !up.quantised(), gate.quantised() || up.quantised());
   const int64_t n = gate.rows();
   const std::vector<float> gate_bias = bias_of(gate), up_bias = bias_of(up);
   const auto silu_mul = activation_kernels().silu_mul;

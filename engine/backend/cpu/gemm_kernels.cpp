@@ -1,0 +1,257 @@
+#include "backend/cpu/gemm_kernels.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+
+#include "backend/cpu/dot_kernels.h"
+#include "backend/cpu_features.h"
+#include "core/cancel.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+
+namespace qvl::cpu {
+namespace {
+
+constexpr std::size_t kMaxNr = 32;
+
+float load_weight(const void* row, DType type, std::size_t i) {
+  switch (type) {
+    case DType::F32: return static_cast<const float*>(row)[i];
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(row)[i]);
+    default: fail("linear: weights of type ", dtype_name(type), " are not supported");
+  }
+}
+
+// panel[k][j] for k in [k_begin, k_end) of the panel (elements k0 + k of the rows), one element at a time: the
+// formats without a transposing loop, and the depth the vector loops leave.
+void pack_weights_scalar(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t nr,
+                         std::size_t k0, std::size_t k_begin, std::size_t k_end, float* panel) {
+  for (std::size_t j = 0; j < nr; ++j) {
+    const void* row = static_cast<const char*>(w) + j * w_stride;
+    for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = j < cols ? load_weight(row, type, k0 + k) : 0.0f;
+  }
+}
+
+// ---- AVX2 + FMA + F16C: 6 x 16 ------------------------------------------------------------------------------------
+#define QVL_AVX2 __attribute__((target("avx2,fma,f16c")))
+constexpr std::size_t kMrAvx2 = 6, kNrAvx2 = 16;
+
+// r[i] = row i's eight 32-bit units -> r[i] = unit i of the eight rows (three rounds of 8 shuffles).
+QVL_AVX2 inline void transpose8(__m256i (&r)[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  for (int g = 0; g < 8; g += 4) {
+    u[g + 0] = _mm256_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm256_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm256_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm256_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[c + 4] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+
+QVL_AVX2 void pack_weights_avx2(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t k0,
+                                std::size_t kc, float* panel) {
+  std::size_t k = 0;
+  if (type == DType::BF16) {
+    // Eight rows x 16 elements: eight units of two bf16 a row, transposed, then each unit's low and high halves
+    // widened (an f32 is a bf16 in its top 16 bits).
+    const __m256i high = _mm256_set1_epi32(int32_t(0xFFFF0000u));
+    for (; k + 16 <= kc; k += 16)
+      for (std::size_t g = 0; g < kNrAvx2; g += 8) {
+        __m256i r[8];
+        for (std::size_t i = 0; i < 8; ++i)
+          r[i] = g + i < cols ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                    static_cast<const char*>(w) + (g + i) * w_stride + (k0 + k) * 2))
+                              : _mm256_setzero_si256();
+        transpose8(r);
+        for (std::size_t u = 0; u < 8; ++u) {
+          float* out = panel + (k + 2 * u) * kNrAvx2 + g;
+          _mm256_store_ps(out, _mm256_castsi256_ps(_mm256_slli_epi32(r[u], 16)));
+          _mm256_store_ps(out + kNrAvx2, _mm256_castsi256_ps(_mm256_and_si256(r[u], high)));
+        }
+      }
+  }
+  pack_weights_scalar(w, w_stride, type, cols, kNrAvx2, k0, k, kc, panel);
+}
+
+QVL_AVX2 inline __m256i lanes_below(std::size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(std::min<std::size_t>(n, 8))), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Every loop over the tile's rows has a constant bound and is unrolled, so that the accumulators stay in registers
+// (a loop to `rows` indexes them: GCC then kept the array on the stack and stored it every step, 32 against 73
+// GFLOP/s); the masks are made again after the loop, which needs all 16 registers.
+QVL_AVX2 void tile_avx2(const float* a, const float* b, std::size_t kc, float* y, std::size_t ys, std::size_t rows,
+                        std::size_t cols, bool first) {
+  __m256 c[kMrAvx2][2];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < kMrAvx2; ++r) {
+    const bool load = !first && r < rows;
+    c[r][0] = load ? _mm256_maskload_ps(y + r * ys, lanes_below(cols)) : _mm256_setzero_ps();
+    c[r][1] = load ? _mm256_maskload_ps(y + r * ys + 8, lanes_below(cols > 8 ? cols - 8 : 0)) : _mm256_setzero_ps();
+  }
+  for (std::size_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + k * kNrAvx2), b1 = _mm256_load_ps(b + k * kNrAvx2 + 8);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < kMrAvx2; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + k * kMrAvx2 + r);
+      c[r][0] = _mm256_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm256_fmadd_ps(av, b1, c[r][1]);
+    }
+  }
+  const __m256i m0 = lanes_below(cols), m1 = lanes_below(cols > 8 ? cols - 8 : 0);
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < kMrAvx2; ++r)
+    if (r < rows) {
+      _mm256_maskstore_ps(y + r * ys, m0, c[r][0]);
+      _mm256_maskstore_ps(y + r * ys + 8, m1, c[r][1]);
+    }
+}
+
+// ---- AVX-512F: 8 x 32 ---------------------------------------------------------------------------------------------
+#define QVL_AVX512 __attribute__((target("avx512f,avx2,fma,f16c")))
+constexpr std::size_t kMrAvx512 = 8, kNrAvx512 = 32;
+
+// r[i] = row i's sixteen 32-bit units -> r[i] = unit i of the sixteen rows (four rounds of 16 shuffles).
+QVL_AVX512 inline void transpose16(__m512i (&r)[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  // u[4g + c], 128-bit lane L: unit 4L + c of rows 4g..4g+3.
+  for (int g = 0; g < 16; g += 4) {
+    u[g + 0] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), v1 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), w1 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(v0, w0, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(v1, w1, 0xDD);
+  }
+}
+
+QVL_AVX512 void pack_weights_avx512(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t k0,
+                                    std::size_t kc, float* panel) {
+  std::size_t k = 0;
+  if (type == DType::BF16) {
+    const __m512i high = _mm512_set1_epi32(int32_t(0xFFFF0000u));
+    for (; k + 32 <= kc; k += 32)
+      for (std::size_t g = 0; g < kNrAvx512; g += 16) {
+        __m512i r[16];
+        for (std::size_t i = 0; i < 16; ++i)
+          r[i] = g + i < cols ? _mm512_loadu_si512(static_cast<const char*>(w) + (g + i) * w_stride + (k0 + k) * 2)
+                              : _mm512_setzero_si512();
+        transpose16(r);
+        for (std::size_t u = 0; u < 16; ++u) {
+          float* out = panel + (k + 2 * u) * kNrAvx512 + g;
+          _mm512_store_ps(out, _mm512_castsi512_ps(_mm512_slli_epi32(r[u], 16)));
+          _mm512_store_ps(out + kNrAvx512, _mm512_castsi512_ps(_mm512_and_si512(r[u], high)));
+        }
+      }
+  }
+  pack_weights_scalar(w, w_stride, type, cols, kNrAvx512, k0, k, kc, panel);
+}
+
+// As tile_avx2 (constant-bound, unrolled loops over the rows).
+QVL_AVX512 void tile_avx512(const float* a, const float* b, std::size_t kc, float* y, std::size_t ys, std::size_t rows,
+                            std::size_t cols, bool first) {
+  const auto mask = [](std::size_t n) { return __mmask16(n >= 16 ? 0xFFFFu : (1u << n) - 1); };
+  const __mmask16 m0 = mask(cols), m1 = mask(cols > 16 ? cols - 16 : 0);
+  __m512 c[kMrAvx512][2];
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < kMrAvx512; ++r) {
+    const bool load = !first && r < rows;
+    c[r][0] = load ? _mm512_maskz_loadu_ps(m0, y + r * ys) : _mm512_setzero_ps();
+    c[r][1] = load ? _mm512_maskz_loadu_ps(m1, y + r * ys + 16) : _mm512_setzero_ps();
+  }
+  for (std::size_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b + k * kNrAvx512), b1 = _mm512_load_ps(b + k * kNrAvx512 + 16);
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < kMrAvx512; ++r) {
+      const __m512 av = _mm512_set1_ps(a[k * kMrAvx512 + r]);
+      c[r][0] = _mm512_fmadd_ps(av, b0, c[r][0]);
+      c[r][1] = _mm512_fmadd_ps(av, b1, c[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < kMrAvx512; ++r)
+    if (r < rows) {
+      _mm512_mask_storeu_ps(y + r * ys, m0, c[r][0]);
+      _mm512_mask_storeu_ps(y + r * ys + 16, m1, c[r][1]);
+    }
+}
+
+const GemmKernels kAvx2{kMrAvx2, kNrAvx2, pack_weights_avx2, tile_avx2, "avx2"};
+const GemmKernels kAvx512{kMrAvx512, kNrAvx512, pack_weights_avx512, tile_avx512, "avx512"};
+static_assert(kNrAvx2 <= kMaxNr && kNrAvx512 <= kMaxNr);
+
+}  // namespace
+
+const GemmKernels* gemm_kernels_avx2() { return dot_kernels_avx2() ? &kAvx2 : nullptr; }
+const GemmKernels* gemm_kernels_avx512() { return dot_kernels_avx512() ? &kAvx512 : nullptr; }
+
+const GemmKernels* gemm_kernels() {
+  const std::string_view isa = dot_kernels().name;
+  return isa == "avx512" ? &kAvx512 : isa == "avx2" ? &kAvx2 : nullptr;
+}
+
+PackedActivations::PackedActivations(const float* x, std::size_t rows, std::size_t k, std::size_t mr)
+    : rows_(rows), k_(k), mr_(mr), data_(panels() * mr * k) {
+  // Over (panel, block of kGemmDepth) pieces, so that a prefill's 8 panels of 2,048 go to more than two threads.
+  const std::size_t blocks = (k + kGemmDepth - 1) / kGemmDepth;
+  ThreadPool::global().parallel_for(panels() * blocks, std::max<std::size_t>(1, kMinChunkWork / 4 / (mr * kGemmDepth)),
+                                    [&](std::size_t begin, std::size_t end) {
+    for (std::size_t piece = begin; piece < end; ++piece) {
+      const std::size_t p = piece / blocks, k0 = piece % blocks * kGemmDepth, k1 = std::min(k, k0 + kGemmDepth);
+      float* out = data_.data() + p * mr * k;
+      for (std::size_t r = 0; r < mr; ++r) {
+        const std::size_t row = p * mr + r;
+        for (std::size_t i = k0; i < k1; ++i) out[i * mr + r] = row < rows ? x[row * k + i] : 0.0f;
+      }
+    }
+  });
+}
+
+void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* w,
+               std::size_t w_stride, DType type, std::size_t begin, std::size_t end, float* y, std::size_t y_stride,
+               const std::atomic<bool>* stop) {
+  alignas(64) float panel[kGemmDepth * kMaxNr];
+  const auto* wp = static_cast<const char*>(w);
+  const std::size_t mr = kernels.mr;
+  for (std::size_t j = begin; j < end; j += kernels.nr) {
+    if (stop_requested(stop)) return;
+    const std::size_t cols = std::min(kernels.nr, end - j);
+    for (std::size_t k0 = 0; k0 < k; k0 += kGemmDepth) {
+      const std::size_t kc = std::min(kGemmDepth, k - k0);
+      kernels.pack_weights(wp + j * w_stride, w_stride, type, cols, k0, kc, panel);
+      for (std::size_t p = 0; p < x.panels(); ++p)
+        kernels.tile(x.panel(p) + k0 * mr, panel, kc, y + p * mr * y_stride + j, y_stride,
+                     std::min(mr, x.rows() - p * mr), cols, k0 == 0);
+    }
+  }
+}
+
+void gemm_reference(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride, DType type,
+                    std::size_t w_rows, float* y, std::size_t y_stride) {
+  for (std::size_t m = 0; m < rows; ++m)
+    for (std::size_t j = 0; j < w_rows; ++j) {
+      const void* row = static_cast<const char*>(w) + j * w_stride;
+      float acc = 0.0f;
+      for (std::size_t i = 0; i < k; ++i) acc = std::fma(x[m * k + i], load_weight(row, type, i), acc);
+      y[m * y_stride + j] = acc;
+    }
+}
+
+}  // namespace qvl::cpu

@@ -1,0 +1,86 @@
+// Every SIMD variant of the CPU's packed GEMM this processor can run gives the plain C++ chain of fused
+// multiply-adds bit for bit, for each weight type, over shapes that exercise the register tile's tails (activation
+// rows, weight rows), the transposing loops' depth and what they leave, and more than one block of depth.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/gemm_kernels.h"
+#include "core/half.h"
+
+namespace qvl::cpu {
+namespace {
+
+struct Weights {
+  std::vector<float> w32;
+  std::vector<uint16_t> w16;
+  DType type;
+  std::size_t k;
+  const void* data() const { return type == DType::F32 ? static_cast<const void*>(w32.data()) : w16.data(); }
+  std::size_t stride() const { return k * (type == DType::F32 ? 4 : 2); }
+};
+
+Weights random_weights(DType type, std::size_t rows, std::size_t k, std::mt19937& rng) {
+  std::normal_distribution<float> normal;
+  Weights w{std::vector<float>(rows * k), {}, type, k};
+  for (auto& e : w.w32) e = normal(rng);
+  if (type != DType::F32)
+    for (float e : w.w32) w.w16.push_back(type == DType::BF16 ? f32_to_bf16(e) : f32_to_f16(e));
+  return w;
+}
+
+std::vector<const GemmKernels*> variants() {
+  std::vector<const GemmKernels*> v;
+  for (const GemmKernels* g : {gemm_kernels_avx2(), gemm_kernels_avx512()})
+    if (g) v.push_back(g);
+  return v;
+}
+
+TEST(GemmKernels, EveryVariantGivesTheReferenceChainBitForBit) {
+  const auto tested = variants();
+  if (tested.empty()) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512; the dot tiles serve";
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (const GemmKernels* g : tested)
+    for (DType t : {DType::BF16, DType::F16, DType::F32})
+      for (std::size_t k : {1u, 7u, 32u, 45u, 300u, 600u})
+        for (std::size_t rows : {1u, 5u, 8u, 13u, 64u})
+          for (std::size_t w_rows : {3u, 16u, 33u, 70u}) {
+            std::vector<float> x(rows * k);
+            for (auto& e : x) e = normal(rng);
+            const Weights w = random_weights(t, w_rows, k, rng);
+            // The products' rows [begin, end) of the weights, into y with a column on either side that must stay.
+            const std::size_t begin = w_rows > 3 ? 2 : 0, end = w_rows, ys = w_rows + 1;
+            std::vector<float> want(rows * ys, -7.0f), got(want);
+            gemm_reference(x.data(), rows, k, static_cast<const char*>(w.data()) + begin * w.stride(), w.stride(), t,
+                           end - begin, want.data() + begin, ys);
+            const PackedActivations packed(x.data(), rows, k, g->mr);
+            gemm_rows(*g, packed, k, w.data(), w.stride(), t, begin, end, got.data(), ys, nullptr);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << g->name << " " << dtype_name(t) << " k=" << k << " rows=" << rows << " weight rows " << begin
+                << ".." << end;
+          }
+  std::printf("compared %zu variant(s) with the reference chain; in use: %s\n", tested.size(),
+              gemm_kernels() ? gemm_kernels()->name : "none (dot tiles)");
+}
+
+TEST(GemmKernels, AStopEndsTheRowsBeforeTheirPanels) {
+  const auto tested = variants();
+  if (tested.empty()) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512";
+  std::mt19937 rng(6);
+  const std::size_t rows = 16, k = 64, w_rows = 96;
+  const std::vector<float> x(rows * k, 1.0f);
+  const Weights w = random_weights(DType::BF16, w_rows, k, rng);
+  const std::atomic<bool> stop{true};
+  for (const GemmKernels* g : tested) {
+    std::vector<float> y(rows * w_rows, -7.0f);
+    gemm_rows(*g, PackedActivations(x.data(), rows, k, g->mr), k, w.data(), w.stride(), DType::BF16, 0, w_rows,
+              y.data(), w_rows, &stop);
+    for (float v : y) ASSERT_EQ(v, -7.0f) << g->name << ": a stopped product wrote its outputs";
+  }
+}
+
+}  // namespace
+}  // namespace qvl::cpu
