@@ -1,14 +1,20 @@
 // Every SIMD variant of the CPU's packed GEMM this processor can run gives the plain C++ chain of fused
 // multiply-adds bit for bit, for each weight type, over shapes that exercise the register tile's tails (activation
-// rows, weight rows), the transposing loops' depth and what they leave, and more than one block of depth.
+// rows, weight rows), the transposing loops' depth and what they leave, more than one block of depth and none; and the
+// CPU backend's products on either side of the row threshold against a double-precision reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
+#include "backend/backend.h"
 #include "backend/cpu/gemm_kernels.h"
 #include "core/half.h"
+#include "test_support.h"
 
 namespace qvl::cpu {
 namespace {
@@ -45,7 +51,7 @@ TEST(GemmKernels, EveryVariantGivesTheReferenceChainBitForBit) {
   std::normal_distribution<float> normal;
   for (const GemmKernels* g : tested)
     for (DType t : {DType::BF16, DType::F16, DType::F32})
-      for (std::size_t k : {1u, 7u, 32u, 45u, 300u, 600u})
+      for (std::size_t k : {0u, 1u, 7u, 32u, 45u, 300u, 600u})
         for (std::size_t rows : {1u, 5u, 8u, 13u, 64u})
           for (std::size_t w_rows : {3u, 16u, 33u, 70u}) {
             std::vector<float> x(rows * k);
@@ -79,6 +85,34 @@ TEST(GemmKernels, AStopEndsTheRowsBeforeTheirPanels) {
     gemm_rows(*g, PackedActivations(x.data(), rows, k, g->mr), k, w.data(), w.stride(), DType::BF16, 0, w_rows,
               y.data(), w_rows, &stop);
     for (float v : y) ASSERT_EQ(v, -7.0f) << g->name << ": a stopped product wrote its outputs";
+  }
+}
+
+// Through the backend on either side of each variant's row threshold (dot tiles below it, the GEMM from it), with a
+// bias: every product within float rounding of a double-precision reference.
+TEST(GemmKernels, TheCpuLinearAgreesWithADoubleReferenceOnEitherSideOfTheThreshold) {
+  const std::unique_ptr<Backend> be = make_cpu_backend();
+  const int64_t n = 70, k = 300;
+  const LinearWeights w = LinearWeights::of(test::random_normal({n, k}, 11).to(DType::BF16), test::random_normal({n}, 12));
+  const std::vector<float> wv = w.weight.to_f32_vector(), bias = w.bias.to_f32_vector();
+  for (const int64_t rows : {31, 32, 33, 63, 64, 65}) {
+    const Tensor x = test::random_normal({rows, k}, uint32_t(13 + rows));
+    Tensor y = be->alloc({rows, n});
+    be->linear(x, w, y);
+    const std::vector<float> xv = x.to_f32_vector(), got = y.to_f32_vector();
+    // Each output against its terms' magnitude: a sum of k float products is within a few k·2^-24 of it, far
+    // tighter than any product with a wrong or missing term.
+    double worst = 0;
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = bias[std::size_t(j)], size = std::abs(want);
+        for (int64_t i = 0; i < k; ++i) {
+          const double term = double(xv[std::size_t(m * k + i)]) * wv[std::size_t(j * k + i)];
+          want += term, size += std::abs(term);
+        }
+        worst = std::max(worst, std::abs(want - double(got[std::size_t(m * n + j)])) / size);
+      }
+    EXPECT_LT(worst, 2e-6) << rows << " rows";
   }
 }
 

@@ -18,11 +18,6 @@ namespace qvl::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves while they stay in cache
-// From this many activation rows a float product runs as the packed GEMM (gemm_kernels.h); below, the dot tiles,
-// which read the weights as they are stored. One thread of the GPU machine's Xeon (tools/microbench/cpu_gemm.cpp,
-// bf16, GFLOP/s, dot tiles against packed): AVX-512 at 16 rows 109 / 99 (k = 2,048) and 81 / 89 (6,144), at 32
-// 88 / 110 and 84 / 103, at 64 88 / 117 and 79 / 109; AVX2 at 32 65 / 63, at 64 64 / 67.
-constexpr int64_t kGemmMinRows = 32;
 
 // A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as
 // kReadStreams runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4
@@ -54,13 +49,16 @@ std::atomic<const void*> g_first_read{nullptr};  // the large matrix a one-row p
 // Xeon's L3, as its VM reports it, is 300 MiB), and the one-time cost stays a few milliseconds.
 constexpr std::size_t kCalibrationBytes = std::size_t(32) << 20;
 
-// x as the kernels read it: the f32 rows; for float weights and many rows, the rows packed for the GEMM; for q8/q4
+// x as the kernels read it: the f32 rows; for bf16 weights and many rows, the rows packed for the GEMM; for q8/q4
 // weights the rows quantised per block of 32 (quantize.h); each once for every matrix that reads them.
 class ProductInput {
 public:
-  ProductInput(const Tensor& x, bool for_float, bool quantise) : x_(x.data<float>()), k_(last_dim(x)), m_(rows_of(x)) {
-    if (for_float && m_ >= kGemmMinRows && (gemm_ = gemm_kernels()))
-      packed_ = PackedActivations(x_, std::size_t(m_), std::size_t(k_), gemm_->mr);
+  ProductInput(const Tensor& x, bool for_bf16, bool quantise) : x_(x.data<float>()), k_(last_dim(x)), m_(rows_of(x)) {
+    // bf16 weights against enough rows run as the packed GEMM (gemm_kernels.h: GemmKernels::min_rows); fewer rows
+    // and the other formats as dot tiles, which read the weights as they are stored.
+    const GemmKernels* gemm = for_bf16 ? gemm_kernels() : nullptr;
+    if (gemm && std::size_t(m_) >= gemm->min_rows)
+      gemm_ = gemm, packed_ = PackedActivations(x_, std::size_t(m_), std::size_t(k_), gemm->mr);
     if (!quantise) return;
     const int64_t blocks = activation_blocks(k_);
     q_.resize(std::size_t(m_ * blocks * kQuantBlock));
@@ -98,7 +96,7 @@ private:
     const int64_t n = w.rows();
     const std::size_t row_bytes = std::size_t(format_traits(w.format).row_bytes(k_, 1));
     const auto* wp = static_cast<const char*>(w.weight.raw());
-    if (gemm_)
+    if (gemm_ && w.weight.dtype() == DType::BF16)
       return gemm_rows(*gemm_, packed_, std::size_t(k_), wp, row_bytes, w.weight.dtype(), begin, end, y, std::size_t(n), stop);
     for (int64_t m0 = 0; m0 < m_; m0 += kRowBlock) {
       if (stop_requested(stop)) return;  // a stopped prefill ends after this block, not the whole product
@@ -153,8 +151,9 @@ std::vector<float> bias_of(const LinearWeights& w) {
 bool any_quantised(std::span<const ProductOutput> outputs) {
   return std::any_of(outputs.begin(), outputs.end(), [](const ProductOutput& o) { return o.weights->quantised(); });
 }
-bool any_float(std::span<const ProductOutput> outputs) {
-  return std::any_of(outputs.begin(), outputs.end(), [](const ProductOutput& o) { return !o.weights->quantised(); });
+bool any_bf16(std::span<const ProductOutput> outputs) {
+  return std::any_of(outputs.begin(), outputs.end(),
+                     [](const ProductOutput& o) { return o.weights->format == WeightFormat::BF16; });
 }
 
 // A chunk worth a thread, in weight rows: at least four (a dot tile), and 2^16 multiply-adds.
@@ -206,7 +205,7 @@ DecodeReadOrder decode_read_order() { return g_read_order.load(); }
 
 void products(const Tensor& x, std::span<const ProductOutput> outputs, const std::atomic<bool>* stop) {
   if (rows_of(x) == 0) return;  // (nothing to quantise: the integer loops below would read no rows)
-  const ProductInput in(x, any_float(outputs), any_quantised(outputs));
+  const ProductInput in(x, any_bf16(outputs), any_quantised(outputs));
   std::size_t total = 0;
   std::vector<std::vector<float>> biases;
   for (const ProductOutput& o : outputs) {
@@ -229,7 +228,8 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
 void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeights& up, float* y, float* up_product,
                     const std::atomic<bool>* stop) {
   if (rows_of(x) == 0) return;
-  const ProductInput in(x, !gate.quantised() || !up.quantised(), gate.quantised() || up.quantised());
+  const ProductInput in(x, gate.format == WeightFormat::BF16 || up.format == WeightFormat::BF16,
+                        gate.quantised() || up.quantised());
   const int64_t n = gate.rows();
   const std::vector<float> gate_bias = bias_of(gate), up_bias = bias_of(up);
   const auto silu_mul = activation_kernels().silu_mul;

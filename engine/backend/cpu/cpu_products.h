@@ -1,7 +1,8 @@
 #pragma once
 // The CPU's matrix products over the thread pool: y = x · wᵀ (+ bias), each thread a contiguous slice of the weight
-// rows, reused for every activation row: float weights against 32 rows or more as the packed GEMM (gemm_kernels.h,
-// x packed once for every matrix that reads it), fewer rows and q8/q4 as dot tiles (blocks of 64 keep x in cache).
+// rows, reused for every activation row: bf16 weights against 32 rows or more (AVX2: 64) as the packed GEMM
+// (gemm_kernels.h, x packed once for every matrix that reads it; on processors with AVX2), fewer rows, the other
+// formats and processors without AVX2 as dot tiles (blocks of 64 rows keep x in cache).
 //
 // Several matrices reading the same x (q, k and v) run as one loop over their rows together: x quantised once where
 // the weights are q8/q4, and one hand-over to the threads instead of three. On the GPU machine's host at 16 threads

@@ -33,8 +33,12 @@ float load_weight(const void* row, DType type, std::size_t i) {
 void pack_weights_scalar(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t nr,
                          std::size_t k0, std::size_t k_begin, std::size_t k_end, float* panel) {
   for (std::size_t j = 0; j < nr; ++j) {
+    if (j >= cols) {
+      for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = 0.0f;
+      continue;
+    }
     const void* row = static_cast<const char*>(w) + j * w_stride;
-    for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = j < cols ? load_weight(row, type, k0 + k) : 0.0f;
+    for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = load_weight(row, type, k0 + k);
   }
 }
 
@@ -193,8 +197,8 @@ QVL_AVX512 void tile_avx512(const float* a, const float* b, std::size_t kc, floa
     }
 }
 
-const GemmKernels kAvx2{kMrAvx2, kNrAvx2, pack_weights_avx2, tile_avx2, "avx2"};
-const GemmKernels kAvx512{kMrAvx512, kNrAvx512, pack_weights_avx512, tile_avx512, "avx512"};
+const GemmKernels kAvx2{kMrAvx2, kNrAvx2, 64, pack_weights_avx2, tile_avx2, "avx2"};
+const GemmKernels kAvx512{kMrAvx512, kNrAvx512, 32, pack_weights_avx512, tile_avx512, "avx512"};
 static_assert(kNrAvx2 <= kMaxNr && kNrAvx512 <= kMaxNr);
 
 }  // namespace
@@ -230,6 +234,10 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
   alignas(64) float panel[kGemmDepth * kMaxNr];
   const auto* wp = static_cast<const char*>(w);
   const std::size_t mr = kernels.mr;
+  if (k == 0) {  // empty sums (the loop below would leave y as it was)
+    for (std::size_t m = 0; m < x.rows(); ++m) std::fill(y + m * y_stride + begin, y + m * y_stride + end, 0.0f);
+    return;
+  }
   for (std::size_t j = begin; j < end; j += kernels.nr) {
     if (stop_requested(stop)) return;
     const std::size_t cols = std::min(kernels.nr, end - j);

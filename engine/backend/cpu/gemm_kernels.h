@@ -9,7 +9,7 @@
 // - the weights as panels [kc][nr] of f32 (pack_weights): a block of weight rows transposed and widened once per
 //   product, then read from L1 by every panel of activation rows. bf16 rows are transposed as pairs of values (a
 //   32-bit unit), which halves the shuffles, and widened after;
-// - the activations as panels [k][mr] (pack_activations), once per product for every thread: the broadcasts then
+// - the activations as panels [k][mr] (PackedActivations), once per product for every thread: the broadcasts then
 //   read consecutive floats (mr rows 8 KB apart would share one L1 set).
 // Every output is one chain of fused multiply-adds over k in order, from zero: the same bits from the AVX2 and
 // AVX-512 kernels and from gemm_reference, whatever the blocking, the thread split or the number of rows.
@@ -27,6 +27,11 @@ constexpr std::size_t kGemmDepth = 256;
 
 struct GemmKernels {
   std::size_t mr, nr;  // the register tile: activation rows x weight rows (output columns)
+  // The fewest activation rows for which it beats the dot tiles on bf16 weights, packing included (one thread of
+  // the GPU machine's Xeon, tools/microbench/cpu_gemm.cpp, GFLOP/s dot / packed): AVX-512 at 16 rows 109 / 99
+  // (k = 2,048) and 81 / 89 (6,144), at 32 88 / 110 and 84 / 103; AVX2 at 32 65 / 63 and 64 / 59, at 64 64 / 67
+  // and 60 / 65 (this project's EPYC, AVX2: 75 / 68 at 32, 74 / 77 at 64).
+  std::size_t min_rows;
   // panel [kc][nr] = rows [0, cols) of w (w_stride bytes apart), elements [k0, k0 + kc), widened to f32; the columns
   // past `cols` zero.
   void (*pack_weights)(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t k0,
@@ -38,7 +43,8 @@ struct GemmKernels {
   const char* name;
 };
 
-// The variant of the instruction set dot_kernels() chose; nullptr without AVX2 (the dot tiles serve every product).
+// The variant of the instruction set dot_kernels() chose; nullptr without AVX2, or with the generic kernels forced
+// ($QVL_CPU_KERNELS=generic): the dot tiles then serve every product.
 const GemmKernels* gemm_kernels();
 const GemmKernels* gemm_kernels_avx2();    // nullptr when the processor lacks AVX2/FMA/F16C
 const GemmKernels* gemm_kernels_avx512();  // nullptr when the processor lacks AVX-512F
@@ -59,7 +65,8 @@ private:
 };
 
 // y[m][j] = Σ_k x[m][k] · w[j][k] for the weight rows j in [begin, end) (w_stride bytes apart) and every activation
-// row; `stop` is checked between panels of weight rows (a stopped prefill: y is then garbage).
+// row (k = 0: zeros); `stop` is checked between panels of weight rows (a stopped prefill: y is then garbage). Every
+// weight type is taken; f32 and f16 rows are packed an element at a time, so the products send only bf16 here.
 void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* w,
                std::size_t w_stride, DType type, std::size_t begin, std::size_t end, float* y, std::size_t y_stride,
                const std::atomic<bool>* stop);
