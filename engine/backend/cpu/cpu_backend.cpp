@@ -12,6 +12,7 @@
 #include "backend/cpu/activation_kernels.h"
 #include "backend/cpu/attention_kernels.h"
 #include "backend/cpu/cpu_products.h"
+#include "backend/cpu/gemm_kernels.h"
 #include "backend/cpu/decode_attention.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
@@ -317,6 +318,7 @@ public:
                              .end_key = end, .scale = scale, .out = op, .stop = stop_});
       return;
     }
+    const cpu::GemmKernels* gemm = cpu::gemm_kernels();
     const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
       std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), scores;
@@ -355,9 +357,20 @@ public:
           const float total = kernels.exp_scaled(row + l, std::size_t(u - l), scale, best);
           const float inverse = 1.0f / total;
           for (int64_t t = l; t < u; ++t) row[t] *= inverse;
+          if (gemm) {  // the keys this row does not see weigh nothing in the block's product below
+            std::fill(row + lo, row + l, 0.0f);
+            std::fill(row + u, row + lo + stride, 0.0f);
+            continue;
+          }
           kernels.weighted_rows(row + l, std::size_t(u - l), vp + (l * hkv + kvh) * d, std::size_t(hkv * d), std::size_t(d),
                                 op + ((i0 + r) * hq + h) * d);
         }
+        // The block's probabilities times its values as one product (gemm_kernels.h): each value row is read once
+        // for the block's rows, where a row at a time read all of them per query (784 rows of a head 4 KB apart).
+        if (gemm)
+          cpu::gemm_by_rows(*gemm, cpu::PackedActivations(scores.data(), std::size_t(rows), std::size_t(stride), gemm->mr),
+                            std::size_t(stride), vp + (lo * hkv + kvh) * d, std::size_t(hkv * d), std::size_t(span),
+                            std::size_t(d), op + (i0 * hq + h) * d, std::size_t(hq * d));
       }
     });
   }

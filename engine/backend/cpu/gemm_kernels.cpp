@@ -251,6 +251,32 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
   }
 }
 
+void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const float* b,
+                  std::size_t b_stride, std::size_t b_rows, std::size_t n, float* y, std::size_t y_stride) {
+  alignas(64) float panel[kGemmDepth * kMaxNr];
+  const std::size_t mr = kernels.mr, nr = kernels.nr;
+  if (k == 0) {
+    for (std::size_t m = 0; m < x.rows(); ++m) std::fill(y + m * y_stride, y + m * y_stride + n, 0.0f);
+    return;
+  }
+  for (std::size_t j = 0; j < n; j += nr) {
+    const std::size_t cols = std::min(nr, n - j);
+    for (std::size_t k0 = 0; k0 < k; k0 += kGemmDepth) {
+      const std::size_t kc = std::min(kGemmDepth, k - k0);
+      for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: a copy, no transposition
+        float* out = panel + i * nr;
+        const float* in = b + (k0 + i) * b_stride + j;
+        const std::size_t have = k0 + i < b_rows ? cols : 0;
+        std::copy_n(in, have, out);
+        std::fill(out + have, out + nr, 0.0f);
+      }
+      for (std::size_t p = 0; p < x.panels(); ++p)
+        kernels.tile(x.panel(p) + k0 * mr, panel, kc, y + p * mr * y_stride + j, y_stride,
+                     std::min(mr, x.rows() - p * mr), cols, k0 == 0);
+    }
+  }
+}
+
 void gemm_reference(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride, DType type,
                     std::size_t w_rows, float* y, std::size_t y_stride) {
   for (std::size_t m = 0; m < rows; ++m)
