@@ -265,9 +265,8 @@ void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::s
       const std::size_t kc = std::min(kGemmDepth, k - k0);
       for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: a copy, no transposition
         float* out = panel + i * nr;
-        const float* in = b + (k0 + i) * b_stride + j;
         const std::size_t have = k0 + i < b_rows ? cols : 0;
-        std::copy_n(in, have, out);
+        if (have > 0) std::copy_n(b + (k0 + i) * b_stride + j, have, out);
         std::fill(out + have, out + nr, 0.0f);
       }
       for (std::size_t p = 0; p < x.panels(); ++p)
