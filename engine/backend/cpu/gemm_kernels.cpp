@@ -10,8 +10,7 @@
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu_features.h"
 #include "core/cancel.h"
-#include "core/error.h"
-#include "core/half.h"
+#include "core/tensor.h"
 #include "core/thread_pool.h"
 
 namespace qvl::cpu {
@@ -19,26 +18,16 @@ namespace {
 
 constexpr std::size_t kMaxNr = 32;
 
-float load_weight(const void* row, DType type, std::size_t i) {
-  switch (type) {
-    case DType::F32: return static_cast<const float*>(row)[i];
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(row)[i]);
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(row)[i]);
-    default: fail("linear: weights of type ", dtype_name(type), " are not supported");
-  }
-}
-
-// panel[k][j] for k in [k_begin, k_end) of the panel (elements k0 + k of the rows), one element at a time: the
-// formats without a transposing loop, and the depth the vector loops leave.
+// panel[k][j] for k in [k_begin, k_end) of the panel (elements k0 + k of the rows), a row's segment widened at a time
+// (convert_elements): the formats without a transposing loop, and the depth the vector loops leave.
 void pack_weights_scalar(const void* w, std::size_t w_stride, DType type, std::size_t cols, std::size_t nr,
                          std::size_t k0, std::size_t k_begin, std::size_t k_end, float* panel) {
+  float segment[kGemmDepth];
   for (std::size_t j = 0; j < nr; ++j) {
-    if (j >= cols) {
-      for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = 0.0f;
-      continue;
-    }
-    const void* row = static_cast<const char*>(w) + j * w_stride;
-    for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = load_weight(row, type, k0 + k);
+    if (j < cols)
+      convert_elements(type, static_cast<const char*>(w) + j * w_stride + (k0 + k_begin) * dtype_size(type), DType::F32,
+                       segment, k_end - k_begin);
+    for (std::size_t k = k_begin; k < k_end; ++k) panel[k * nr + j] = j < cols ? segment[k - k_begin] : 0.0f;
   }
 }
 
@@ -207,8 +196,11 @@ const GemmKernels* gemm_kernels_avx2() { return dot_kernels_avx2() ? &kAvx2 : nu
 const GemmKernels* gemm_kernels_avx512() { return dot_kernels_avx512() ? &kAvx512 : nullptr; }
 
 const GemmKernels* gemm_kernels() {
-  const std::string_view isa = dot_kernels().name;
-  return isa == "avx512" ? &kAvx512 : isa == "avx2" ? &kAvx2 : nullptr;
+  static const GemmKernels* const chosen = [] {  // asked by every product: decided once
+    const std::string_view isa = dot_kernels().name;
+    return isa == "avx512" ? &kAvx512 : isa == "avx2" ? &kAvx2 : nullptr;
+  }();
+  return chosen;
 }
 
 PackedActivations::PackedActivations(const float* x, std::size_t rows, std::size_t k, std::size_t mr)
@@ -228,11 +220,14 @@ PackedActivations::PackedActivations(const float* x, std::size_t rows, std::size
   });
 }
 
-void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* w,
-               std::size_t w_stride, DType type, std::size_t begin, std::size_t end, float* y, std::size_t y_stride,
-               const std::atomic<bool>* stop) {
+namespace {
+
+// y[m][j] for j in [begin, end) of every activation row, the panels of weight columns packed by pack(j, cols, k0,
+// kc, panel): the loops gemm_rows and gemm_by_rows share.
+template <typename Pack>
+void product_by_panels(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, std::size_t begin,
+                       std::size_t end, float* y, std::size_t y_stride, const std::atomic<bool>* stop, Pack pack) {
   alignas(64) float panel[kGemmDepth * kMaxNr];
-  const auto* wp = static_cast<const char*>(w);
   const std::size_t mr = kernels.mr;
   if (k == 0) {  // empty sums (the loop below would leave y as it was)
     for (std::size_t m = 0; m < x.rows(); ++m) std::fill(y + m * y_stride + begin, y + m * y_stride + end, 0.0f);
@@ -243,48 +238,51 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
     const std::size_t cols = std::min(kernels.nr, end - j);
     for (std::size_t k0 = 0; k0 < k; k0 += kGemmDepth) {
       const std::size_t kc = std::min(kGemmDepth, k - k0);
-      kernels.pack_weights(wp + j * w_stride, w_stride, type, cols, k0, kc, panel);
+      pack(j, cols, k0, kc, panel);
       for (std::size_t p = 0; p < x.panels(); ++p)
         kernels.tile(x.panel(p) + k0 * mr, panel, kc, y + p * mr * y_stride + j, y_stride,
                      std::min(mr, x.rows() - p * mr), cols, k0 == 0);
     }
   }
+}
+
+}  // namespace
+
+void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* w,
+               std::size_t w_stride, DType type, std::size_t begin, std::size_t end, float* y, std::size_t y_stride,
+               const std::atomic<bool>* stop) {
+  const auto* wp = static_cast<const char*>(w);
+  product_by_panels(kernels, x, k, begin, end, y, y_stride, stop,
+                    [&](std::size_t j, std::size_t cols, std::size_t k0, std::size_t kc, float* panel) {
+                      kernels.pack_weights(wp + j * w_stride, w_stride, type, cols, k0, kc, panel);
+                    });
 }
 
 void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const float* b,
                   std::size_t b_stride, std::size_t b_rows, std::size_t n, float* y, std::size_t y_stride) {
-  alignas(64) float panel[kGemmDepth * kMaxNr];
-  const std::size_t mr = kernels.mr, nr = kernels.nr;
-  if (k == 0) {
-    for (std::size_t m = 0; m < x.rows(); ++m) std::fill(y + m * y_stride, y + m * y_stride + n, 0.0f);
-    return;
-  }
-  for (std::size_t j = 0; j < n; j += nr) {
-    const std::size_t cols = std::min(nr, n - j);
-    for (std::size_t k0 = 0; k0 < k; k0 += kGemmDepth) {
-      const std::size_t kc = std::min(kGemmDepth, k - k0);
-      for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: a copy, no transposition
-        float* out = panel + i * nr;
-        const std::size_t have = k0 + i < b_rows ? cols : 0;
-        if (have > 0) std::copy_n(b + (k0 + i) * b_stride + j, have, out);
-        std::fill(out + have, out + nr, 0.0f);
-      }
-      for (std::size_t p = 0; p < x.panels(); ++p)
-        kernels.tile(x.panel(p) + k0 * mr, panel, kc, y + p * mr * y_stride + j, y_stride,
-                     std::min(mr, x.rows() - p * mr), cols, k0 == 0);
-    }
-  }
+  const std::size_t nr = kernels.nr;
+  product_by_panels(kernels, x, k, 0, n, y, y_stride, nullptr,
+                    [&](std::size_t j, std::size_t cols, std::size_t k0, std::size_t kc, float* panel) {
+                      for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: a copy, no transposition
+                        float* out = panel + i * nr;
+                        const std::size_t have = k0 + i < b_rows ? cols : 0;
+                        if (have > 0) std::copy_n(b + (k0 + i) * b_stride + j, have, out);
+                        std::fill(out + have, out + nr, 0.0f);
+                      }
+                    });
 }
 
 void gemm_reference(const float* x, std::size_t rows, std::size_t k, const void* w, std::size_t w_stride, DType type,
                     std::size_t w_rows, float* y, std::size_t y_stride) {
-  for (std::size_t m = 0; m < rows; ++m)
-    for (std::size_t j = 0; j < w_rows; ++j) {
-      const void* row = static_cast<const char*>(w) + j * w_stride;
+  std::vector<float> row(k);
+  for (std::size_t j = 0; j < w_rows; ++j) {
+    convert_elements(type, static_cast<const char*>(w) + j * w_stride, DType::F32, row.data(), k);
+    for (std::size_t m = 0; m < rows; ++m) {
       float acc = 0.0f;
-      for (std::size_t i = 0; i < k; ++i) acc = std::fma(x[m * k + i], load_weight(row, type, i), acc);
+      for (std::size_t i = 0; i < k; ++i) acc = std::fma(x[m * k + i], row[i], acc);
       y[m * y_stride + j] = acc;
     }
+  }
 }
 
 }  // namespace qvl::cpu

@@ -21,8 +21,7 @@
 
 namespace qvl::cpu {
 
-// The activation rows' depth of a weight panel: 256 x 32 floats (32 KB) stays in L1 while every activation panel
-// reads it.
+// A weight panel's depth (values of k): 256 x 32 floats (32 KB) stay in L1 while every activation panel reads them.
 constexpr std::size_t kGemmDepth = 256;
 
 struct GemmKernels {
