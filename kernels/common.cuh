@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "block_timeline.cuh"
+
 namespace qvl::cuda {
 
 struct CudaError : std::runtime_error {
@@ -38,6 +40,7 @@ namespace qvl::cuda {
 // has run it (it then waits on its own). A recorded CUDA graph must not end with a kernel that did: the copy after
 // the graph read that kernel's output before it was written (barrier.cuh ends the recording).
 __device__ __forceinline__ void allow_next_kernel() {
+  QVL_BLOCK_STAMP(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -46,6 +49,7 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+  QVL_BLOCK_STAMP(1);
 }
 
 template <typename... Params, typename... Args>

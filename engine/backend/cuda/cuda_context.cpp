@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "block_timeline.cuh"
 #include "common.cuh"
 #include "core/error.h"
 #include "fault.cuh"
@@ -17,6 +18,7 @@ CudaContext::CudaContext(int device_index, std::size_t capacity, const std::stri
   if (const char* forced = std::getenv("QVL_CUDA_FAIL_INIT"); forced && *forced)
     fail("CUDA initialisation failed (forced by QVL_CUDA_FAIL_INIT=", forced, ")");
   CUDA_CHECK(cudaSetDevice(device));
+  cuda::block_timeline_start();  // a development tool; nothing unless built with it
   cudaDeviceProp props{};
   CUDA_CHECK(cudaGetDeviceProperties(&props, device));
   // "auto" picks the SM61 profile below compute capability 7.0 (no tensor cores, no bf16).

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Summarises a block timeline (kernels/block_timeline.cuh; a development tool, not part of the product).
+
+Each line of the file is a stamp: "time_ns grid_x grid_y threads what sm block", what 0 when a block started and 1
+when its wait for the kernel before returned. Stamps are grouped into kernel launches by their shape (grid and block
+size; a block index seen twice starts a new launch). A launch's waits return once the launch before it has finished,
+so in a chain of launches that all wait, "time in the chain" of launch i is the first wait of launch i + 1 minus the
+first wait of launch i: what it added to the step, overlap included. Printed: one window of launches as they ran
+(started: first and last block; waited: first and last return), and each shape's median time in the chain.
+"""
+import argparse
+import collections
+import statistics
+
+
+def read_stamps(path):
+    """The file's stamps as (time_ns, shape, what, sm, block), shape = (grid x, grid y, threads)."""
+    stamps = []
+    with open(path) as f:
+        for line in f:
+            t, gx, gy, threads, what, sm, block = map(int, line.split())
+            stamps.append((t, (gx, gy, threads), what, sm, block))
+    return stamps
+
+
+def launches(stamps):
+    """The stamps grouped into launches, each a dict: shape, starts and waits (block -> time), sms; in start order.
+    Launches without a wait stamp (kernels that do not wait) are left out."""
+    opened = {}                                   # shape -> the launch taking new starts
+    pending = collections.defaultdict(list)       # shape -> launches whose blocks may still wait
+    out = []
+    for t, shape, what, sm, block in sorted(stamps):
+        if what == 0:
+            run = opened.get(shape)
+            if run is None or block in run["starts"]:
+                run = {"shape": shape, "starts": {}, "waits": {}, "sms": set(), "sm_of": {}}
+                opened[shape] = run
+                pending[shape].append(run)
+                out.append(run)
+            run["starts"][block] = t
+            run["sm_of"][block] = sm
+            run["sms"].add(sm)
+        else:
+            # The block's latest start on this SM: blocks that return before their wait never stamp it, so the
+            # oldest launch still missing this block's wait may not be the one it came from.
+            candidates = [r for r in pending[shape][-4:] if r["sm_of"].get(block) == sm and block not in r["waits"]]
+            if candidates:
+                max(candidates, key=lambda r: r["starts"][block])["waits"][block] = t
+            del pending[shape][:-8]
+    runs = [r for r in out if r["waits"]]
+    for r in runs:
+        r["first_start"], r["last_start"] = min(r["starts"].values()), max(r["starts"].values())
+        r["first_wait"], r["last_wait"] = min(r["waits"].values()), max(r["waits"].values())
+    runs.sort(key=lambda r: r["first_start"])
+    return runs
+
+
+def chain_times(runs):
+    """Each shape's times in the chain (ns): the next launch's first wait less this launch's."""
+    chain = collections.defaultdict(list)
+    for a, b in zip(runs, runs[1:]):
+        chain[a["shape"]].append(b["first_wait"] - a["first_wait"])
+    return chain
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("timeline")
+    p.add_argument("--window", type=int, default=14, help="launches shown as they ran")
+    p.add_argument("--skip", type=int, default=200, help="launches from the end where the window starts")
+    args = p.parse_args()
+    runs = launches(read_stamps(args.timeline))
+    chain = chain_times(runs)
+    print("%d launches" % len(runs))
+    print("shape (grid x, grid y, threads)     launches   time in the chain: median   p10    p90 (us)")
+    for shape, gaps in sorted(chain.items(), key=lambda kv: -statistics.median(kv[1]) * len(kv[1])):
+        gaps = sorted(gaps)
+        print("%-36s %7d   %8.2f %8.2f %8.2f" % (shape, len(gaps), statistics.median(gaps) / 1e3,
+                                                 gaps[len(gaps) // 10] / 1e3, gaps[len(gaps) * 9 // 10] / 1e3))
+    start = max(0, len(runs) - args.skip)
+    window = runs[start:start + args.window]
+    if window:
+        t0 = window[0]["first_wait"]
+        print("\nA window (us from the first wait shown): started first..last, waited first..last, SMs, blocks")
+        for r in window:
+            print("%-24s start %8.2f .. %8.2f   wait %8.2f .. %8.2f   %3d SMs %5d blocks" % (
+                r["shape"], (r["first_start"] - t0) / 1e3, (r["last_start"] - t0) / 1e3, (r["first_wait"] - t0) / 1e3,
+                (r["last_wait"] - t0) / 1e3, len(r["sms"]), len(r["starts"])))
+
+
+if __name__ == "__main__":
+    main()
