@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Summarises a block timeline (kernels/block_timeline.cuh; a development tool, not part of the product).
 
-Each line of the file is a stamp: "time_ns grid_x grid_y threads what sm block", what 0 when a block started and 1
-when its wait for the kernel before returned. Stamps are grouped into kernel launches by their shape (grid and block
-size; a block index seen twice starts a new launch). A launch's waits return once the launch before it has finished,
-so in a chain of launches that all wait, "time in the chain" of launch i is the first wait of launch i + 1 minus the
-first wait of launch i: what it added to the step, overlap included. Printed: one window of launches as they ran
-(started: first and last block; waited: first and last return), and each shape's median time in the chain.
+Each line of the file is a stamp, in the order the GPU took their slots: "time_ns grid_id grid_x grid_y threads what
+sm block", what 0 when a block started (reached allow_next_kernel) and 1 when its wait for the kernel before
+returned; grid_id (%gridid) tells the launches apart. A launch's waits return once the launch before it has
+finished, so in a chain of launches that all wait, "time in the chain" of launch i is the first wait of launch i + 1
+minus the first wait of launch i: what it added to the step, overlap included. Launches that stamp no start (a
+kernel that only waits) or no wait are left out. Printed: one window of launches as they ran (started: first and
+last block; waited: first and last return), and each shape's (grid and block size) median time in the chain.
 """
 import argparse
 import collections
@@ -14,40 +15,26 @@ import statistics
 
 
 def read_stamps(path):
-    """The file's stamps as (time_ns, shape, what, sm, block), shape = (grid x, grid y, threads)."""
+    """The file's stamps as (time_ns, grid_id, shape, what, sm, block), shape = (grid x, grid y, threads)."""
     stamps = []
     with open(path) as f:
         for line in f:
-            t, gx, gy, threads, what, sm, block = map(int, line.split())
-            stamps.append((t, (gx, gy, threads), what, sm, block))
+            t, grid, gx, gy, threads, what, sm, block = map(int, line.split())
+            stamps.append((t, grid, (gx, gy, threads), what, sm, block))
     return stamps
 
 
 def launches(stamps):
-    """The stamps grouped into launches, each a dict: shape, starts and waits (block -> time), sms; in start order.
-    Launches without a wait stamp (kernels that do not wait) are left out."""
-    opened = {}                                   # shape -> the launch taking new starts
-    pending = collections.defaultdict(list)       # shape -> launches whose blocks may still wait
-    out = []
-    for t, shape, what, sm, block in sorted(stamps):
+    """The stamps grouped into launches, each a dict: shape, starts and waits (block -> time), sms; in start order."""
+    by_grid = {}
+    for t, grid, shape, what, sm, block in stamps:
+        run = by_grid.setdefault(grid, {"shape": shape, "starts": {}, "waits": {}, "sms": set()})
         if what == 0:
-            run = opened.get(shape)
-            if run is None or block in run["starts"]:
-                run = {"shape": shape, "starts": {}, "waits": {}, "sms": set(), "sm_of": {}}
-                opened[shape] = run
-                pending[shape].append(run)
-                out.append(run)
             run["starts"][block] = t
-            run["sm_of"][block] = sm
             run["sms"].add(sm)
         else:
-            # The block's latest start on this SM: blocks that return before their wait never stamp it, so the
-            # oldest launch still missing this block's wait may not be the one it came from.
-            candidates = [r for r in pending[shape][-4:] if r["sm_of"].get(block) == sm and block not in r["waits"]]
-            if candidates:
-                max(candidates, key=lambda r: r["starts"][block])["waits"][block] = t
-            del pending[shape][:-8]
-    runs = [r for r in out if r["waits"]]
+            run["waits"][block] = t
+    runs = [r for r in by_grid.values() if r["starts"] and r["waits"]]
     for r in runs:
         r["first_start"], r["last_start"] = min(r["starts"].values()), max(r["starts"].values())
         r["first_wait"], r["last_wait"] = min(r["waits"].values()), max(r["waits"].values())

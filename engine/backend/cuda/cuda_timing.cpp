@@ -16,12 +16,12 @@ CudaEventTimer::~CudaEventTimer() {
 
 void CudaEventTimer::set_sink(KernelTimingSink* sink) {
   collect(true);
-  cuda::block_timeline_pause(sink != nullptr);  // a development tool (block_timeline.cuh); nothing unless built with it
   if (sink) {  // everything that can fail before the sink is taken: a failure leaves timing as it was
     if (!reference_) CUDA_CHECK(cudaEventCreate(&reference_));
     CUDA_CHECK(cudaEventRecord(reference_, stream_));  // GPU time zero = the sink's clock now
     reference_ms_ = sink->now_ms();
   }
+  cuda::block_timeline_pause(sink != nullptr, stream_);  // a development tool (block_timeline.cuh): else nothing
   sink_ = sink;
 }
 
