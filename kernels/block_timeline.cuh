@@ -9,8 +9,6 @@
 // tools/trace/block_timeline_summary.py.
 #include <cuda_runtime.h>
 
-#include <cstdint>
-
 namespace qvl::cuda {
 
 // Starts recording where the build has the tool and $QVL_BLOCK_TIMELINE is set (after the device is chosen).
