@@ -2,7 +2,7 @@
 // The decode GEMV kernel, shared by the plain projection (gemv.cu), the fused q+k+v projection (gemv_qkv.cu) and the
 // fused SwiGLU projection (gemv_swiglu.cu): M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K
 // FLOPs), so it aims at the DRAM roofline. One warp per output row (two for few, long rows), 8 warps a block; a
-// lane issues all the 16-byte weight loads of a batch (8 vectors, 4 per matrix when gated) before it uses the first,
+// lane issues all the 16-byte weight loads of a batch (8 vectors of each matrix) before it uses the first,
 // and reads the activations as float4 (scalar loads of x were 8 L1 wavefronts per 16 weight bytes: the kernel
 // topped out near 2 TB/s on L1 throughput, even on the 622 MB output head).
 // - Gated: a warp streams the same row of gate and up; silu(gate) ⊙ up is applied before anything leaves registers.
@@ -56,13 +56,23 @@ struct GemvParts {
 // interleave by vector.
 inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) { return rows <= 4096 && k >= 2 * 32 * 8 * vec ? 2 : 1; }
 
+// Blocks an SM the kernel is compiled for: 4 at 64 registers a thread (32 warps), where a lane holds one batch of 8
+// vectors; 2 for the gated kernel, whose lane holds 8 vectors of each matrix (~95 registers; at 3 blocks, 85
+// registers, it spilled 308 bytes). With 4 vectors of each a lane (4 blocks) a 2,048-wide row took two trips to DRAM
+// with the sums between them; in one trip the 2B's gate/up went 24.2 -> 22.2 us a layer in the decode graph (block
+// timeline, H100, 4,096 tokens of context) and its decode gained 1-2% (docs/performance.md).
+template <GemvEpilogue E>
+constexpr int gemv_blocks_per_sm() {
+  return E == GemvEpilogue::SwiGlu ? 2 : 4;
+}
+
 template <typename W, int M, GemvEpilogue E, bool kNormed, int kSplit>
-__global__ void __launch_bounds__(kGemvThreads, 4)  // 64 registers: 4 blocks, 32 warps an SM
+__global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
     gemv_kernel(const float* __restrict__ x, GemvParts parts, const W* __restrict__ up, WeightType bias_type, int64_t k,
                 GemvNorm norm, bool overlapped) {
   constexpr bool kGated = E == GemvEpilogue::SwiGlu;
-  // 8 loads of 16 bytes in flight per lane at M = 1; more rows of x take more registers a load (64 is the cap).
-  constexpr int kVec = Vec16<W>::kCount, kBatch = (kGated ? 4 : 8) / M > 0 ? (kGated ? 4 : 8) / M : 1;
+  // 8 loads of 16 bytes a matrix in flight per lane at M = 1; more rows of x take more registers a load.
+  constexpr int kVec = Vec16<W>::kCount, kBatch = 8 / M;
   extern __shared__ float4 normed_x[];
   __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums, merged by the row's first warp
   const int warp = threadIdx.x / 32, half = warp % kSplit;
