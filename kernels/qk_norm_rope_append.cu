@@ -49,25 +49,32 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
-  const float a = t < half ? x[t] : 0.0f, b = t < half ? x[t + half] : 0.0f;
-  const float inv = rsqrtf(sum_of_squares<kThreads>(a, b, half) / float(d) + eps);
-  if (t >= half) return;
-  const float na = load_weight(w, wt, t) * (a * inv), nb = load_weight(w, wt, t + half) * (b * inv);
+  // Every load the block makes, issued together: the row, its norm weights, the angles, v and the cache row (the
+  // weights and the angles waited for the norm's barriers, then v for the rotation: three trips to L2 in a row).
+  const bool pair = t < half, append = pair && !is_q;
   const float* c = cos + s * d;
   const float* sn = sin + s * d;
+  const float* vs = append ? v + (s * hkv + kv_head) * d : v;
+  const float a = pair ? x[t] : 0.0f, b = pair ? x[t + half] : 0.0f;
+  const float wa = pair ? load_weight(w, wt, t) : 0.0f, wb = pair ? load_weight(w, wt, t + half) : 0.0f;
+  const float ca = pair ? c[t] : 0.0f, sa = pair ? sn[t] : 0.0f, cb = pair ? c[t + half] : 0.0f,
+              sb = pair ? sn[t + half] : 0.0f;
+  const float va = append ? vs[t] : 0.0f, vb = append ? vs[t + half] : 0.0f;
+  const int64_t at = append ? (row_on_device ? *row_on_device : row) + s : 0;
+  const float inv = rsqrtf(sum_of_squares<kThreads>(a, b, half) / float(d) + eps);
+  if (!pair) return;
+  const float na = wa * (a * inv), nb = wb * (b * inv);
   float ra, rb;
-  rope_rotate(na, nb, c[t], sn[t], c[t + half], sn[t + half], ra, rb);
+  rope_rotate(na, nb, ca, sa, cb, sb, ra, rb);
   x[t] = ra;
   x[t + half] = rb;
   if (is_q) return;
-  const int64_t at = (row_on_device ? *row_on_device : row) + s;
   KV* ck = cache_k + (at * hkv + kv_head) * d;
   KV* cv = cache_v + (at * hkv + kv_head) * d;
-  const float* vs = v + (s * hkv + kv_head) * d;
   store_kv(ck + t, ra);
   store_kv(ck + t + half, rb);
-  store_kv(cv + t, vs[t]);
-  store_kv(cv + t + half, vs[t + half]);
+  store_kv(cv + t, va);
+  store_kv(cv + t + half, vb);
 }
 
 // Heads of D = 32·kPerLane (64, 128, 256): a warp a (token, head), eight a block. Lane l holds elements l + 32·j;
