@@ -51,10 +51,15 @@ struct GemvParts {
   }
 };
 
-// Warps a row of a plain projection: 2 for few, long rows (the 2B model's down projection, 2048 rows of 6144: one
-// warp a row left half the warp slots empty and each warp three batches deep), else 1. The two halves of a row
-// interleave by vector.
-inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) { return rows <= 4096 && k >= 2 * 32 * 8 * vec ? 2 : 1; }
+// Warps a row of a plain projection: for few, long rows, enough that a lane's share of its row is about one batch:
+// 2 up to 2 batches a row, else 4 (the 2B model's down projection, 2048 rows of 6144: one warp a row left half the
+// warp slots empty and each warp three batches deep; two took two trips to DRAM, 8 vectors and 4, with the sums
+// between); 1 for the rest. The warps of a row interleave by vector.
+inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) {
+  const int64_t batch = 32 * 8 * int64_t(vec);  // a warp's elements of a row in one batch
+  if (rows > 4096 || k < 2 * batch) return 1;
+  return k <= 2 * batch ? 2 : 4;
+}
 
 // Blocks an SM the kernel is compiled for: 4 at 64 registers a thread (32 warps), where a lane holds one batch of 8
 // vectors; 2 for the gated kernel, whose lane holds 8 vectors of each matrix (~95 registers; at 3 blocks, 85
@@ -74,7 +79,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   // 8 loads of 16 bytes a matrix in flight per lane at M = 1; more rows of x take more registers a load.
   constexpr int kVec = Vec16<W>::kCount, kBatch = 8 / M;
   extern __shared__ float4 normed_x[];
-  __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums, merged by the row's first warp
+  __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums (and gate's, up's), merged by its first
   const int warp = threadIdx.x / 32, half = warp % kSplit;
   int64_t row = int64_t(blockIdx.x) * (kGemvWarps / kSplit) + warp / kSplit;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
@@ -149,12 +154,13 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   }
   float sum0[M], sum1[M];
   for (int m = 0; m < M; ++m) sum0[m] = warp_sum(acc0[m]), sum1[m] = kGated ? warp_sum(acc1[m]) : 0.0f;
-  if constexpr (kSplit > 1) {  // the row's second warp hands its sums to the first
+  if constexpr (kSplit > 1) {  // the row's other warps hand their sums to its first, added in the warps' order
     if (lane == 0)
       for (int m = 0; m < M; ++m) halves[warp][0][m] = sum0[m], halves[warp][1][m] = sum1[m];
     __syncthreads();
     if (half != 0) return;
-    for (int m = 0; m < M; ++m) sum0[m] += halves[warp + 1][0][m], sum1[m] += halves[warp + 1][1][m];
+    for (int h = 1; h < kSplit; ++h)
+      for (int m = 0; m < M; ++m) sum0[m] += halves[warp + h][0][m], sum1[m] += halves[warp + h][1][m];
   }
   if (!active || lane != 0) return;
   const int64_t n = part.n;
@@ -196,8 +202,11 @@ void launch_gemv_typed(const float* x, const GemvParts& parts, const void* up, W
                        int64_t k, const GemvNorm& norm, bool overlap, cudaStream_t stream) {
   const auto* b = static_cast<const W*>(up);
   constexpr bool kPlain = !kNormed && E != GemvEpilogue::SwiGlu;
-  if (kPlain && gemv_warps_per_row(parts.rows(), k, Vec16<W>::kCount) == 2)
-    return launch_gemv_split<W, E, kNormed, kPlain ? 2 : 1>(x, parts, b, bias_type, m, k, norm, overlap, stream);
+  if constexpr (kPlain) {
+    const int split = gemv_warps_per_row(parts.rows(), k, Vec16<W>::kCount);
+    if (split == 4) return launch_gemv_split<W, E, kNormed, 4>(x, parts, b, bias_type, m, k, norm, overlap, stream);
+    if (split == 2) return launch_gemv_split<W, E, kNormed, 2>(x, parts, b, bias_type, m, k, norm, overlap, stream);
+  }
   launch_gemv_split<W, E, kNormed, 1>(x, parts, b, bias_type, m, k, norm, overlap, stream);
 }
 
