@@ -158,11 +158,14 @@ struct Runner {
   }
 
   void linear() {
+    // Decode rows take the GEMV with a warp a row, or (few rows of at least two batches a lane) two or four warps a
+    // row: {1, 300, 2048} f32 takes two, {1, 2048, 6144} (the 2B's down projection) and {3, 96, 5000} four.
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},      {1, 37, 129},   {3, 64, 64},
                                                               {4, 64, 1032},  {2, 48, 512},   {1, 300, 2048},
                                                               {5, 100, 33},   {9, 100, 33},   {17, 256, 1024},
-                                                              {64, 128, 256}, {130, 300, 520}, {300, 1024, 2048}}) {
+                                                              {64, 128, 256}, {130, 300, 520}, {300, 1024, 2048},
+                                                              {1, 2048, 6144}, {3, 96, 5000}}) {
         const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
         const LinearWeights host = LinearWeights::of(w, b), wg = on_gpu(w, &b);
         Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
