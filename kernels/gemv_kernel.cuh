@@ -1,8 +1,8 @@
 #pragma once
 // The decode GEMV kernel, shared by the plain projection (gemv.cu), the fused q+k+v projection (gemv_qkv.cu) and the
 // fused SwiGLU projection (gemv_swiglu.cu): M <= 4 activation rows, memory-bound (N·K·sizeof(w) bytes for 2·M·N·K
-// FLOPs), so it aims at the DRAM roofline. One warp per output row (two for few, long rows), 8 warps a block; a
-// lane issues all the 16-byte weight loads of a batch (8 vectors of each matrix) before it uses the first,
+// FLOPs), so it aims at the DRAM roofline. One warp per output row (two or four for few, long rows), 8 warps a
+// block; a lane issues all the 16-byte weight loads of a batch (8 vectors of each matrix) before it uses the first,
 // and reads the activations as float4 (scalar loads of x were 8 L1 wavefronts per 16 weight bytes: the kernel
 // topped out near 2 TB/s on L1 throughput, even on the 622 MB output head).
 // - Gated: a warp streams the same row of gate and up; silu(gate) ⊙ up is applied before anything leaves registers.
@@ -51,13 +51,13 @@ struct GemvParts {
   }
 };
 
-// Warps a row of a plain projection: for few, long rows, enough that a lane's share of its row is about one batch:
-// 2 up to 2 batches a row, else 4 (the 2B model's down projection, 2048 rows of 6144: one warp a row left half the
-// warp slots empty and each warp three batches deep; two took two trips to DRAM, 8 vectors and 4, with the sums
-// between); 1 for the rest. The warps of a row interleave by vector.
+// Warps a row of a plain projection: for few rows (up to 4,096), enough that a lane's share of its row is one batch
+// where four warps can make it so: 1 up to a batch a row, 2 up to two, else 4 (the 2B model's down projection, 2048
+// rows of 6144: one warp a row left half the warp slots empty and each warp three batches deep; two took two trips to
+// DRAM, 8 vectors and 4, with the sums between); 1 for many rows. The warps of a row interleave by vector.
 inline int gemv_warps_per_row(int64_t rows, int64_t k, int vec) {
-  const int64_t batch = 32 * 8 * int64_t(vec);  // a warp's elements of a row in one batch
-  if (rows > 4096 || k < 2 * batch) return 1;
+  const int64_t batch = 32 * 8 * int64_t(vec);  // a warp's elements of a row in one batch (M = 1)
+  if (rows > 4096 || k <= batch) return 1;
   return k <= 2 * batch ? 2 : 4;
 }
 
@@ -79,7 +79,8 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   // 8 loads of 16 bytes a matrix in flight per lane at M = 1; more rows of x take more registers a load.
   constexpr int kVec = Vec16<W>::kCount, kBatch = 8 / M;
   extern __shared__ float4 normed_x[];
-  __shared__ float halves[kGemvWarps][2][M];  // split rows: each warp's sums (and gate's, up's), merged by its first
+  static_assert(kSplit == 1 || !kGated, "split rows are plain projections'");
+  __shared__ float split_sums[kGemvWarps][M];  // split rows: each warp's sums, added up by the row's first warp
   const int warp = threadIdx.x / 32, half = warp % kSplit;
   int64_t row = int64_t(blockIdx.x) * (kGemvWarps / kSplit) + warp / kSplit;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
@@ -156,11 +157,11 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   for (int m = 0; m < M; ++m) sum0[m] = warp_sum(acc0[m]), sum1[m] = kGated ? warp_sum(acc1[m]) : 0.0f;
   if constexpr (kSplit > 1) {  // the row's other warps hand their sums to its first, added in the warps' order
     if (lane == 0)
-      for (int m = 0; m < M; ++m) halves[warp][0][m] = sum0[m], halves[warp][1][m] = sum1[m];
+      for (int m = 0; m < M; ++m) split_sums[warp][m] = sum0[m];
     __syncthreads();
     if (half != 0) return;
     for (int h = 1; h < kSplit; ++h)
-      for (int m = 0; m < M; ++m) sum0[m] += halves[warp + h][0][m], sum1[m] += halves[warp + h][1][m];
+      for (int m = 0; m < M; ++m) sum0[m] += split_sums[warp + h][m];
   }
   if (!active || lane != 0) return;
   const int64_t n = part.n;

@@ -49,7 +49,7 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   float* x = is_q ? q + (s * hq + head) * d : k + (s * hkv + kv_head) * d;
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
-  // Every load the block makes, issued together: the row, its norm weights, the angles, v and the cache row (the
+  // Every load the block makes, issued together: the row, its norm weights, the angles, v and the cache position (the
   // weights and the angles waited for the norm's barriers, then v for the rotation: three trips to L2 in a row).
   const bool pair = t < half, append = pair && !is_q;
   const float* c = cos + s * d;

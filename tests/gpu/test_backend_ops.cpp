@@ -158,14 +158,16 @@ struct Runner {
   }
 
   void linear() {
-    // Decode rows take the GEMV with a warp a row, or (few rows of at least two batches a lane) two or four warps a
-    // row: {1, 300, 2048} f32 takes two, {1, 2048, 6144} (the 2B's down projection) and {3, 96, 5000} four.
+    // Decode rows take the GEMV with a warp a row, or (few rows longer than a batch a lane) two or four warps a row:
+    // {4, 64, 1032} f32 and {1, 64, 4096} take two, {1, 2048, 6144} (the 2B's down projection), {3, 96, 5000},
+    // {2, 101, 5000} and {1, 37, 6144} (an odd row count: the last block's second row empty) four.
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{1, 1, 1},      {1, 37, 129},   {3, 64, 64},
                                                               {4, 64, 1032},  {2, 48, 512},   {1, 300, 2048},
                                                               {5, 100, 33},   {9, 100, 33},   {17, 256, 1024},
                                                               {64, 128, 256}, {130, 300, 520}, {300, 1024, 2048},
-                                                              {1, 2048, 6144}, {3, 96, 5000}}) {
+                                                              {1, 2048, 6144}, {3, 96, 5000},  {2, 101, 5000},
+                                                              {1, 37, 6144},  {1, 64, 4096}}) {
         const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), b = random({n}, wt);
         const LinearWeights host = LinearWeights::of(w, b), wg = on_gpu(w, &b);
         Tensor y_cpu = cpu.alloc({m, n}), y_gpu = gpu.alloc({m, n});
