@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   extern __shared__ float4 normed_x[];
   static_assert(kSplit == 1 || !kGated, "split rows are plain projections'");
   __shared__ float split_sums[kGemvWarps][M];  // split rows: each warp's sums, added up by the row's first warp
-  const int warp = threadIdx.x / 32, half = warp % kSplit;
+  const int warp = threadIdx.x / 32, slice = warp % kSplit;  // which of its row's kSplit warps
   int64_t row = int64_t(blockIdx.x) * (kGemvWarps / kSplit) + warp / kSplit;
   // The part this row belongs to (unrolled: a dynamic index into the parameter struct would copy it to local memory).
   GemvPart part = parts.part[0];
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
   const W* r1 = kGated ? up + (active ? row : 0) * k : nullptr;
   // Offsets along the row in int (a row is far below 2^31 elements): fewer registers than 64-bit ones.
   const int kk = int(k), stride = 32 * kVec * kSplit;  // between a lane's vectors
-  const int first = (lane + 32 * half) * kVec, step = stride * kBatch;
+  const int first = (lane + 32 * slice) * kVec, step = stride * kBatch;
   uint4 wa[kBatch], wb[kBatch];
   const auto load_batch = [&](int base) {
 #pragma unroll
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
     if (lane == 0)
       for (int m = 0; m < M; ++m) split_sums[warp][m] = sum0[m];
     __syncthreads();
-    if (half != 0) return;
+    if (slice != 0) return;
     for (int h = 1; h < kSplit; ++h)
       for (int m = 0; m < M; ++m) sum0[m] += split_sums[warp + h][m];
   }
