@@ -113,6 +113,22 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) 
   std::rethrow_exception(failure);
 }
 
+void ThreadPool::parallel_chunks(std::size_t n, std::size_t chunk, const Task& fn) {
+  chunk = std::max<std::size_t>(1, chunk);
+  const std::size_t chunks = (n + chunk - 1) / chunk;
+  if (chunks <= 1) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  // One parallel_for item a thread (or all of them on the caller, where the loop runs alone): each takes chunks
+  // until none is left.
+  parallel_for(std::min(chunks, std::size_t(size())), 1, [&](std::size_t, std::size_t) {
+    for (std::size_t begin; (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < n;)
+      fn(begin, std::min(n, begin + chunk));
+  });
+}
+
 void ThreadPool::run_chunk(const Task& fn, std::size_t begin, std::size_t end) {
   try {
     fn(begin, end);

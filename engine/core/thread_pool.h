@@ -1,6 +1,7 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into contiguous chunks, one
-// per thread (the caller takes the first), so each thread streams its own slice of a weight matrix.
+// per thread (the caller takes the first), so each thread streams its own slice of a weight matrix; parallel_chunks
+// hands out smaller chunks from a counter, so a thread that runs ahead takes more.
 //
 // A decode step runs ~600 short parallel loops, so handing a loop over must cost a few hundred nanoseconds, not
 // microseconds. Waking a sleeping thread costs tens of microseconds (measured as ~15% of a 2B decode step), so
@@ -35,6 +36,12 @@ public:
   // A chunk that throws (on any thread) fails the loop: the first exception is rethrown here once every chunk has
   // finished.
   void parallel_for(std::size_t n, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
+  // Runs fn(begin, end) over [0, n) in chunks of `chunk` items (the last one shorter), each taken from a shared
+  // counter by whichever thread is free: a loop ends when its last chunk does, not when its slowest thread's fixed
+  // share does. For loops whose threads run at uneven speeds (a virtual machine's cores, memory-bound streams that
+  // share the memory unevenly). One chunk runs on the caller alone; otherwise as parallel_for (a second caller, a
+  // throwing chunk).
+  void parallel_chunks(std::size_t n, std::size_t chunk, const std::function<void(std::size_t, std::size_t)>& fn);
 
   // The process-wide pool, sized to the machine ($QVL_THREADS overrides).
   static ThreadPool& global();

@@ -1,10 +1,13 @@
 // The thread pool runs every index of every loop exactly once, whatever mix of loop sizes follows (workers that sit
 // out a small loop must not replay a later one), a second caller runs its loop on its own thread, and a chunk's
-// exception reaches the caller.
+// exception reaches the caller. parallel_chunks also cuts the loop as asked and lets the free threads take a slow
+// one's share.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -69,6 +72,62 @@ TEST(ThreadPool, AChunkThatThrowsFailsItsLoopOnceEveryChunkHasFinished) {
   std::atomic<int> total{0};
   pool.parallel_for(100, 1, [&](std::size_t begin, std::size_t end) { total += int(end - begin); });
   EXPECT_EQ(total.load(), 100);
+}
+
+TEST(ThreadPool, ParallelChunksRunsEveryIndexOnceInChunksOfTheGivenSize) {
+  ThreadPool pool(16);
+  std::vector<std::atomic<int>> counts(300);
+  for (int iter = 0; iter < 600; ++iter) {
+    const std::size_t n = std::size_t(iter % 300), chunk = std::size_t(1 + iter % 37);
+    for (std::size_t i = 0; i < n; ++i) counts[i] = 0;
+    std::atomic<bool> misshapen{false};
+    pool.parallel_chunks(n, chunk, [&](std::size_t begin, std::size_t end) {
+      if (begin % chunk != 0 || end != std::min(n, begin + chunk)) misshapen = true;
+      for (std::size_t i = begin; i < end; ++i) counts[i].fetch_add(1);
+    });
+    ASSERT_FALSE(misshapen.load()) << "loop " << iter << ": a chunk not [c·" << chunk << ", c·" << chunk << " + " << chunk << ")";
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(counts[i].load(), 1) << "loop " << iter << " index " << i << " of " << n;
+  }
+}
+
+// parallel_for would give the thread that stalls on its first chunk a quarter of the loop; here the other three take
+// everything else while it sleeps.
+TEST(ThreadPool, ParallelChunksLetsTheFreeThreadsTakeASlowThreadsShare) {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::map<std::thread::id, int> chunks_by_thread;
+  std::thread::id slow;
+  pool.parallel_chunks(40, 1, [&](std::size_t begin, std::size_t) {
+    {
+      std::lock_guard lock(mutex);
+      ++chunks_by_thread[std::this_thread::get_id()];
+      if (begin == 0) slow = std::this_thread::get_id();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 300 : 1));
+  });
+  int total = 0;
+  for (const auto& [id, count] : chunks_by_thread) total += count;
+  EXPECT_EQ(total, 40);
+  EXPECT_EQ(chunks_by_thread[slow], 1);
+}
+
+// Inside a chunk of another loop, or with one chunk, the loop runs on the calling thread, whole.
+TEST(ThreadPool, ParallelChunksRunsAloneWhereParallelForWould) {
+  ThreadPool pool(4);
+  std::atomic<long> inner{0};
+  std::atomic<bool> elsewhere{false};
+  pool.parallel_for(4, 1, [&](std::size_t, std::size_t) {
+    const auto caller = std::this_thread::get_id();
+    pool.parallel_chunks(50, 7, [&](std::size_t begin, std::size_t end) {
+      inner += long(end - begin);
+      if (std::this_thread::get_id() != caller) elsewhere = true;
+    });
+  });
+  EXPECT_EQ(inner.load(), 4L * 50);
+  EXPECT_FALSE(elsewhere.load());
+  std::vector<std::pair<std::size_t, std::size_t>> calls;
+  pool.parallel_chunks(5, 8, [&](std::size_t begin, std::size_t end) { calls.emplace_back(begin, end); });
+  EXPECT_EQ(calls, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 5}}));
 }
 
 }  // namespace

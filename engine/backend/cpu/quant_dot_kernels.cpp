@@ -64,12 +64,18 @@ void dot_generic(const QuantDot& a) {
 // ---- AVX2 (+ F16C for the scales) -----------------------------------------------------------------------------------
 QVL_AVX2_F16C inline float scale_f16c(const QuantDot& a, std::size_t b) { return _cvtsh_ss(a.w_scales[b >> a.group_shift]); }
 
+// How far ahead of its reads a decode loop asks for the weights. On the GPU machine's Xeon (2B q8, medians of three
+// rounds, one call) 4 KB against 1 KB: 19.5 against 18.7 tokens/s at 4 threads, 45.2 against 42.0 at 16; 8 KB was
+// slower; none at all (fixed row shares) 13.6 against 16.9 at 4 threads: the hardware prefetchers alone leave a core
+// short of loads in flight. q4 (VNNI there) no different. docs/quantization.md has the rounds.
+constexpr std::size_t kPrefetchAhead = 4096;
+
 // Blocks b .. b + 8's weight scales widened at once (groups of 32: eight consecutive f16s; larger groups: each
-// block's gathered), and the weight stream of those blocks prefetched 1 KB ahead: the start of an 8-block step of
-// the AVX2 and VNNI loops.
+// block's gathered), and the weight stream of those blocks prefetched kPrefetchAhead ahead: the start of an 8-block
+// step of the AVX2 and VNNI loops.
 QVL_AVX2_F16C inline __m256 eight_block_scales(const QuantDot& a, std::size_t b, std::size_t block_bytes) {
   for (std::size_t line = 0; line < 8 * block_bytes; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + 1024 + line, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + kPrefetchAhead + line, _MM_HINT_T0);
   const uint16_t* ws = a.w_scales;
   const int g = a.group_shift;
   return _mm256_cvtph_ps(g == 0 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b))
@@ -179,7 +185,7 @@ QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
                                    acc[j & 1]);
   }
   for (; b < a.blocks; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + 1024, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + kPrefetchAhead, _MM_HINT_T0);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(scale_f16c(a, b) * xs[b]),
                                  Blocks::products(Blocks::load(a.w, b), a.x + (first + b) * kBlock, a.x_sums, first + b),
                                  acc[b & 1]);
