@@ -189,18 +189,19 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
   if (!cpu::quant_dot_kernels_avx512_vnni()) std::printf("this processor has no AVX-512 VNNI: that variant was not compared\n");
 }
 
-// A decode product reads each thread's rows in order or as runs of windows (cpu_products.h, DecodeReadOrder): over a
-// matrix wide enough for every thread's slice to hold two windows (4 runs of 64 KB: 2,048 rows of 128 bytes for q4,
-// 1,024 of 256 for q8) and a leftover cut in runs of its own, both orders give every row its own dot, in its own
-// place, with the same bits (the reference catches a row missed or written to another's place; one computed twice
-// would pass unseen).
+// A decode product hands its rows out in chunks of 64 (cpu_products.cpp), each read in order or as runs of windows
+// (cpu_products.h, DecodeReadOrder): with k = 8,192 a chunk holds two windows of q8 (4 runs of 8 rows of 8 KB) or one
+// of q4 (4 runs of 16 rows of 4 KB), and the last chunk, 3 rows, is cut in runs of its own. Both orders give every
+// row its own dot, in its own place, with the same bits (the reference catches a row missed or written to another's
+// place; one computed twice would pass unseen).
 TEST(QuantDotKernels, ADecodeOverAWideMatrixGivesEveryRowItsDotInEitherReadOrder) {
   const auto be = make_cpu_backend();
   const cpu::DecodeReadOrder chosen = cpu::decode_read_order();
-  const int64_t rows = int64_t(ThreadPool::global().size()) * 4200 + 3;
+  constexpr int64_t k = 8192;
+  const int64_t rows = int64_t(ThreadPool::global().size()) * 256 + 3;  // four chunks a thread, and a part
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
-    const Tensor x = test::random_normal({1, 256}, 11);
-    const LinearWeights w = quantize_matrix(test::random_normal({rows, 256}, 12), f, 32, "w");
+    const Tensor x = test::random_normal({1, k}, 11);
+    const LinearWeights w = quantize_matrix(test::random_normal({rows, k}, 12), f, 32, "w");
     const std::vector<double> want = reference(x, w);
     double scale = 0;
     for (double v : want) scale = std::max(scale, std::fabs(v));
@@ -210,7 +211,8 @@ TEST(QuantDotKernels, ADecodeOverAWideMatrixGivesEveryRowItsDotInEitherReadOrder
       got.push_back(be->alloc({1, rows}));
       be->linear(x, w, got.back());
       for (std::size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got.back().data<float>()[i], want[i], 2e-6 * scale * 16) << format_traits(f).name << " row " << i;
+        ASSERT_NEAR(got.back().data<float>()[i], want[i], 2e-6 * scale * std::sqrt(double(k)))
+            << format_traits(f).name << " row " << i;
     }
     EXPECT_EQ(std::memcmp(got[0].raw(), got[1].raw(), got[0].nbytes()), 0) << format_traits(f).name;
   }

@@ -45,6 +45,18 @@ class BlockTimelineSummary(unittest.TestCase):
         runs = summary.launches(stamps)
         self.assertEqual([(r["first_wait"], r["last_wait"]) for r in runs], [(200, 210), (400, 410)])
 
+    def test_a_graph_replayed_is_one_launch_a_replay(self):
+        # Grid ids 31 and 32 are a recorded graph's two kernel nodes, replayed twice: four launches in all, each
+        # with its own blocks' times and SMs.
+        stamps = [(0, 31, A, 0, 0, 0), (10, 31, A, 0, 1, 1), (100, 32, B, 0, 2, 0), (200, 31, A, 1, 0, 0),
+                  (210, 31, A, 1, 1, 1), (500, 32, B, 1, 2, 0),
+                  (1000, 31, A, 0, 5, 0), (1010, 31, A, 0, 6, 1), (1100, 32, B, 0, 7, 0), (1300, 31, A, 1, 5, 0),
+                  (1310, 31, A, 1, 6, 1), (1700, 32, B, 1, 7, 0)]
+        runs = summary.launches(stamps)
+        self.assertEqual([(r["shape"], r["first_wait"]) for r in runs], [(A, 200), (B, 500), (A, 1300), (B, 1700)])
+        self.assertEqual([r["sms"] for r in runs], [{0, 1}, {2}, {5, 6}, {7}])
+        self.assertEqual(summary.chain_times(runs)[A], [300, 400])
+
     def test_chain_time_is_the_next_launchs_first_wait_less_this_ones(self):
         chain = summary.chain_times(summary.launches(STAMPS))
         self.assertEqual(chain[A], [4000, 8000])

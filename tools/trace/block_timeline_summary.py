@@ -3,7 +3,8 @@
 
 Each line of the file is a stamp, in the order the GPU took their slots: "time_ns grid_id grid_x grid_y threads what
 sm block", what 0 when a block started (reached allow_next_kernel) and 1 when its wait for the kernel before
-returned; grid_id (%gridid) tells the launches apart. A launch's waits return once the launch before it has
+returned; grid_id (%gridid) tells the launches apart (a graph's replays of one kernel node share it: the n-th stamp
+of a block is its n-th launch's). A launch's waits return once the launch before it has
 finished, so in a chain of launches that all wait, "time in the chain" of launch i is the first wait of launch i + 1
 minus the first wait of launch i: what it added to the step, overlap included. Launches that stamp no start (a
 kernel that only waits) or no wait are left out. Printed: one window of launches as they ran (started: first and
@@ -25,16 +26,22 @@ def read_stamps(path):
 
 
 def launches(stamps):
-    """The stamps grouped into launches, each a dict: shape, starts and waits (block -> time), sms; in start order."""
-    by_grid = {}
+    """The stamps grouped into launches, each a dict: shape, starts and waits (block -> time), sms; in start order.
+
+    A kernel node of a CUDA graph keeps its grid id from replay to replay, so a grid id's stamps are one launch per
+    replay: the n-th start (or wait) of a block of that grid belongs to its n-th launch."""
+    by_launch = {}
+    seen = collections.Counter()  # (grid, block, what) -> stamps so far
     for t, grid, shape, what, sm, block in stamps:
-        run = by_grid.setdefault(grid, {"shape": shape, "starts": {}, "waits": {}, "sms": set()})
+        replay = seen[(grid, block, what)]
+        seen[(grid, block, what)] += 1
+        run = by_launch.setdefault((grid, replay), {"shape": shape, "starts": {}, "waits": {}, "sms": set()})
         if what == 0:
             run["starts"][block] = t
             run["sms"].add(sm)
         else:
             run["waits"][block] = t
-    runs = [r for r in by_grid.values() if r["starts"] and r["waits"]]
+    runs = [r for r in by_launch.values() if r["starts"] and r["waits"]]
     for r in runs:
         r["first_start"], r["last_start"] = min(r["starts"].values()), max(r["starts"].values())
         r["first_wait"], r["last_wait"] = min(r["waits"].values()), max(r["waits"].values())

@@ -29,7 +29,8 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
-// leave (all of a slice shorter than one window) cut into kReadStreams runs of its own.
+// leave (all of a range shorter than one window: a decode chunk of 64 rows of 2,048 q8 values is half a window) cut
+// into kReadStreams runs of its own.
 template <typename Visit>
 void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& visit) {
   std::size_t part = std::max<std::size_t>(1, kRunBytes / row_bytes), window = begin;  // rows a run
@@ -162,11 +163,11 @@ std::size_t row_grain(const ProductInput& in) {
 }
 
 // Rows a decode product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks)
-// rather than a fixed share a thread: each of a step's ~150 products ends when its last chunk does, not when its
-// slowest thread's share does. On the GPU machine's Xeon (a virtual machine; 2B, medians of three rounds, one call,
-// fixed shares beside): q8 18.7 against 16.9 tokens/s at 4 threads, 42.0 against 39.8 at 16; bf16 (two rounds) 10.6
-// against 10.0 and 26.0 against 23.0. 32 and 128 rows were within the rounds' spread of 64 (docs/quantization.md
-// has the rounds).
+// rather than a fixed share a thread: each of a step's ~110 products (the 2B's four a layer and the head) ends when
+// its last chunk does, not when its slowest thread's share does. On the GPU machine's Xeon (a virtual machine; 2B,
+// fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4 threads, 42.0 against 39.8 at 16 (medians
+// of three rounds, one call); bf16 (another call, two rounds) 10.6 against 10.0 and 26.0 against 23.0. 32 and 128
+// rows (that call) were no clear improvement on 64 (docs/quantization.md has the rounds).
 constexpr std::size_t kDecodeChunkRows = 64;
 
 // Runs fn over [0, n) weight rows: a decode product (one activation row) in chunks from a counter, others as fixed
@@ -182,8 +183,9 @@ void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
 // matrix is q8/q4 and holds 4 x kCalibrationBytes (the output head: by then its pages are in memory, not page faults
 // of a mapped folder, and the first token is out) settles it: four such slices of rows, in order, in runs, in runs,
 // in order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows'
-// outputs are written again by the product itself.) A model whose head is not q8/q4 never measures: its products
-// keep their order. A caller whose loop runs alone (another one holds the pool) measures one thread; whichever
+// outputs are written again by the product itself.) It times fixed shares a thread, as decode read before its
+// products went out in chunks; the chunks' gain on the Xeon was measured with it so (timing the chunks themselves
+// is not yet measured there). A model whose head is not q8/q4 never measures: its products keep their order. A caller whose loop runs alone (another one holds the pool) measures one thread; whichever
 // measurement finishes first decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;

@@ -64,10 +64,11 @@ void dot_generic(const QuantDot& a) {
 // ---- AVX2 (+ F16C for the scales) -----------------------------------------------------------------------------------
 QVL_AVX2_F16C inline float scale_f16c(const QuantDot& a, std::size_t b) { return _cvtsh_ss(a.w_scales[b >> a.group_shift]); }
 
-// How far ahead of its reads a decode loop asks for the weights. On the GPU machine's Xeon (2B q8, medians of three
-// rounds, one call) 4 KB against 1 KB: 19.5 against 18.7 tokens/s at 4 threads, 45.2 against 42.0 at 16; 8 KB was
-// slower; none at all (fixed row shares) 13.6 against 16.9 at 4 threads: the hardware prefetchers alone leave a core
-// short of loads in flight. q4 (VNNI there) no different. docs/quantization.md has the rounds.
+// How far ahead of its reads a decode loop asks for the weights. On the GPU machine's Xeon (2B q8, decode products
+// in chunks, medians of three rounds, one call) 4 KB against 1 KB: 19.5 against 18.7 tokens/s at 4 threads, 45.2
+// against 42.0 at 16; with fixed shares, none at all 13.6 against 16.9 at 4 threads (the hardware prefetchers alone
+// leave a core short of loads in flight); in another call 8 KB was slower than 4; q4 (VNNI there, a third call) no
+// different. docs/quantization.md has the rounds.
 constexpr std::size_t kPrefetchAhead = 4096;
 
 // Blocks b .. b + 8's weight scales widened at once (groups of 32: eight consecutive f16s; larger groups: each
