@@ -86,8 +86,9 @@ TEST(ThreadPool, ParallelChunksRunsEveryIndexOnceInChunksOfTheGivenSize) {
       if (begin % chunk != 0 || end != std::min(n, begin + chunk)) misshapen = true;
       for (std::size_t i = begin; i < end; ++i) counts[i].fetch_add(1);
     });
-    ASSERT_FALSE(misshapen.load()) << "loop " << iter << ": a chunk not [c·" << chunk << ", c·" << chunk << " + " << chunk << ")";
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(counts[i].load(), 1) << "loop " << iter << " index " << i << " of " << n;
+    ASSERT_FALSE(misshapen.load()) << "loop " << iter << ": a chunk not [c·" << chunk << ", (c + 1)·" << chunk << ")";
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(counts[i].load(), 1) << "loop " << iter << " index " << i << " of " << n;
   }
 }
 

@@ -9,15 +9,23 @@
 //    block of the one before has started.)
 // Reports microseconds a GEMV, the median of 20 replays. Build and run on an SM90 GPU:
 //   nvcc -std=c++17 -O3 -arch=sm_90 tools/microbench/dependent_wait.cu -o /tmp/dependent_wait && /tmp/dependent_wait
-#include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-#include <algorithm>
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
+#define CK(x)                                        \
+  do {                                               \
+    cudaError_t e = (x);                             \
+    if (e != cudaSuccess) {                          \
+      printf("%s: %s\n", #x, cudaGetErrorString(e)); \
+      exit(1);                                       \
+    }                                                \
+  } while (0)
 
 constexpr int N = 2048, K = 2048, kWarps = 8, kMats = 8, kChain = 280;
 
@@ -27,9 +35,9 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 template <int kMode>
-__global__ void __launch_bounds__(256, 4) gemv(const uint16_t* __restrict__ w, const float* x, float* y,
-                                               unsigned* wait_counter, unsigned wait_target, unsigned* done_counter,
-                                               int rows, int k) {
+__global__ void __launch_bounds__(256, 4)
+    gemv(const uint16_t* __restrict__ w, const float* x, float* y, unsigned* wait_counter, unsigned wait_target,
+         unsigned* done_counter, int rows, int k) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row = blockIdx.x * kWarps + warp;
@@ -41,7 +49,9 @@ __global__ void __launch_bounds__(256, 4) gemv(const uint16_t* __restrict__ w, c
   if (kMode == 2) {
     if (threadIdx.x == 0) {
       unsigned v;
-      do { asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(wait_counter) : "memory"); } while (v < wait_target);
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(wait_counter) : "memory");
+      } while (v < wait_target);
     }
     __syncthreads();
   }
@@ -49,7 +59,8 @@ __global__ void __launch_bounds__(256, 4) gemv(const uint16_t* __restrict__ w, c
 #pragma unroll
   for (int u = 0; u < 8; ++u) {
     const int i = (lane + 32 * u) * 8;
-    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(x + i)), x1 = __ldcg(reinterpret_cast<const float4*>(x + i + 4));
+    const float4 x0 = __ldcg(reinterpret_cast<const float4*>(x + i)),
+                 x1 = __ldcg(reinterpret_cast<const float4*>(x + i + 4));
     const unsigned ww[4] = {wa[u].x, wa[u].y, wa[u].z, wa[u].w};
     const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
@@ -71,7 +82,7 @@ __global__ void __launch_bounds__(256, 4) gemv(const uint16_t* __restrict__ w, c
 
 int main() {
   uint16_t* w;
-  float *xs;
+  float* xs;
   unsigned* counters;
   CK(cudaMalloc(&w, size_t(kMats) * N * K * 2));
   CK(cudaMemset(w, 0x3c, size_t(kMats) * N * K * 2));
@@ -99,9 +110,15 @@ int main() {
       // The first kernel waits on nothing (counter 0 >= 0).
       unsigned* wait_c = counters + (i == 0 ? kChain : i - 1);
       const unsigned target = i == 0 ? 0u : unsigned(blocks);
-      if (mode == 0) CK(cudaLaunchKernelEx(&c, gemv<0>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i, N, K));
-      if (mode == 1) CK(cudaLaunchKernelEx(&c, gemv<1>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i, N, K));
-      if (mode == 2) CK(cudaLaunchKernelEx(&c, gemv<2>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i, N, K));
+      if (mode == 0)
+        CK(cudaLaunchKernelEx(&c, gemv<0>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i,
+                              N, K));
+      if (mode == 1)
+        CK(cudaLaunchKernelEx(&c, gemv<1>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i,
+                              N, K));
+      if (mode == 2)
+        CK(cudaLaunchKernelEx(&c, gemv<2>, wi, xs + size_t(i) * N, xs + size_t(i + 1) * N, wait_c, target, counters + i,
+                              N, K));
     }
     CK(cudaStreamEndCapture(s, &g));
     cudaGraphExec_t ge;
@@ -123,7 +140,8 @@ int main() {
     }
     std::sort(t.begin(), t.end());
     const char* names[] = {"stream order", "PDL griddepcontrol.wait", "PDL + counter"};
-    printf("%-26s %.2f us a GEMV (p10 %.2f, p90 %.2f); roofline of 8.4 MB at 3.0 TB/s: 2.80\n", names[mode], t[10], t[2], t[18]);
+    printf("%-26s %.2f us a GEMV (p10 %.2f, p90 %.2f); roofline of 8.4 MB at 3.0 TB/s: 2.80\n", names[mode], t[10],
+           t[2], t[18]);
   }
   return 0;
 }

@@ -185,8 +185,9 @@ void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
 // in order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows'
 // outputs are written again by the product itself.) It times fixed shares a thread, as decode read before its
 // products went out in chunks; the chunks' gain on the Xeon was measured with it so (timing the chunks themselves
-// is not yet measured there). A model whose head is not q8/q4 never measures: its products keep their order. A caller whose loop runs alone (another one holds the pool) measures one thread; whichever
-// measurement finishes first decides.
+// is not yet measured there). A model whose head is not q8/q4 never measures: its products keep their order. A
+// caller whose loop runs alone (another one holds the pool) measures one thread; whichever measurement finishes first
+// decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
@@ -232,7 +233,7 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
     biases.push_back(bias_of(*o.weights));
   }
   const bool runs = reads_in_runs(in, outputs[0], stop);
-  // One loop over the matrices' rows one after another: a thread's slice may start in one and end in the next.
+  // One loop over the matrices' rows one after another: a slice or chunk may start in one and end in the next.
   over_rows(in, total, [&](std::size_t begin, std::size_t end) {
     std::size_t first = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {

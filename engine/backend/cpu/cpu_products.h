@@ -9,8 +9,8 @@
 // the weights are q8/q4, and one hand-over to the threads instead of three. On the GPU machine's host at 16 threads
 // a decode step's k and v products (1.2 MB each at q4) took 21 µs where their bytes take ~12, and the hand-over
 // itself 2.5-3 µs. Gate and up (SwiGLU) likewise, each thread applying SiLU(gate) ⊙ up to its own slice (or chunk) as
-// soon as it has both (no pass of its own). Each output element is computed exactly as the single product computes it, so the
-// fused loops give the unfused bits.
+// soon as it has both (no pass of its own). Each output element is computed exactly as the single product computes
+// it, so the fused loops give the unfused bits.
 #include <atomic>
 #include <span>
 
