@@ -161,8 +161,8 @@ TEST_F(Projections, AResidualAddClosesWithTheNextNormAndTheNextProjectionReadsIt
 // The CPU's fused loops (q+k+v as one loop over the matrices' rows, gate/up with SiLU ⊙ up in each chunk of rows)
 // give the unfused bits. With k = 2,048, at 3 and 130 activation rows (two blocks of 64 and a part) two threads or
 // more cut q+k+v's 88 rows at 44 (a slice straddling q and k) and gate/up's 100 rows at 50 (a SiLU tail of 2); at
-// one row (decode: chunks of 64) at 64 (a chunk straddling q, k and v); bf16, q8 and q4 weights and a mix of them,
-// all with biases.
+// one row (decode: chunks of 64) at 64 (a chunk holding q and k, v in the next); bf16, q8 and q4 weights and a mix
+// of them, all with biases.
 TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
   constexpr int64_t k = 2048;
   const auto weights = [&](int64_t out, uint32_t seed, WeightFormat format) {

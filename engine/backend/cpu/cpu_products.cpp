@@ -19,13 +19,15 @@ namespace {
 
 constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves while they stay in cache
 
-// A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as
-// kReadStreams runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4
-// threads and from 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp,
-// one call). On the 2-core machine's EPYC the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms,
-// both forced in one process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed
-// as before either way: only the order of the rows changes. Only the q8/q4 decode products choose; the float formats'
-// tiles and every prefill keep their order.
+// A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as kReadStreams
+// runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4 threads and from
+// 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp, one call). On the
+// 2-core machine's EPYC the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms, both forced in one
+// process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed as
+// before either way: only the order of the rows changes. (Those figures are for each thread's fixed share of rows read
+// as runs 64 KB apart. Decode now reads 64-row chunks: at k = 2,048 a chunk is half a window, read as four runs of 16
+// rows, 32 KB apart at q8; what that order gains there is not measured apart.) Only the q8/q4 decode products choose;
+// the float formats' tiles and every prefill keep their order.
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
