@@ -33,8 +33,8 @@ def launches(stamps):
     by_launch = {}
     seen = collections.Counter()  # (grid, block, what) -> stamps so far
     for t, grid, shape, what, sm, block in stamps:
-        replay = seen[(grid, block, what)]
-        seen[(grid, block, what)] += 1
+        key = (grid, block, what)
+        replay, seen[key] = seen[key], seen[key] + 1
         run = by_launch.setdefault((grid, replay), {"shape": shape, "starts": {}, "waits": {}, "sms": set()})
         if what == 0:
             run["starts"][block] = t
