@@ -1,7 +1,8 @@
 // Every SIMD variant of the CPU's packed GEMM this processor can run gives the plain C++ chain of fused
 // multiply-adds bit for bit, for each weight type, over shapes that exercise the register tile's tails (activation
 // rows, weight rows), the transposing loops' depth and what they leave, more than one block of depth and none; and the
-// CPU backend's products on either side of the row threshold against a double-precision reference.
+// CPU backend's products on either side of the row threshold against a double-precision reference, and a product in
+// chunks over the threads against the reference chain.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/gemm_kernels.h"
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "test_support.h"
 
 namespace qvl::cpu {
@@ -141,6 +143,27 @@ TEST(GemmKernels, TheCpuLinearAgreesWithADoubleReferenceOnEitherSideOfTheThresho
       }
     EXPECT_LT(worst, 2e-6) << rows << " rows";
   }
+}
+
+// A prefill's product hands its weight rows out in chunks of 64 from a counter (cpu_products.cpp, kChunkRows), to
+// whichever thread is free: with four chunks a thread and a tail of 37 rows (not a multiple of the chunk or of either
+// variant's panel), every output must still be the reference chain's bits in its own place (a chunk lost or written
+// into another's place would differ). 65 activation rows reach the GEMM on AVX2 and AVX-512.
+TEST(GemmKernels, APrefillProductInChunksOverTheThreadsGivesTheReferenceChainBitForBit) {
+  if (variants().empty()) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512; the dot tiles serve";
+  const std::unique_ptr<Backend> be = make_cpu_backend();
+  const int64_t rows = 65, k = 96, n = int64_t(ThreadPool::global().size()) * 256 + 37;
+  const LinearWeights w = LinearWeights::of(test::random_normal({n, k}, 21).to(DType::BF16));
+  const Tensor x = test::random_normal({rows, k}, 22);
+  Tensor y = be->alloc({rows, n});
+  be->linear(x, w, y);
+  std::vector<float> want(std::size_t(rows * n));
+  gemm_reference(x.data<float>(), std::size_t(rows), std::size_t(k), w.weight.raw(), std::size_t(k) * 2, DType::BF16,
+                 std::size_t(n), want.data(), std::size_t(n));
+  const std::vector<float> got = y.to_f32_vector();
+  for (std::size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+        << "row " << i / std::size_t(n) << ", output " << i % std::size_t(n) << ": " << got[i] << " against " << want[i];
 }
 
 }  // namespace

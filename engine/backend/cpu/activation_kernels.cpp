@@ -27,7 +27,7 @@ QVL_AVX2 inline __m256 gelu_avx2(__m256 x) {  // x / (1 + exp(-2c (x + k x^3)))
 }
 // The last values of a range (fewer than 8), zero-padded to a vector: they go through the vector formula too, so
 // every value gets the same bits wherever a call's range starts and ends (the CPU's fused SwiGLU applies it to each
-// thread's slice of a row, and must give the unfused pass's bits).
+// chunk of a row's columns, and must give the unfused pass's bits).
 struct Tail8 {
   alignas(32) float a[8] = {}, b[8] = {}, out[8] = {};
   std::size_t n;

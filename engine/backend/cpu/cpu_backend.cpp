@@ -68,7 +68,7 @@ public:
   }
 
   // Fused where Fusions allow (cpu_products.h): q, k and v as one loop over their rows (qkv_projection), gate/up
-  // with SiLU ⊙ up in each thread's slice (swiglu_projection), and the residual add + RMSNorm of a closing norm in
+  // with SiLU ⊙ up in each chunk of rows (swiglu_projection), and the residual add + RMSNorm of a closing norm in
   // one pass over the rows (add_rms_norm). The input norm runs first, as in the reference.
   void project(const Projection& p) override {
     check_projection(p);

@@ -27,7 +27,7 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // before either way: only the order of the rows changes. (Those figures are for each thread's fixed share of rows read
 // as runs 64 KB apart. Decode now reads 64-row chunks: at k = 2,048 a chunk is half a window, read as four runs of 16
 // rows, 32 KB apart at q8; what that order gains there is not measured apart.) Only the q8/q4 decode products choose;
-// the float formats' tiles and every prefill keep their order.
+// the float formats' tiles and every prefill keep their order (prefill's chunks are kChunkRows, as decode's).
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
@@ -164,32 +164,36 @@ std::size_t row_grain(const ProductInput& in) {
   return std::max<std::size_t>(4, kMinChunkWork / std::size_t(std::max<int64_t>(1, in.k() * in.m())));
 }
 
-// Rows a decode product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks)
-// rather than a fixed share a thread: each of a step's ~110 products (the 2B's four a layer and the head) ends when
-// its last chunk does, not when its slowest thread's share does. On the GPU machine's Xeon (a virtual machine; 2B,
-// fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4 threads, 42.0 against 39.8 at 16 (medians
-// of three rounds, one call); bf16 (another call, two rounds) 10.6 against 10.0 and 26.0 against 23.0. 32 and 128
-// rows (that call) were no clear improvement on 64 (docs/quantization.md has the rounds).
-constexpr std::size_t kDecodeChunkRows = 64;
+// Rows a product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks) rather
+// than a fixed share a thread: a product ends when its last chunk does, not when its slowest thread's share does (the
+// GPU machine's host is a virtual machine whose threads are not equally fast from one product to the next).
+// - Decode (one activation row): each of a step's ~110 products (the 2B's four a layer and the head) ends at a
+//   barrier. On the H100 machine's Xeon (2B, fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4
+//   threads, 42.0 against 39.8 at 16 (medians of three rounds, one call); bf16 (another call, two rounds) 10.6
+//   against 10.0 and 26.0 against 23.0. 32 and 128 rows (that call) were no clear improvement on 64.
+// - Prefill and vision (several rows): on the H200 machine's Xeon (2B, bf16, 64 prompt tokens, three rounds of one
+//   call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds 268.9 / 290.6 / 314.3 against 203.0 / 269.4 /
+//   261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4 (93.1 / 92.4 / 125.1 against 93.3 / 101.5 /
+//   110.2: level within the rounds' spread). 128 rows: 291.2 at 16 threads, 100.3 at 4.
+// docs/quantization.md and docs/performance.md have the rounds.
+constexpr std::size_t kChunkRows = 64;
 
-// Runs fn over [0, n) weight rows: a decode product (one activation row) in chunks from a counter, others as fixed
-// shares.
+// Runs fn over [0, n) weight rows in chunks of kChunkRows (or row_grain's, where a row is too little work).
 template <typename Fn>
 void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
-  auto& pool = ThreadPool::global();
-  if (in.m() == 1) pool.parallel_chunks(n, std::max(kDecodeChunkRows, row_grain(in)), fn);
-  else pool.parallel_for(n, row_grain(in), fn);
+  ThreadPool::global().parallel_chunks(n, std::max(kChunkRows, row_grain(in)), fn);
 }
 
-// Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first
-// matrix is q8/q4 and holds 4 x kCalibrationBytes (the output head: by then its pages are in memory, not page faults
-// of a mapped folder, and the first token is out) settles it: four such slices of rows, in order, in runs, in runs,
-// in order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows'
-// outputs are written again by the product itself.) It times fixed shares a thread, as decode read before its
-// products went out in chunks; the chunks' gain on the Xeon was measured with it so (timing the chunks themselves
-// is not yet measured there). A model whose head is not q8/q4 never measures: its products keep their order. A
-// caller whose loop runs alone (another one holds the pool) measures one thread; whichever measurement finishes first
-// decides.
+// Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first matrix
+// is q8/q4 and holds 4 x kCalibrationBytes (the output head: by then its pages are in memory, not page faults of a
+// mapped folder, and the first token is out) settles it: four such slices of rows, in order, in runs, in runs, in
+// order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows' outputs are
+// written again by the product itself.) It times fixed shares a thread, as decode read before its products went out in
+// chunks; the chunks' gain on the Xeon was measured with it so. Timing through the chunks instead (H200 machine's Xeon,
+// 2B q8, three rounds of one call) chose in order in all six runs (fixed shares: ten of twelve), and decode was no
+// faster: 20.06 / 18.45 / 19.45 tokens/s against 19.85 / 16.62 / 23.17 at 4 threads, 55.46 / 42.13 / 49.95 against
+// 49.93 / 45.60 / 53.39 at 16. A model whose head is not q8/q4 never measures: its products keep their order. A caller
+// whose loop runs alone (another one holds the pool) measures one thread; whichever measurement finishes first decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);

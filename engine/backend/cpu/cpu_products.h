@@ -1,15 +1,15 @@
 #pragma once
-// The CPU's matrix products over the thread pool: y = x · wᵀ (+ bias), each thread a contiguous slice of the weight
-// rows (a decode, one activation row: chunks of 64 rows from a counter, whichever thread is free), reused for every
-// activation row: bf16 weights against 32 rows or more (AVX2: 64) as the packed GEMM
-// (gemm_kernels.h, x packed once for every matrix that reads it; on processors with AVX2), fewer rows, the other
-// formats and processors without AVX2 as dot tiles (blocks of 64 rows keep x in cache).
+// The CPU's matrix products over the thread pool: y = x · wᵀ (+ bias), the weight rows in chunks of 64 from a counter
+// (whichever thread is free takes the next), each chunk reused for every activation row: bf16 weights against 32 rows
+// or more (AVX2: 64) as the packed GEMM (gemm_kernels.h, x packed once for every matrix that reads it; on processors
+// with AVX2), fewer rows, the other formats and processors without AVX2 as dot tiles (blocks of 64 rows keep x in
+// cache).
 //
 // Several matrices reading the same x (q, k and v) run as one loop over their rows together: x quantised once where
 // the weights are q8/q4, and one hand-over to the threads instead of three. On the GPU machine's host at 16 threads
 // a decode step's k and v products (1.2 MB each at q4) took 21 µs where their bytes take ~12, and the hand-over
-// itself 2.5-3 µs. Gate and up (SwiGLU) likewise, each thread applying SiLU(gate) ⊙ up to its own slice (or chunk) as
-// soon as it has both (no pass of its own). Each output element is computed exactly as the single product computes
+// itself 2.5-3 µs. Gate and up (SwiGLU) likewise, each thread applying SiLU(gate) ⊙ up to its own chunk as soon as
+// it has both (no pass of its own). Each output element is computed exactly as the single product computes
 // it, so the fused loops give the unfused bits.
 #include <atomic>
 #include <span>
