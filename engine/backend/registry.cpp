@@ -8,7 +8,7 @@ namespace qvl {
 
 namespace {
 // The CPU fuses the residual add into the RMSNorm after it, runs q+k+v as one loop over their rows and gate/up with
-// SiLU ⊙ up in each thread's slice (cpu_backend.cpp, cpu_products.h); the rest it runs as the reference.
+// SiLU ⊙ up in each chunk of rows (cpu_backend.cpp, cpu_products.h); the rest it runs as the reference.
 Fusions cpu_fused_kernels() {
   Fusions f = Fusions::none();
   f.add_rms_norm = true;

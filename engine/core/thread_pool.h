@@ -1,7 +1,7 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into contiguous chunks, one
-// per thread (the caller takes the first), so each thread streams its own slice of a weight matrix; parallel_chunks
-// hands out smaller chunks from a counter, so a thread that runs ahead takes more.
+// per thread (the caller takes the first): a fixed share a thread; parallel_chunks hands out smaller chunks from a
+// counter, so a thread that runs ahead takes more (the CPU's matrix products take their weight rows so).
 //
 // A decode step runs ~600 short parallel loops, so handing a loop over must cost a few hundred nanoseconds, not
 // microseconds. Waking a sleeping thread costs tens of microseconds (measured as ~15% of a 2B decode step), so

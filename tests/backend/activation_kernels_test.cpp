@@ -37,7 +37,7 @@ TEST(ActivationKernels, EveryVariantMatchesTheGenericKernel) {
   std::printf("compared %d SIMD variant(s) with the generic kernels; in use: %s\n", tested, activation_kernels().name);
 }
 
-// The CPU's fused SwiGLU applies silu_mul to each thread's slice of a row, the unfused pass to the whole tensor in
+// The CPU's fused SwiGLU applies silu_mul to each chunk of a row's columns, the unfused pass to the whole tensor in
 // other chunks: a value's bits must not depend on where its call's range starts or ends (the AVX2 tails once went
 // through libm's exp, the vectors through a polynomial).
 TEST(ActivationKernels, AValueGetsTheSameBitsWhereverItsRangeIsCut) {

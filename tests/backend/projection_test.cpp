@@ -159,10 +159,10 @@ TEST_F(Projections, AResidualAddClosesWithTheNextNormAndTheNextProjectionReadsIt
 }
 
 // The CPU's fused loops (q+k+v as one loop over the matrices' rows, gate/up with SiLU ⊙ up in each chunk of rows)
-// give the unfused bits. With k = 2,048, at 3 and 130 activation rows (two blocks of 64 and a part) two threads or
-// more cut q+k+v's 88 rows at 44 (a slice straddling q and k) and gate/up's 100 rows at 50 (a SiLU tail of 2); at
-// one row (decode: chunks of 64) at 64 (a chunk holding q and k, v in the next); bf16, q8 and q4 weights and a mix
-// of them, all with biases.
+// give the unfused bits. With k = 2,048, at 1, 3 and 130 activation rows (two blocks of 64 and a part), the rows in
+// chunks of 64 (two threads or more: one may take both): q+k+v's 98 rows (50 + 24 + 24) cut at 64, a chunk holding
+// all of q and part of k, the next the rest of k and v; gate/up's 100 at 64, a second chunk of 36 (a SiLU tail of
+// 4); bf16, q8 and q4 weights and a mix of them, all with biases.
 TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
   constexpr int64_t k = 2048;
   const auto weights = [&](int64_t out, uint32_t seed, WeightFormat format) {
@@ -179,7 +179,7 @@ TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
   const std::vector<std::array<F, 3>> mixes{{F::BF16, F::BF16, F::BF16}, {F::Q8, F::Q8, F::Q8}, {F::Q4, F::Q4, F::Q4},
                                             {F::Q4, F::BF16, F::Q8}};
   for (const auto& mix : mixes) {
-    const LinearWeights q = weights(40, 21, mix[0]), kw = weights(24, 22, mix[1]), v = weights(24, 23, mix[2]);
+    const LinearWeights q = weights(50, 21, mix[0]), kw = weights(24, 22, mix[1]), v = weights(24, 23, mix[2]);
     const LinearWeights gate = weights(100, 24, mix[0]), up = weights(100, 25, mix[0]);  // one shape (check_projection)
     for (const int64_t m : {1, 3, 130}) {
       const Tensor x = test::random_normal({m, k}, 26 + uint32_t(m));
@@ -187,7 +187,7 @@ TEST_F(Projections, TheCpusFusedLoopsGiveTheUnfusedBits) {
       for (int way = 0; way < 2; ++way) {
         be->set_fusions(way == 0 ? Fusions{} : Fusions::none());
         auto& o = out[std::size_t(way)];
-        for (const int64_t n : {40, 24, 24, 100, 100}) o.push_back(be->alloc({m, n}));
+        for (const int64_t n : {50, 24, 24, 100, 100}) o.push_back(be->alloc({m, n}));
         be->project(Projection::of(x, q, kw, v, o[0], o[1], o[2]));
         be->project(Projection::swiglu(x, gate, up, o[3], o[4]));
       }

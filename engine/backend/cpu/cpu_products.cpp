@@ -171,10 +171,12 @@ std::size_t row_grain(const ProductInput& in) {
 //   barrier. On the H100 machine's Xeon (2B, fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4
 //   threads, 42.0 against 39.8 at 16 (medians of three rounds, one call); bf16 (another call, two rounds) 10.6
 //   against 10.0 and 26.0 against 23.0. 32 and 128 rows (that call) were no clear improvement on 64.
-// - Prefill and vision (several rows): on the H200 machine's Xeon (2B, bf16, 64 prompt tokens, three rounds of one
-//   call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds 268.9 / 290.6 / 314.3 against 203.0 / 269.4 /
-//   261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4 (93.1 / 92.4 / 125.1 against 93.3 / 101.5 /
-//   110.2: level within the rounds' spread). 128 rows: 291.2 at 16 threads, 100.3 at 4.
+// - Prefill (several rows; vision's products take the same path, not measured apart): on the H200 machine's Xeon (2B,
+//   bf16, 64 prompt tokens, three rounds of one call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds
+//   268.9 / 290.6 / 314.3 against 203.0 / 269.4 / 261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4
+//   (93.1 / 92.4 / 125.1 against 93.3 / 101.5 / 110.2: slower in two rounds, faster in one; no gain there). 128
+//   rows: 291.2 at 16 threads, 100.3 at 4. Only 4 and 16 threads were measured: a 2,048-row product is 32 chunks,
+//   so at 12 or 24 threads its last round is partly idle where fixed shares would be even.
 // docs/quantization.md and docs/performance.md have the rounds.
 constexpr std::size_t kChunkRows = 64;
 
