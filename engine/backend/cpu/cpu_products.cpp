@@ -189,13 +189,13 @@ void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
 // Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first matrix
 // is q8/q4 and holds 4 x kCalibrationBytes (the output head: by then its pages are in memory, not page faults of a
 // mapped folder, and the first token is out) settles it: four such slices of rows, in order, in runs, in runs, in
-// order, each timed over the threads (woken first), and the faster order kept for the process. (Those rows' outputs are
-// written again by the product itself.) It times fixed shares a thread, as decode read before its products went out in
-// chunks; the chunks' gain on the Xeon was measured with it so. Timing through the chunks instead (H200 machine's Xeon,
-// 2B q8, three rounds of one call) chose in order in all six runs (fixed shares: ten of twelve), and decode was no
-// faster: 20.06 / 18.45 / 19.45 tokens/s against 19.85 / 16.62 / 23.17 at 4 threads, 55.46 / 42.13 / 49.95 against
-// 49.93 / 45.60 / 53.39 at 16. A model whose head is not q8/q4 never measures: its products keep their order. A caller
-// whose loop runs alone (another one holds the pool) measures one thread; whichever measurement finishes first decides.
+// order, each timed over the threads (woken first) in the decode's own chunks (over_rows), and the faster order kept
+// for the process. (Those rows' outputs are written again by the product itself.) Timed through the chunks rather than
+// fixed shares (H200 machine's Xeon, 2B q8, three rounds of one call, a scratch switch) it chose in order in all six
+// runs, where fixed shares chose it in ten of twelve, and decode was level: 20.06 / 18.45 / 19.45 tokens/s against
+// 19.85 / 16.62 / 23.17 at 4 threads, 55.46 / 42.13 / 49.95 against 49.93 / 45.60 / 53.39 at 16. A model whose head is
+// not q8/q4 never measures: its products keep their order. A caller whose loop runs alone (another one holds the pool)
+// measures one thread; whichever measurement finishes first decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
@@ -210,7 +210,7 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   for (std::size_t pass = 0; pass < 4; ++pass) {
     const bool runs = pass == 1 || pass == 2;
     const auto start = std::chrono::steady_clock::now();
-    pool.parallel_for(slice, row_grain(in), [&](std::size_t begin, std::size_t end) {
+    over_rows(in, slice, [&](std::size_t begin, std::size_t end) {
       in.rows(w, {}, first.y, pass * slice + begin, pass * slice + end, stop, runs);
     });
     seconds[runs] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
