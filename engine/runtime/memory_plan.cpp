@@ -59,8 +59,9 @@ std::string mib_text(uint64_t bytes) {
   return text;
 }
 
-// Weight bytes per part as one device holds them, and the largest quantised matrix each side widens for products of
-// many rows (its dequantised workspace).
+// Weight bytes per part as one device holds them, and the most quantised elements each side widens at once for
+// products of many rows (its dequantised workspace): a matrix, or on a GPU whose products run on cuBLAS, a decoder
+// layer's q, k and v or its gate and up together (CudaBackend::project_dequantised).
 struct WeightBytes {
   uint64_t vision = 0, head = 0;  // head: the embedding table, the output head, the final norm
   std::vector<uint64_t> layer;
@@ -84,6 +85,7 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
   w.layer.assign(std::size_t(c.text.num_hidden_layers), 0);
   const std::string layers = "model.language_model.layers.";
   std::map<std::string, uint64_t> packed;  // a packed unit's raw bytes, by layer and group
+  std::map<std::string, uint64_t> widened_together;  // quantised elements a projection widens at once, by group
   const auto count = [&](const std::string& name, uint64_t bytes, uint64_t quantised_elements) {
     const bool mid = bytes > kMiB && bytes < kLarge;
     if (name.starts_with("model.visual.")) {
@@ -108,6 +110,8 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
       count(spec.name,
             pool_rounded(u(rows * f.row_bytes(in, as->group))) + pool_rounded(u(rows * f.groups(in, as->group) * 2)),
             u(rows * in));
+      const std::string group = gpu && r.gpu_narrows_product_inputs ? packed_group(spec.name) : std::string();
+      if (!group.empty()) widened_together[group] += u(rows * in);
       continue;
     }
     const uint64_t bytes = u(shape_numel(spec.shape)) * dtype_size(gpu ? r.gpu_floats : r.checkpoint_floats);
@@ -116,6 +120,8 @@ WeightBytes weight_bytes(const ModelConfig& c, const MemoryPlanRequest& r, bool 
     else count(spec.name, gpu ? pool_rounded(bytes) : bytes, 0);
   }
   for (const auto& [group, bytes] : packed) count(group, pool_rounded(bytes), 0);
+  for (const auto& [group, elements] : widened_together)
+    w.widest_decoder_quantised = std::max(w.widest_decoder_quantised, elements);
   return w;
 }
 
@@ -134,8 +140,9 @@ struct ActivationModel {
   // A 16-bit GEMM operand's bytes an element: none on the SM61 profile, whose tiled GEMM reads f32 rows.
   uint64_t operand_bytes = r.gpu_narrows_product_inputs ? 2 : 0;
   // Whether the decoder's q, k and v run as one packed product there (CudaBackend::gemm_packed: cuBLAS, 16-bit
-  // unquantised matrices without biases), its f32 result a workspace beside the operands.
-  bool packs_qkv = r.gpu_narrows_product_inputs && !r.formats && r.gpu_floats != DType::F32 && !c.text.attention_bias;
+  // matrices without biases, quantised ones widened together first), its f32 result a workspace beside the operands.
+  bool packs_qkv =
+      r.gpu_narrows_product_inputs && (r.formats || r.gpu_floats != DType::F32) && !c.text.attention_bias;
 
   // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
   // dequantised matrix of a multi-row quantised product; where cuBLAS runs the products, the 16-bit operands it reads

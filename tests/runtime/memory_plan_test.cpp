@@ -32,14 +32,16 @@ TEST(MemoryPlan, CountsSixteenBitOperandsWhereTheProductsReadThem) {
   const ModelConfig c = model_preset("qwen3-vl-2b");
   MemoryPlanRequest pascal = q4_on_pascal(1 << 20), native = pascal;
   native.gpu_narrows_product_inputs = true;
+  native.gpu_floats = DType::BF16;
   const MemoryPlan a = plan_memory(c, pascal), b = plan_memory(c, native);
   ASSERT_TRUE(a.vision_on_gpu && b.vision_on_gpu);
   const TextConfig& t = c.text;
   const VisionConfig& v = c.vision;
   const uint64_t chunk = uint64_t(a.prefill_chunk), q = uint64_t(t.num_attention_heads * t.head_dim),
                  kv = uint64_t(t.num_key_value_heads * t.head_dim), inter = uint64_t(t.intermediate_size);
-  // Quantised matrices: the SwiGLU's operand and the attention's (no packed product: it takes 16-bit floats).
-  const uint64_t decoder = 2 * chunk * (q + inter);
+  // Quantised matrices: the SwiGLU's operand and, wider than the attention's, the f32 result of q, k and v as one
+  // product (widened together first: gate and up's 2 x 6,144 x 2,048 bf16 take what SM61's f32 6,144 x 2,048 does).
+  const uint64_t decoder = 2 * chunk * inter + 4 * chunk * (q + 2 * kv);
   const uint64_t vision_per_patch = 2 * uint64_t(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));
   const uint64_t merge = uint64_t(v.spatial_merge_size * v.spatial_merge_size);
   EXPECT_EQ(b.prefill_base - a.prefill_base, decoder);

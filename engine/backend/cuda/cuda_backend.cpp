@@ -194,9 +194,10 @@ std::optional<DType> CudaBackend::operand_type(const Projection& p, bool fused) 
   return operand_type(*p.weights[0], p.rows(), fused);
 }
 std::optional<DType> CudaBackend::operand_type(const LinearWeights& w, int64_t rows, bool fused) const {
-  const DType type = w.weight.dtype();
+  // Quantised matrices are widened for cuBLAS's products (project_dequantised): their operand is the widened type.
+  const DType type = w.quantised() ? dequantised_type() : w.weight.dtype();
   const bool sixteen_bit = type == DType::BF16 || type == DType::F16;
-  if (!fused || w.quantised() || !sixteen_bit || !runs_cublas(rows)) return std::nullopt;
+  if (!fused || !sixteen_bit || !runs_cublas(rows)) return std::nullopt;
   return type;
 }
 

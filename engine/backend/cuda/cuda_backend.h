@@ -104,6 +104,7 @@ private:
 
   // cuda_projections.cpp: the pieces project() chooses between.
   void linear_into(const Tensor& x, const LinearWeights& w, const Tensor* bias, Tensor& y);
+  void project_floats(const Projection& p);
   bool folds_norm(const RowNorm& norm, int64_t rows) const;
 
   // cuda_quantized.cpp
@@ -112,6 +113,9 @@ private:
   void quantised_gemv(const Tensor& x, std::span<const LinearWeights* const> weights, std::span<Tensor* const> outputs,
                       cuda::QuantEpilogue epilogue, const cuda::GemvNorm& norm, const char* op);
   void project_quantised(const Projection& p);
+  void project_dequantised(const Projection& p);
+  DType dequantised_type() const;  // of a quantised matrix widened for products of many rows
+  void dequantise(const LinearWeights& w, Tensor& dense);
   bool runs_cublas(int64_t rows) const;
   // The 16-bit type in which a writer stores p's products' input where `fused` allows it (alloc_normed, alloc_operand).
   std::optional<DType> operand_type(const Projection& p, bool fused) const;

@@ -183,6 +183,11 @@ void CudaBackend::project(const Projection& p) {
   check_projection(p);
   activation_slot(*this, p);  // filled before any path runs (the GEMVs and the quantised products leave it outputs[0])
   if (p.weights[0]->quantised()) return project_quantised(p);
+  project_floats(p);
+}
+
+// The projection with float weights (stored so, or dequantised for many rows: project_dequantised).
+void CudaBackend::project_floats(const Projection& p) {
   const bool fold = p.norm && folds_norm(p.norm, p.rows());
   if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
     if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return rotate_unfused(*this, p);

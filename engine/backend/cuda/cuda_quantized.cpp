@@ -1,8 +1,12 @@
 // Projections with q8/q4 weights on the CUDA backend. Decode rows: the activations quantised per block (with the
 // input RMSNorm folded in), then the quantised GEMV (gemv_quantized.cu), which runs q+k+v or gate/up + SwiGLU in one
-// launch and adds the residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): each matrix dequantised into a
-// workspace of the GEMM's type (bf16; f32 on SM61, whose tiled GEMM computes in f32), then the float path; a
-// 6144 x 2048 matrix is 25 MB of bf16 workspace for the moment of its product.
+// launch and adds the residual in its epilogue, as the float GEMVs do. More rows (prefill, vision): the matrices
+// dequantised into a workspace of the GEMM's type (bf16; f32 on SM61, whose tiled GEMM computes in f32), then the
+// float path. Where cuBLAS runs the products, a projection's matrices are dequantised one after another into one
+// workspace and the float projection runs over them whole (project_dequantised): the 2B's gate and up are 50 MB of
+// bf16 workspace for the moment of their product. SM61 dequantises a matrix at a time (f32: 50 MB for a 6144 x 2048
+// one) and runs the reference's sequence.
+#include <array>
 #include <string>
 
 #include "backend/op_costs.h"
@@ -38,17 +42,47 @@ void CudaBackend::linear_quantised(const Tensor& x, const LinearWeights& lw, con
     Tensor* out = &y;
     return quantised_gemv(x, {&w, 1}, {&out, 1}, cuda::QuantEpilogue::Store, {}, "linear");
   }
-  // SM61: f32 for the tiled GEMM (an f16 workspace would overflow where d · q passes 65504; q8 scales go to 65504).
-  const DType wide = ctx_.profile->weights_as_f16 ? DType::F32 : DType::BF16;
-  Tensor dense = ctx_.device_tensor(wide, {n, k}, pool::Owner::Workspace);
-  {
-    const GpuTimer timer = timed([&] {
-      return op_cost::make("dequantize " + std::string(format_traits(lw.format).name),
-                           double(lw.weight.nbytes() + lw.scales.nbytes() + dense.nbytes()), 0);
-    });
-    cuda::dequantize(quant_matrix(lw), dense.raw(), weight_type(wide), ctx_.stream);
-  }
+  Tensor dense = ctx_.device_tensor(dequantised_type(), {n, k}, pool::Owner::Workspace);
+  dequantise(lw, dense);
   linear_into(x, LinearWeights::of(dense, lw.bias), bias, y);
+}
+
+// SM61: f32 for the tiled GEMM (an f16 workspace would overflow where d · q passes 65504; q8 scales go to 65504).
+DType CudaBackend::dequantised_type() const { return ctx_.profile->weights_as_f16 ? DType::F32 : DType::BF16; }
+
+// dense [rows, cols] in dequantised_type() = lw's values.
+void CudaBackend::dequantise(const LinearWeights& lw, Tensor& dense) {
+  const GpuTimer timer = timed([&] {
+    return op_cost::make("dequantize " + std::string(format_traits(lw.format).name),
+                         double(lw.weight.nbytes() + lw.scales.nbytes() + dense.nbytes()), 0);
+  });
+  cuda::dequantize(quant_matrix(lw), dense.raw(), weight_type(dense.dtype()), ctx_.stream);
+}
+
+// Many rows on cuBLAS (prefill, vision): the projection's quantised matrices dequantised one after another into one
+// workspace, then the float projection over them, so that q8/q4 weights take the bf16 paths: the norm writing the
+// GEMMs' 16-bit operand, q+k+v and gate/up each as one product (their matrices lie one after another, as
+// upload_linears stores float ones), the attention prologue reading the packed rows, the activations written as the
+// next product's operand (operand_type). Before, each matrix was dequantised alone and the reference's sequence ran:
+// q4 prefill of 512 tokens 9.6-11.2 ms on an H200 where bf16 took 4.5-4.7, of which the dequantisation is ~1.6 ms
+// (1.41 G values a 2B prefill, 14.5 us for a 6144 x 2048 matrix; docs/performance.md). Prediction: ~6.3 ms.
+void CudaBackend::project_dequantised(const Projection& p) {
+  int64_t rows = 0;
+  for (int i = 0; i < p.count; ++i)
+    if (p.weights[std::size_t(i)]->quantised()) rows += p.weights[std::size_t(i)]->rows();
+  Tensor dense = ctx_.device_tensor(dequantised_type(), {rows, p.weights[0]->cols()}, pool::Owner::Workspace);
+  std::array<LinearWeights, 3> floats;
+  Projection over_floats = p;
+  int64_t first = 0;
+  for (int i = 0; i < p.count; ++i) {
+    const LinearWeights& w = *p.weights[std::size_t(i)];
+    if (!w.quantised()) continue;  // a float matrix beside quantised ones (not in the model today) stays as it is
+    floats[std::size_t(i)] = LinearWeights::of(dense.slice_rows(first, first + w.rows()), w.bias);
+    dequantise(w, floats[std::size_t(i)].weight);
+    over_floats.weights[std::size_t(i)] = &floats[std::size_t(i)];
+    first += w.rows();
+  }
+  project_floats(over_floats);
 }
 
 // The activations quantised (with the input RMSNorm when `norm` has one), then one launch of the quantised GEMV over
@@ -90,10 +124,11 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
   cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
 }
 
-// The projection at decode rows in as few launches as the Fusions allow; more rows run the reference's sequence.
+// The projection at decode rows in as few launches as the Fusions allow; more rows over the dequantised matrices
+// (project_dequantised where cuBLAS runs the products; else the reference's sequence, a matrix at a time).
 void CudaBackend::project_quantised(const Projection& p) {
   const int64_t rows = p.rows();
-  if (rows > ctx_.profile->gemv_max_rows) return project_unfused(*this, p);
+  if (rows > ctx_.profile->gemv_max_rows) return runs_cublas(rows) ? project_dequantised(p) : project_unfused(*this, p);
   bool fold = p.norm && folds_norm(p.norm, rows);
   const Tensor* input = p.input;
   if (fold && p.norm.width() != last_dim(*p.input)) {  // a norm over groups of the row: made here, as the GEMV cannot
