@@ -136,7 +136,9 @@ struct ActivationModel {
   const ModelConfig& c;
   const MemoryPlanRequest& r;
   uint64_t a = dtype_size(r.gpu_activations);
-  uint64_t widened = dtype_size(r.gpu_floats == DType::F16 ? DType::F32 : DType::BF16);  // the SM61 profile: f32
+  // A quantised matrix widened for products of many rows (CudaBackend::dequantised_type): bf16 where cuBLAS runs
+  // them, f32 for the SM61 profile's tiled GEMM.
+  uint64_t widened = r.gpu_narrows_product_inputs ? 2 : 4;
   // A 16-bit GEMM operand's bytes an element: none on the SM61 profile, whose tiled GEMM reads f32 rows.
   uint64_t operand_bytes = r.gpu_narrows_product_inputs ? 2 : 0;
   // Whether the decoder's q, k and v run as one packed product there (CudaBackend::gemm_packed: cuBLAS, 16-bit
@@ -145,12 +147,12 @@ struct ActivationModel {
       r.gpu_narrows_product_inputs && (r.formats || r.gpu_floats != DType::F32) && !c.text.attention_bias;
 
   // One decoder pass over `rows` tokens: x, proj, q, attn, k, v, gate, up, the norm slot, rotary rows, ids; the
-  // dequantised matrix of a multi-row quantised product; where cuBLAS runs the products, the 16-bit operands it reads
-  // (the SwiGLU's, written by it and alive through the pass) and beside them the larger of the attention's output
-  // for o in the 16-bit type (counted at f32 in the pass; a kernel other than the tensor-core one writes it through
-  // an f32 workspace, counted here at 16 bits: together the same bytes) and the f32 result of the packed q+k+v
-  // product (gemm_packed); the logits when the head is here. The recorded decode step's own one-row buffers stay
-  // beside it.
+  // dequantised matrices of a multi-row quantised product (a layer's q, k and v or gate and up together on cuBLAS);
+  // where cuBLAS runs the products, the 16-bit operands it reads (the SwiGLU's, written by it and alive through the
+  // pass) and beside them the larger of the attention's output for o in the 16-bit type (counted at f32 in the pass; a
+  // kernel other than the tensor-core one writes it through an f32 workspace, counted here at 16 bits: together the
+  // same bytes) and the f32 result of the packed q+k+v product (gemm_packed); the logits when the head is here. The
+  // recorded decode step's own one-row buffers stay beside it.
   uint64_t decoder(int64_t rows, bool head, uint64_t widest_quantised) const {
     const TextConfig& t = c.text;
     const int64_t q = t.num_attention_heads * t.head_dim, kv = t.num_key_value_heads * t.head_dim;

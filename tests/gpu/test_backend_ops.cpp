@@ -225,6 +225,7 @@ struct Runner {
           check("linear+add " + shape, s_gpu, s_cpu, limit);
         }
     quantised_projections();
+    quantised_prefill_projections();
     const LinearWeights table = quantize_matrix(random({500, 72}, DType::BF16), WeightFormat::Q8, 32, "embed");
     const std::vector<int32_t> ids{3, 0, 499, 3, 250};
     Tensor a = cpu.alloc({5, 72}), g = gpu.alloc({5, 72});
@@ -238,15 +239,11 @@ struct Runner {
   // the CPU's reference. Folding the norm normalises on the GPU (the plain RMSNorm's bits, not the CPU's): a value on
   // a rounding boundary of its 8-bit activation can land one step apart, hence a limit above the f32 one. Widths: the
   // norm's row within the registers of the kernel that folds it (256), past them (2,304, 10,016: the rest of its sum
-  // of squares read from memory). Prefill rows (64, 237) on the native profile dequantise a projection's matrices
-  // together and run the float projection over them (project_dequantised: q+k+v and gate/up as one cuBLAS product
-  // each, bf16 operands written by the norm and the SwiGLU), on SM61 a matrix at a time: there the GPU's activations
-  // are bf16 or f32 where the CPU's are 8-bit, so the limit is quantised_linear's at more rows.
+  // of squares read from memory).
   void quantised_projections() {
     const int64_t inter = 512;
-    for (const auto [hidden, m] : std::vector<std::array<int64_t, 2>>{
-             {256, 1}, {256, 3}, {2304, 1}, {2304, 3}, {10016, 4}, {256, 64}, {2304, 237}}) {
-      const double limit = m <= 4 ? 1e-6 : 1e-4;
+    for (const auto [hidden, m] :
+         std::vector<std::array<int64_t, 2>>{{256, 1}, {256, 3}, {2304, 1}, {2304, 3}, {10016, 4}}) {
       const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
       const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
       for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
@@ -268,30 +265,117 @@ struct Runner {
             Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 66});
             project_unfused(cpu, Projection::of(x, q, k, v, qc, kc, vc).reading_norm(rms, slot_c));
             gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
-            check("rms_norm+q+k+v " + what + " (q)", qo, qc, limit);
-            check("rms_norm+q+k+v " + what + " (k)", ko, kc, limit);
-            check("rms_norm+q+k+v " + what + " (v)", vo, vc, limit);
-            // At prefill rows on cuBLAS, the matrices widened to bf16, the norm writes their operand (fused).
-            if (m > 4)
-              check_type("rms_norm+q+k+v's norm slot " + what, slot_g, fused && narrow_for_gemm ? DType::BF16 : DType::F32);
+            check("rms_norm+q+k+v " + what + " (q)", qo, qc, 1e-6);
+            check("rms_norm+q+k+v " + what + " (k)", ko, kc, 1e-6);
+            check("rms_norm+q+k+v " + what + " (v)", vo, vc, 1e-6);
             Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), yg = gpu.alloc({m, inter}), upo = gpu.alloc({m, inter});
             Tensor slot2_c, slot2_g;
             project_unfused(cpu, Projection::swiglu(x, gate, up, yc, upc).reading_norm(rms, slot2_c));
             gpu.project(Projection::swiglu(xg, gateg, upg, yg, upo).reading_norm(rms_g, slot2_g));
-            check("rms_norm+gate/up+swiglu " + what, yg, yc, limit);
+            check("rms_norm+gate/up+swiglu " + what, yg, yc, 1e-6);
             // The residual add with the closing norm, then the projection that reads it (folded there, when fused).
             const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
             Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
                    scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
             project_unfused(cpu, Projection::add_to(sc, h, down, scratch_c).then(rms, next_c));
             gpu.project(Projection::add_to(sg, hg, downg, scratch_g).then(rms_g, next_g));
-            check("linear+add (then rms_norm) " + what, sg, sc, m <= 4 ? kF32 : limit);
+            check("linear+add (then rms_norm) " + what, sg, sc, kF32);
             Tensor after_c = cpu.alloc({m, 128}), after_g = gpu.alloc({m, 128});
             project_unfused(cpu, Projection::of(sc, q, after_c).reading_norm(rms, next_c, true));
+            gpu.project(Projection::of(sg, qg, after_g).reading_norm(rms_g, next_g, true));
+            check("rms_norm (closing, ready)+linear " + what, after_g, after_c, 1e-6);
+          });
+        }
+    }
+  }
+
+  // A decoder layer's projections and the vision tower's rotated q, k and v with q8/q4 weights at prefill rows (64,
+  // 237). On the native profile a projection's matrices are dequantised together into one bf16 workspace and the
+  // float projection runs over them (project_dequantised): q+k+v and gate/up as one cuBLAS product each, the norm and
+  // the SwiGLU writing the bf16 operands of the products after them, the vision's biased, rotated q, k and v as one
+  // batched product. On SM61, and with the fusions off, a matrix at a time and the reference's sequence. Against the
+  // CPU's float path over the same dequantised matrices (bf16 native, f32 SM61: what the GPU multiplies with), so
+  // only the activations' rounding differs (linear_limit), not the CPU's 8-bit activations of its q8/q4 products.
+  void quantised_prefill_projections() {
+    const int64_t inter = 512;
+    const DType widened = narrow_for_gemm ? DType::BF16 : DType::F32;
+    const auto dense = [&](const LinearWeights& w) { return LinearWeights::of(dequantize_matrix(w, widened), w.bias); };
+    for (const auto [hidden, m] : std::vector<std::array<int64_t, 2>>{{256, 64}, {2304, 237}}) {
+      const double limit = linear_limit(widened, m);
+      const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
+      const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
+      for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+        for (const bool fused : {true, false}) {
+          const auto make = [&](int64_t rows, int64_t cols) {
+            return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
+          };
+          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(66, hidden), gate = make(inter, hidden),
+                              up = make(inter, hidden), down = make(hidden, inter);
+          const LinearWeights qd = dense(q), kd = dense(k), vd = dense(v), gate_d = dense(gate), up_d = dense(up),
+                              down_d = dense(down);
+          const LinearWeights qg = gpu.upload_linear(q), kg = gpu.upload_linear(k), vg = gpu.upload_linear(v),
+                              gateg = gpu.upload_linear(gate), upg = gpu.upload_linear(up), downg = gpu.upload_linear(down);
+          const bool together = fused && narrow_for_gemm;  // the matrices widened together, the packed products
+          const std::string what = std::string(format_traits(f).name) + (fused ? " fused" : " unfused") +
+                                   " m=" + std::to_string(m) + " k=" + std::to_string(hidden);
+          with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
+            const Tensor x = random({m, hidden}), xg = gpu.from_host(x);
+            Tensor slot_c, slot_g;
+            Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 66});
+            Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 66});
+            project_unfused(cpu, Projection::of(x, qd, kd, vd, qc, kc, vc).reading_norm(rms, slot_c));
+            check_path("rms_norm+q+k+v " + what + " packed", reports_op([&] {
+              gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
+            }, "linear packed"), together);
+            check("rms_norm+q+k+v " + what + " (q)", qo, qc, limit);
+            check("rms_norm+q+k+v " + what + " (k)", ko, kc, limit);
+            check("rms_norm+q+k+v " + what + " (v)", vo, vc, limit);
+            check_type("rms_norm+q+k+v's norm slot " + what, slot_g, together ? DType::BF16 : DType::F32);
+            // gate and up into one allocation (as the decoder keeps them), the activation into the down product's
+            // operand.
+            Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), slot2_c, slot2_g, activation;
+            const Tensor both = gpu.alloc({2 * m, inter});
+            Tensor yg = both.slice_rows(0, m), upo = both.slice_rows(m, 2 * m);
+            project_unfused(cpu, Projection::swiglu(x, gate_d, up_d, yc, upc).reading_norm(rms, slot2_c));
+            check_path("rms_norm+gate/up+swiglu " + what + " packed", reports_op([&] {
+              gpu.project(Projection::swiglu(xg, gateg, upg, yg, upo).reading_norm(rms_g, slot2_g).into_operand(activation));
+            }, "gate+up packed"), together);
+            check("rms_norm+gate/up+swiglu " + what + ", its slot", activation, yc.to(activation.dtype()), limit);
+            check_type("rms_norm+gate/up+swiglu's slot " + what, activation, together ? DType::BF16 : DType::F32);
+            // The residual add with the closing norm, then the projection that reads it.
+            const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
+            Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
+                   scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
+            project_unfused(cpu, Projection::add_to(sc, h, down_d, scratch_c).then(rms, next_c));
+            gpu.project(Projection::add_to(sg, hg, downg, scratch_g).then(rms_g, next_g));
+            check("linear+add (then rms_norm) " + what, sg, sc, limit);
+            Tensor after_c = cpu.alloc({m, 128}), after_g = gpu.alloc({m, 128});
+            project_unfused(cpu, Projection::of(sc, qd, after_c).reading_norm(rms, next_c, true));
             gpu.project(Projection::of(sg, qg, after_g).reading_norm(rms_g, next_g, true));
             check("rms_norm (closing, ready)+linear " + what, after_g, after_c, limit);
           });
         }
+    }
+    // The vision tower's q, k and v: one shape, biases on all three, q and k rotated after them.
+    const int64_t m = 37, heads = 4, d = 64, n = heads * d, k = 96;
+    const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d}), xg = gpu.from_host(x),
+                 cos_g = gpu.from_host(cos), sin_g = gpu.from_host(sin);
+    for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
+      std::array<LinearWeights, 3> host, on_device, reference;
+      for (std::size_t i = 0; i < 3; ++i) {
+        host[i] = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, 32, "w");
+        host[i].bias = random({n}, DType::BF16);
+        on_device[i] = gpu.upload_linear(host[i]);
+        reference[i] = dense(host[i]);
+      }
+      Tensor q_cpu = cpu.alloc({m, heads, d}), k_cpu = cpu.alloc({m, heads, d}), v_cpu = cpu.alloc({m, heads, d});
+      Tensor q_gpu = gpu.alloc({m, heads, d}), k_gpu = gpu.alloc({m, heads, d}), v_gpu = gpu.alloc({m, heads, d});
+      project_unfused(cpu, Projection::of(x, reference[0], reference[1], reference[2], q_cpu, k_cpu, v_cpu).rotating(cos, sin));
+      gpu.project(Projection::of(xg, on_device[0], on_device[1], on_device[2], q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
+      const std::string what = "linear q+k+v bias+rope " + std::string(format_traits(f).name) + " m=" + std::to_string(m);
+      check(what + " (q)", q_gpu, q_cpu, linear_limit(widened, m));
+      check(what + " (k)", k_gpu, k_cpu, linear_limit(widened, m));
+      check(what + " (v)", v_gpu, v_cpu, linear_limit(widened, m));
     }
   }
 

@@ -72,8 +72,9 @@ void CudaBackend::cublas_product(const Tensor& x, const void* w, DType w_type, f
 
 namespace {
 
-// Whether p's matrices lie one after another in memory (CudaBackend::upload_linears), 16-bit and unquantised,
-// without biases, each as wide as `in`: then one product of their summed rows computes them all.
+// Whether p's matrices lie one after another in memory (CudaBackend::upload_linears, or widened so from q8/q4 by
+// project_dequantised), 16-bit and unquantised, without biases, each as wide as `in`: then one product of their
+// summed rows computes them all.
 bool packed_weights(const Projection& p, const Tensor& in) {
   const Tensor& first = p.weights[0]->weight;
   if (first.dtype() != DType::BF16 && first.dtype() != DType::F16) return false;

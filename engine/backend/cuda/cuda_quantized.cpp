@@ -6,6 +6,7 @@
 // workspace and the float projection runs over them whole (project_dequantised): the 2B's gate and up are 50 MB of
 // bf16 workspace for the moment of their product. SM61 dequantises a matrix at a time (f32: 50 MB for a 6144 x 2048
 // one) and runs the reference's sequence.
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -68,15 +69,13 @@ void CudaBackend::dequantise(const LinearWeights& lw, Tensor& dense) {
 // (1.41 G values a 2B prefill, 14.5 us for a 6144 x 2048 matrix; docs/performance.md). Prediction: ~6.3 ms.
 void CudaBackend::project_dequantised(const Projection& p) {
   int64_t rows = 0;
-  for (int i = 0; i < p.count; ++i)
-    if (p.weights[std::size_t(i)]->quantised()) rows += p.weights[std::size_t(i)]->rows();
+  for (int i = 0; i < p.count; ++i) rows += p.weights[std::size_t(i)]->rows();
   Tensor dense = ctx_.device_tensor(dequantised_type(), {rows, p.weights[0]->cols()}, pool::Owner::Workspace);
   std::array<LinearWeights, 3> floats;
   Projection over_floats = p;
   int64_t first = 0;
   for (int i = 0; i < p.count; ++i) {
     const LinearWeights& w = *p.weights[std::size_t(i)];
-    if (!w.quantised()) continue;  // a float matrix beside quantised ones (not in the model today) stays as it is
     floats[std::size_t(i)] = LinearWeights::of(dense.slice_rows(first, first + w.rows()), w.bias);
     dequantise(w, floats[std::size_t(i)].weight);
     over_floats.weights[std::size_t(i)] = &floats[std::size_t(i)];
@@ -124,11 +123,17 @@ void CudaBackend::quantised_gemv(const Tensor& x, std::span<const LinearWeights*
   cuda::gemv_quantized(a, ctx_.overlapped_launches, ctx_.stream);
 }
 
-// The projection at decode rows in as few launches as the Fusions allow; more rows over the dequantised matrices
-// (project_dequantised where cuBLAS runs the products; else the reference's sequence, a matrix at a time).
+// The projection at decode rows in as few launches as the Fusions allow; more rows over the dequantised matrices:
+// widened together (project_dequantised) where cuBLAS runs the products, a fusion is on and every matrix is
+// quantised; else the reference's sequence, a matrix at a time (with every fusion off, what project_unfused runs).
 void CudaBackend::project_quantised(const Projection& p) {
   const int64_t rows = p.rows();
-  if (rows > ctx_.profile->gemv_max_rows) return runs_cublas(rows) ? project_dequantised(p) : project_unfused(*this, p);
+  if (rows > ctx_.profile->gemv_max_rows) {
+    const bool all_quantised = std::all_of(p.weights.begin(), p.weights.begin() + p.count,
+                                           [](const LinearWeights* w) { return w->quantised(); });
+    if (runs_cublas(rows) && fusions_ != Fusions::none() && all_quantised) return project_dequantised(p);
+    return project_unfused(*this, p);
+  }
   bool fold = p.norm && folds_norm(p.norm, rows);
   const Tensor* input = p.input;
   if (fold && p.norm.width() != last_dim(*p.input)) {  // a norm over groups of the row: made here, as the GEMV cannot
