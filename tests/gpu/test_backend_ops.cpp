@@ -225,7 +225,6 @@ struct Runner {
           check("linear+add " + shape, s_gpu, s_cpu, limit);
         }
     quantised_projections();
-    quantised_prefill_projections();
     const LinearWeights table = quantize_matrix(random({500, 72}, DType::BF16), WeightFormat::Q8, 32, "embed");
     const std::vector<int32_t> ids{3, 0, 499, 3, 250};
     Tensor a = cpu.alloc({5, 72}), g = gpu.alloc({5, 72});
@@ -234,88 +233,77 @@ struct Runner {
     check("embed q8", g, a, 0.0);
   }
 
-  // A decoder layer's projections with q8/q4 weights at decode rows, fusions on (the norm folded into the q+k+v and
-  // gate/up launches, the residual added in the GEMV, the closing norm left to the next projection) and off, against
-  // the CPU's reference. Folding the norm normalises on the GPU (the plain RMSNorm's bits, not the CPU's): a value on
-  // a rounding boundary of its 8-bit activation can land one step apart, hence a limit above the f32 one. Widths: the
-  // norm's row within the registers of the kernel that folds it (256), past them (2,304, 10,016: the rest of its sum
-  // of squares read from memory).
-  void quantised_projections() {
-    const int64_t inter = 512;
-    for (const auto [hidden, m] :
-         std::vector<std::array<int64_t, 2>>{{256, 1}, {256, 3}, {2304, 1}, {2304, 3}, {10016, 4}}) {
-      const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
-      const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
-      for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
-        for (const bool fused : {true, false}) {
-          const auto make = [&](int64_t rows, int64_t cols) {
-            return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
-          };
-          // v of 66 rows: the q+k+v launch's rows a warp drop to 2 (each part's rows a multiple of them)
-          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(66, hidden), gate = make(inter, hidden),
-                              up = make(inter, hidden), down = make(hidden, inter);
-          const LinearWeights qg = gpu.upload_linear(q), kg = gpu.upload_linear(k), vg = gpu.upload_linear(v),
-                              gateg = gpu.upload_linear(gate), upg = gpu.upload_linear(up), downg = gpu.upload_linear(down);
-          const std::string what = std::string(format_traits(f).name) + (fused ? " fused" : " unfused") +
-                                   " m=" + std::to_string(m) + " k=" + std::to_string(hidden);
-          with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
-            const Tensor x = random({m, hidden}), xg = gpu.from_host(x);
-            Tensor slot_c, slot_g;
-            Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 66});
-            Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 66});
-            project_unfused(cpu, Projection::of(x, q, k, v, qc, kc, vc).reading_norm(rms, slot_c));
-            gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
-            check("rms_norm+q+k+v " + what + " (q)", qo, qc, 1e-6);
-            check("rms_norm+q+k+v " + what + " (k)", ko, kc, 1e-6);
-            check("rms_norm+q+k+v " + what + " (v)", vo, vc, 1e-6);
-            Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), yg = gpu.alloc({m, inter}), upo = gpu.alloc({m, inter});
-            Tensor slot2_c, slot2_g;
-            project_unfused(cpu, Projection::swiglu(x, gate, up, yc, upc).reading_norm(rms, slot2_c));
-            gpu.project(Projection::swiglu(xg, gateg, upg, yg, upo).reading_norm(rms_g, slot2_g));
-            check("rms_norm+gate/up+swiglu " + what, yg, yc, 1e-6);
-            // The residual add with the closing norm, then the projection that reads it (folded there, when fused).
-            const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
-            Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
-                   scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
-            project_unfused(cpu, Projection::add_to(sc, h, down, scratch_c).then(rms, next_c));
-            gpu.project(Projection::add_to(sg, hg, downg, scratch_g).then(rms_g, next_g));
-            check("linear+add (then rms_norm) " + what, sg, sc, kF32);
-            Tensor after_c = cpu.alloc({m, 128}), after_g = gpu.alloc({m, 128});
-            project_unfused(cpu, Projection::of(sc, q, after_c).reading_norm(rms, next_c, true));
-            gpu.project(Projection::of(sg, qg, after_g).reading_norm(rms_g, next_g, true));
-            check("rms_norm (closing, ready)+linear " + what, after_g, after_c, 1e-6);
-          });
-        }
-    }
+  // A decoder layer's matrices in q8/q4 (random, quantised on the host): q of 128 rows, k of 64, v of 66 (the q+k+v
+  // GEMV's rows a warp drop to 2: each part's rows a multiple of them), gate and up of `inter`, down back to `hidden`.
+  struct QuantisedLayer {
+    LinearWeights q, k, v, gate, up, down;
+  };
+  QuantisedLayer quantised_layer(WeightFormat f, int64_t hidden, int64_t inter) {
+    const auto make = [&](int64_t rows, int64_t cols) {
+      return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
+    };
+    return {make(128, hidden), make(64, hidden), make(66, hidden), make(inter, hidden), make(inter, hidden), make(hidden, inter)};
+  }
+  // Each matrix of `l` through `f` (uploaded, or widened for a float reference).
+  template <typename F>
+  static QuantisedLayer each(const QuantisedLayer& l, F&& f) {
+    return {f(l.q), f(l.k), f(l.v), f(l.gate), f(l.up), f(l.down)};
+  }
+  QuantisedLayer on_gpu(const QuantisedLayer& l) {
+    return each(l, [&](const LinearWeights& w) { return gpu.upload_linear(w); });
+  }
+  // A q8/q4 matrix as the GPU widens it for products of many rows (bf16 native, f32 SM61): a float reference that
+  // multiplies what the GPU multiplies.
+  DType widened() const { return narrow_for_gemm ? DType::BF16 : DType::F32; }
+  LinearWeights widened_of(const LinearWeights& w) const {
+    return LinearWeights::of(dequantize_matrix(w, widened()), w.bias);
+  }
+  QuantisedLayer widened_of(const QuantisedLayer& l) const {
+    return each(l, [&](const LinearWeights& w) { return widened_of(w); });
   }
 
-  // A decoder layer's projections and the vision tower's rotated q, k and v with q8/q4 weights at prefill rows (64,
-  // 237). On the native profile a projection's matrices are dequantised together into one bf16 workspace and the
-  // float projection runs over them (project_dequantised): q+k+v and gate/up as one cuBLAS product each, the norm and
-  // the SwiGLU writing the bf16 operands of the products after them, the vision's biased, rotated q, k and v as one
-  // batched product. On SM61, and with the fusions off, a matrix at a time and the reference's sequence. Against the
-  // CPU's float path over the same dequantised matrices (bf16 native, f32 SM61: what the GPU multiplies with), so
-  // only the activations' rounding differs (linear_limit), not the CPU's 8-bit activations of its q8/q4 products.
-  void quantised_prefill_projections() {
+  // The residual add of w.down's product over random rows with the closing norm, then w.q's projection reading that
+  // norm (folded there where the fusions fold it), the GPU (wg) against the CPU (w).
+  void residual_then_norm(const QuantisedLayer& w, const QuantisedLayer& wg, const RowNorm& rms, const RowNorm& rms_g,
+                          int64_t m, const std::string& what, double add_limit, double limit) {
+    const int64_t hidden = w.down.rows(), inter = w.down.cols(), out = w.q.rows();
+    const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
+    Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
+           scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
+    project_unfused(cpu, Projection::add_to(sc, h, w.down, scratch_c).then(rms, next_c));
+    gpu.project(Projection::add_to(sg, hg, wg.down, scratch_g).then(rms_g, next_g));
+    check("linear+add (then rms_norm) " + what, sg, sc, add_limit);
+    Tensor after_c = cpu.alloc({m, out}), after_g = gpu.alloc({m, out});
+    project_unfused(cpu, Projection::of(sc, w.q, after_c).reading_norm(rms, next_c, true));
+    gpu.project(Projection::of(sg, wg.q, after_g).reading_norm(rms_g, next_g, true));
+    check("rms_norm (closing, ready)+linear " + what, after_g, after_c, limit);
+  }
+
+  // A decoder layer's projections with q8/q4 weights, fusions on and off, against the CPU's reference.
+  // - Decode rows (1-4): the norm folded into the q+k+v and gate/up launches, the residual added in the GEMV, the
+  //   closing norm left to the next projection. Folding the norm normalises on the GPU (the plain RMSNorm's bits, not
+  //   the CPU's): a value on a rounding boundary of its 8-bit activation can land one step apart, hence a limit above
+  //   the f32 one. Widths: the norm's row within the registers of the kernel that folds it (256), past them (2,304,
+  //   10,016: the rest of its sum of squares read from memory).
+  // - Prefill rows (64, 237): on the native profile a projection's matrices are dequantised together into one bf16
+  //   workspace and the float projection runs over them (project_dequantised): q+k+v and gate/up as one cuBLAS
+  //   product each, the norm and the SwiGLU writing the bf16 operands of the products after them. On SM61, and with
+  //   the fusions off, a matrix at a time and the reference's sequence. The CPU's reference there runs its float path
+  //   over the same dequantised matrices (bf16 native, f32 SM61: what the GPU multiplies with), so only the
+  //   activations' rounding differs (linear_limit), not the CPU's 8-bit activations of its q8/q4 products.
+  void quantised_projections() {
     const int64_t inter = 512;
-    const DType widened = narrow_for_gemm ? DType::BF16 : DType::F32;
-    const auto dense = [&](const LinearWeights& w) { return LinearWeights::of(dequantize_matrix(w, widened), w.bias); };
-    for (const auto [hidden, m] : std::vector<std::array<int64_t, 2>>{{256, 64}, {2304, 237}}) {
-      const double limit = linear_limit(widened, m);
+    for (const auto [hidden, m] : std::vector<std::array<int64_t, 2>>{
+             {256, 1}, {256, 3}, {2304, 1}, {2304, 3}, {10016, 4}, {256, 64}, {2304, 237}}) {
+      const bool prefill = m > 4;
+      const double limit = prefill ? linear_limit(widened(), m) : 1e-6;
       const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
       const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
       for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
         for (const bool fused : {true, false}) {
-          const auto make = [&](int64_t rows, int64_t cols) {
-            return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
-          };
-          const LinearWeights q = make(128, hidden), k = make(64, hidden), v = make(66, hidden), gate = make(inter, hidden),
-                              up = make(inter, hidden), down = make(hidden, inter);
-          const LinearWeights qd = dense(q), kd = dense(k), vd = dense(v), gate_d = dense(gate), up_d = dense(up),
-                              down_d = dense(down);
-          const LinearWeights qg = gpu.upload_linear(q), kg = gpu.upload_linear(k), vg = gpu.upload_linear(v),
-                              gateg = gpu.upload_linear(gate), upg = gpu.upload_linear(up), downg = gpu.upload_linear(down);
-          const bool together = fused && narrow_for_gemm;  // the matrices widened together, the packed products
+          const QuantisedLayer quantised = quantised_layer(f, hidden, inter),
+                               w = prefill ? widened_of(quantised) : quantised, wg = on_gpu(quantised);
+          const bool together = prefill && fused && narrow_for_gemm;  // widened together, the packed products
           const std::string what = std::string(format_traits(f).name) + (fused ? " fused" : " unfused") +
                                    " m=" + std::to_string(m) + " k=" + std::to_string(hidden);
           with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
@@ -323,40 +311,37 @@ struct Runner {
             Tensor slot_c, slot_g;
             Tensor qc = cpu.alloc({m, 128}), kc = cpu.alloc({m, 64}), vc = cpu.alloc({m, 66});
             Tensor qo = gpu.alloc({m, 128}), ko = gpu.alloc({m, 64}), vo = gpu.alloc({m, 66});
-            project_unfused(cpu, Projection::of(x, qd, kd, vd, qc, kc, vc).reading_norm(rms, slot_c));
+            project_unfused(cpu, Projection::of(x, w.q, w.k, w.v, qc, kc, vc).reading_norm(rms, slot_c));
             check_path("rms_norm+q+k+v " + what + " packed", reports_op([&] {
-              gpu.project(Projection::of(xg, qg, kg, vg, qo, ko, vo).reading_norm(rms_g, slot_g));
+              gpu.project(Projection::of(xg, wg.q, wg.k, wg.v, qo, ko, vo).reading_norm(rms_g, slot_g));
             }, "linear packed"), together);
             check("rms_norm+q+k+v " + what + " (q)", qo, qc, limit);
             check("rms_norm+q+k+v " + what + " (k)", ko, kc, limit);
             check("rms_norm+q+k+v " + what + " (v)", vo, vc, limit);
-            check_type("rms_norm+q+k+v's norm slot " + what, slot_g, together ? DType::BF16 : DType::F32);
+            if (prefill) check_type("rms_norm+q+k+v's norm slot " + what, slot_g, together ? DType::BF16 : DType::F32);
             // gate and up into one allocation (as the decoder keeps them), the activation into the down product's
-            // operand.
+            // operand (at decode rows, and without the fusion, that is the output itself).
             Tensor yc = cpu.alloc({m, inter}), upc = cpu.alloc({m, inter}), slot2_c, slot2_g, activation;
             const Tensor both = gpu.alloc({2 * m, inter});
             Tensor yg = both.slice_rows(0, m), upo = both.slice_rows(m, 2 * m);
-            project_unfused(cpu, Projection::swiglu(x, gate_d, up_d, yc, upc).reading_norm(rms, slot2_c));
+            project_unfused(cpu, Projection::swiglu(x, w.gate, w.up, yc, upc).reading_norm(rms, slot2_c));
             check_path("rms_norm+gate/up+swiglu " + what + " packed", reports_op([&] {
-              gpu.project(Projection::swiglu(xg, gateg, upg, yg, upo).reading_norm(rms_g, slot2_g).into_operand(activation));
+              gpu.project(Projection::swiglu(xg, wg.gate, wg.up, yg, upo).reading_norm(rms_g, slot2_g).into_operand(activation));
             }, "gate+up packed"), together);
             check("rms_norm+gate/up+swiglu " + what + ", its slot", activation, yc.to(activation.dtype()), limit);
             check_type("rms_norm+gate/up+swiglu's slot " + what, activation, together ? DType::BF16 : DType::F32);
-            // The residual add with the closing norm, then the projection that reads it.
-            const Tensor h = random({m, inter}), hg = gpu.from_host(h), stream = random({m, hidden});
-            Tensor sc = stream.to(DType::F32), sg = gpu.from_host(stream), scratch_c = cpu.alloc({m, hidden}),
-                   scratch_g = gpu.alloc({m, hidden}), next_c, next_g;
-            project_unfused(cpu, Projection::add_to(sc, h, down_d, scratch_c).then(rms, next_c));
-            gpu.project(Projection::add_to(sg, hg, downg, scratch_g).then(rms_g, next_g));
-            check("linear+add (then rms_norm) " + what, sg, sc, limit);
-            Tensor after_c = cpu.alloc({m, 128}), after_g = gpu.alloc({m, 128});
-            project_unfused(cpu, Projection::of(sc, qd, after_c).reading_norm(rms, next_c, true));
-            gpu.project(Projection::of(sg, qg, after_g).reading_norm(rms_g, next_g, true));
-            check("rms_norm (closing, ready)+linear " + what, after_g, after_c, limit);
+            // The residual add with the closing norm, then the projection that reads it (folded there, when fused).
+            residual_then_norm(w, wg, rms, rms_g, m, what, prefill ? limit : kF32, limit);
           });
         }
     }
-    // The vision tower's q, k and v: one shape, biases on all three, q and k rotated after them.
+    quantised_vision_qkv();
+  }
+
+  // The vision tower's q, k and v with q8/q4 weights at prefill rows: one shape, biases on all three, q and k rotated
+  // after them (native: widened together, then one batched cuBLAS product), against the CPU's float path over the
+  // dequantised matrices.
+  void quantised_vision_qkv() {
     const int64_t m = 37, heads = 4, d = 64, n = heads * d, k = 96;
     const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d}), xg = gpu.from_host(x),
                  cos_g = gpu.from_host(cos), sin_g = gpu.from_host(sin);
@@ -366,16 +351,16 @@ struct Runner {
         host[i] = quantize_matrix(random({n, k}, DType::BF16, 0.1f), f, 32, "w");
         host[i].bias = random({n}, DType::BF16);
         on_device[i] = gpu.upload_linear(host[i]);
-        reference[i] = dense(host[i]);
+        reference[i] = widened_of(host[i]);
       }
       Tensor q_cpu = cpu.alloc({m, heads, d}), k_cpu = cpu.alloc({m, heads, d}), v_cpu = cpu.alloc({m, heads, d});
       Tensor q_gpu = gpu.alloc({m, heads, d}), k_gpu = gpu.alloc({m, heads, d}), v_gpu = gpu.alloc({m, heads, d});
       project_unfused(cpu, Projection::of(x, reference[0], reference[1], reference[2], q_cpu, k_cpu, v_cpu).rotating(cos, sin));
       gpu.project(Projection::of(xg, on_device[0], on_device[1], on_device[2], q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
       const std::string what = "linear q+k+v bias+rope " + std::string(format_traits(f).name) + " m=" + std::to_string(m);
-      check(what + " (q)", q_gpu, q_cpu, linear_limit(widened, m));
-      check(what + " (k)", k_gpu, k_cpu, linear_limit(widened, m));
-      check(what + " (v)", v_gpu, v_cpu, linear_limit(widened, m));
+      check(what + " (q)", q_gpu, q_cpu, linear_limit(widened(), m));
+      check(what + " (k)", k_gpu, k_cpu, linear_limit(widened(), m));
+      check(what + " (v)", v_gpu, v_cpu, linear_limit(widened(), m));
     }
   }
 
