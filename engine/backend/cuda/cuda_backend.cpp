@@ -190,8 +190,13 @@ Tensor CudaBackend::as_stored(const Tensor& host) const {
 // cuBLAS reads 16-bit weights with activations narrowed to their type. Where the rows go to cuBLAS and the fusion
 // that writes a product's input is on, that writer stores the operand directly, rounded as the conversion rounds
 // (the same bits), and no product runs a conversion pass of its own: the type it writes, or nullopt (f32).
+// One type for all of p's matrices, or none (f32 rows) where they would read different ones (a projection mixing
+// quantised and float matrices, not in the model today, runs the reference's sequence: project_quantised).
 std::optional<DType> CudaBackend::operand_type(const Projection& p, bool fused) const {
-  return operand_type(*p.weights[0], p.rows(), fused);
+  const std::optional<DType> type = operand_type(*p.weights[0], p.rows(), fused);
+  for (int i = 1; i < p.count; ++i)
+    if (operand_type(*p.weights[std::size_t(i)], p.rows(), fused) != type) return std::nullopt;
+  return type;
 }
 std::optional<DType> CudaBackend::operand_type(const LinearWeights& w, int64_t rows, bool fused) const {
   // Quantised matrices are widened for cuBLAS's products (project_dequantised): their operand is the widened type.
