@@ -65,9 +65,10 @@ void CudaBackend::dequantise(const LinearWeights& lw, Tensor& dense) {
 // GEMMs' 16-bit operand, q+k+v and gate/up each as one product (their matrices lie one after another, as
 // upload_linears stores float ones), the attention prologue reading the packed rows, the activations written as the
 // next product's operand (operand_type). Before, each matrix was dequantised alone and the reference's sequence ran:
-// q4 prefill of 512 tokens 9.6-11.2 ms on an H200 where bf16 took 4.5-4.7, of which the dequantisation is ~1.6 ms
-// (1.41 G values a 2B prefill, 14.5 us for a 6144 x 2048 matrix). Predicted ~6.3 ms; measured 6.65-6.78 against the
-// tree before's 7.78-7.98 the same day (H200, 2026-11-28; docs/performance.md says why the start had moved).
+// q4 prefill of 512 tokens 9.6-11.2 ms on an H200 where bf16 took 6.4-6.5 then (2026-11-26), of which the
+// dequantisation is ~1.6 ms (1.41 G values a 2B prefill, 14.5 us for a 6144 x 2048 matrix). Predicted ~6.3 ms;
+// measured 6.65-6.78 against the tree before's 7.78-7.98 the same day (H200, 2026-11-28; docs/performance.md says
+// why the start had moved).
 void CudaBackend::project_dequantised(const Projection& p) {
   int64_t rows = 0;
   for (int i = 0; i < p.count; ++i) rows += p.weights[std::size_t(i)]->rows();
