@@ -71,7 +71,8 @@ struct WeightBytes {
 };
 
 // The matrices the CUDA backend stores as one unit (Backend::upload_linears: a decoder layer's q, k and v; its gate
-// and up), where they are floats on the GPU: "" for any other tensor.
+// and up) where they are floats on the GPU, and widens together where they are q8/q4 and cuBLAS runs their products
+// (CudaBackend::project_dequantised): "" for any other tensor.
 std::string packed_group(const std::string& name) {
   for (const char* part : {".self_attn.q_proj.", ".self_attn.k_proj.", ".self_attn.v_proj."})
     if (name.find(part) != std::string::npos) return name.substr(0, name.find(part)) + " qkv";
