@@ -130,9 +130,11 @@ TEST(EngineTiming, AStopDuringImagesVisionOrPrefillEndsTheRequestWithin50Ms) {
       std::printf("[ info ] a stop at %.0f ms came after the run had ended\n", at_ms);
       return kAfter;
     }
-    EXPECT_TRUE(stopped.generated_ids.empty()) << at_ms;
     const GenerateTiming& t = stopped.timing;
     const Phase phase = t.preprocess_ms == 0 ? kImages : t.vision_ms == 0 ? kVision : t.prefill_ms == 0 ? kPrefill : kAfter;
+    // Stopped before the prefill ended: no token. (A run faster than the warm one can take the stop after its prefill,
+    // with its one token out: CI, 2026-11-28, a stop at 1,317 of 1,545 ms. That stop is then aimed again.)
+    if (phase != kAfter) EXPECT_TRUE(stopped.generated_ids.empty()) << at_ms;
     const double stop_ms = std::chrono::duration<double, std::milli>(returned - set_at).count();
     std::printf("[ info ] stopped at %.0f of %.0f ms (images %.0f, vision %.0f, prefill %.0f), in %s: returned in %.1f ms\n",
                 at_ms, w.preprocess_ms + w.vision_ms + w.prefill_ms, w.preprocess_ms, w.vision_ms, w.prefill_ms,
