@@ -134,6 +134,28 @@ void ThreadPool::parallel_chunks(std::size_t n, std::size_t chunk, const Task& f
   });
 }
 
+void ThreadPool::parallel_guided(std::size_t n, std::size_t least, const Task& fn) {
+  least = std::max<std::size_t>(1, least);
+  if (n <= least) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  struct Loop {
+    std::atomic<std::size_t> next{0};
+    std::size_t n, least, parts;
+    const Task& fn;
+  } loop{{}, n, least, 2 * std::size_t(size()), fn};
+  parallel_for(std::min((n + least - 1) / least, std::size_t(size())), 1, [&loop](std::size_t, std::size_t) {
+    std::size_t begin = loop.next.load(std::memory_order_relaxed);
+    while (begin < loop.n) {
+      const std::size_t left = loop.n - begin, take = std::min(left, std::max(loop.least, left / loop.parts));
+      if (!loop.next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;  // begin reloaded
+      loop.fn(begin, begin + take);
+      begin = loop.next.load(std::memory_order_relaxed);
+    }
+  });
+}
+
 void ThreadPool::run_chunk(const Task& fn, std::size_t begin, std::size_t end) {
   try {
     fn(begin, end);

@@ -1,7 +1,8 @@
 #pragma once
 // A fixed pool of worker threads for data-parallel loops. parallel_for splits [0, n) into contiguous chunks, one
 // per thread (the caller takes the first): a fixed share a thread; parallel_chunks hands out smaller chunks from a
-// counter, so a thread that runs ahead takes more (the CPU's matrix products take their weight rows so).
+// counter, so a thread that runs ahead takes more (the CPU's prefill products take their weight rows so), and
+// parallel_guided chunks that shrink as the loop goes (a decode's products: long runs first, short ones last).
 //
 // A decode step runs ~600 short parallel loops, so handing a loop over must cost a few hundred nanoseconds, not
 // microseconds. Waking a sleeping thread costs tens of microseconds (measured as ~15% of a 2B decode step), so
@@ -42,6 +43,11 @@ public:
   // share the memory unevenly). One chunk runs on the caller alone; otherwise as parallel_for (a second caller, a
   // throwing chunk).
   void parallel_chunks(std::size_t n, std::size_t chunk, const std::function<void(std::size_t, std::size_t)>& fn);
+  // As parallel_chunks, but the chunks shrink as the loop goes (guided scheduling): each taken chunk is a
+  // 2·size()-th of what is left, never fewer than `least` items (the last one excepted). A thread's first chunks are
+  // long runs of memory for the prefetchers, and the last ones still short enough that a slow thread holds the loop
+  // up by at most one of them.
+  void parallel_guided(std::size_t n, std::size_t least, const std::function<void(std::size_t, std::size_t)>& fn);
 
   // The process-wide pool, sized to the machine ($QVL_THREADS overrides).
   static ThreadPool& global();

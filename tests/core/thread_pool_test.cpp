@@ -1,7 +1,7 @@
 // The thread pool runs every index of every loop exactly once, whatever mix of loop sizes follows (workers that sit
 // out a small loop must not replay a later one), a second caller runs its loop on its own thread, and a chunk's
-// exception reaches the caller. parallel_chunks also cuts the loop as asked and lets the free threads take a slow
-// one's share.
+// exception reaches the caller. parallel_chunks and parallel_guided also cut the loop as asked and let the free
+// threads take a slow one's share.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,23 +113,79 @@ TEST(ThreadPool, ParallelChunksLetsTheFreeThreadsTakeASlowThreadsShare) {
   EXPECT_LE(chunks_by_thread[slow], 5);
 }
 
-// Inside a chunk of another loop, or with one chunk, the loop runs on the calling thread, whole.
+// Inside a chunk of another loop, or with one chunk, the loop runs on the calling thread, whole (a guided one too).
 TEST(ThreadPool, ParallelChunksRunsAloneWhereParallelForWould) {
   ThreadPool pool(4);
   std::atomic<long> inner{0};
   std::atomic<bool> elsewhere{false};
   pool.parallel_for(4, 1, [&](std::size_t, std::size_t) {
     const auto caller = std::this_thread::get_id();
-    pool.parallel_chunks(50, 7, [&](std::size_t begin, std::size_t end) {
+    const auto count = [&](std::size_t begin, std::size_t end) {
       inner += long(end - begin);
       if (std::this_thread::get_id() != caller) elsewhere = true;
-    });
+    };
+    pool.parallel_chunks(50, 7, count);
+    pool.parallel_guided(500, 7, count);
   });
-  EXPECT_EQ(inner.load(), 4L * 50);
+  EXPECT_EQ(inner.load(), 4L * 550);
   EXPECT_FALSE(elsewhere.load());
   std::vector<std::pair<std::size_t, std::size_t>> calls;
   pool.parallel_chunks(5, 8, [&](std::size_t begin, std::size_t end) { calls.emplace_back(begin, end); });
   EXPECT_EQ(calls, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 5}}));
+}
+
+// Guided chunks: every index once; in the order of their starts the chunks never grow, the first is a 2·size()-th
+// of the loop, and none is shorter than `least` except the one that ends the loop.
+TEST(ThreadPool, ParallelGuidedRunsEveryIndexOnceInShrinkingChunks) {
+  for (const int threads : {1, 3, 16}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> counts(5000);
+    for (int iter = 0; iter < 300; ++iter) {
+      const std::size_t n = std::size_t(iter * 17 % 5000), least = std::size_t(1 + iter % 70);
+      for (std::size_t i = 0; i < n; ++i) counts[i] = 0;
+      std::mutex mutex;
+      std::map<std::size_t, std::size_t> chunks;  // begin -> end
+      pool.parallel_guided(n, least, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) counts[i].fetch_add(1);
+        std::lock_guard lock(mutex);
+        chunks[begin] = end;
+      });
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(counts[i].load(), 1) << threads << " threads, loop " << iter << " index " << i << " of " << n;
+      if (n == 0) continue;
+      const std::size_t first = chunks.begin()->second;
+      EXPECT_EQ(first, std::min(n, std::max(least, n / (2 * std::size_t(threads))))) << "n " << n << " least " << least;
+      std::size_t previous = first;
+      for (const auto& [begin, end] : chunks) {
+        ASSERT_LE(end - begin, previous) << "n " << n << ": the chunk at " << begin << " grew";
+        if (end != n) {
+          ASSERT_GE(end - begin, least) << "n " << n << ": the chunk at " << begin;
+        }
+        previous = end - begin;
+      }
+    }
+  }
+}
+
+// A thread that stalls on the first chunk holds only that chunk: the others take the rest. (Fixed shares would have
+// given it a quarter of the loop, 100 items; its first chunk is 400 / 8 = 50.)
+TEST(ThreadPool, ParallelGuidedLetsTheFreeThreadsTakeASlowThreadsShare) {
+  ThreadPool pool(4);
+  std::mutex mutex;
+  std::map<std::thread::id, std::size_t> items_by_thread;
+  std::thread::id slow;
+  pool.parallel_guided(400, 1, [&](std::size_t begin, std::size_t end) {
+    {
+      std::lock_guard lock(mutex);
+      items_by_thread[std::this_thread::get_id()] += end - begin;
+      if (begin == 0) slow = std::this_thread::get_id();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(begin == 0 ? 300 : 1));
+  });
+  std::size_t total = 0;
+  for (const auto& [id, items] : items_by_thread) total += items;
+  EXPECT_EQ(total, 400u);
+  EXPECT_LT(items_by_thread[slow], 100u);
 }
 
 }  // namespace

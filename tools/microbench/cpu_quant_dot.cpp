@@ -5,7 +5,8 @@
 //           rate, what a core can compute;
 //   stream: the threads over 256 MiB of weight rows (far past the last-level cache), each thread's rows in order
 //           ("1 run") and as kReadStreams runs read side by side as the products read them ("4 runs"), beside a
-//           plain read of the same bytes by the same threads in the same two orders (the memory's rate).
+//           plain read of the same bytes by the same threads in the same two orders (the memory's rate); then
+//           handed out as a decode hands them (chunks of 64 rows, guided chunks).
 // A variant whose cache rate per core is below (stream bandwidth / threads) cannot keep up with memory at that
 // thread count. GB/s count the weight bytes and their f16 scales, as the bench's decode roofline does.
 // Build against a release tree and run (QVL_THREADS is not read; pass the thread counts):
@@ -154,6 +155,24 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
       }
+      // As the decode hands rows out (cpu_products.cpp): chunks of 64 rows from a counter, the way main did before
+      // 2026-11-28, and guided chunks (ThreadPool::parallel_guided), each read in order or as runs 64 KB apart.
+      for (const bool guided : {false, true})
+        for (const bool runs : {false, true}) {
+          std::printf("%s stream %2d threads, %-14s %-11s:", q4 ? "q4" : "q8", n, guided ? "guided chunks," : "chunks of 64,",
+                      runs ? "runs" : "in order");
+          for (const QuantDotKernels* k : variants) {
+            const auto chunk = [&](std::size_t b, std::size_t e) {
+              rows(*k, q4, big, x, y.data(), b, e, runs ? qvl::cpu::kReadStreams : 1, runs ? rows_64k : 0);
+            };
+            const double t = median_seconds(5, [&] {
+              if (guided) pool.parallel_guided(big.rows, 64, chunk);
+              else pool.parallel_chunks(big.rows, 64, chunk);
+            });
+            std::printf("  %s %6.1f GB/s", k->name, bytes_of(big) / t / 1e9);
+          }
+          std::printf("\n");
+        }
     }
   }
 }

@@ -25,8 +25,8 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // 2-core machine's EPYC the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms, both forced in one
 // process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed as
 // before either way: only the order of the rows changes. (Those figures are for each thread's fixed share of rows read
-// as runs 64 KB apart. Decode now reads 64-row chunks: at k = 2,048 a chunk is half a window, read as four runs of 16
-// rows, 32 KB apart at q8; what that order gains there is not measured apart.) Only the q8/q4 decode products choose;
+// as runs 64 KB apart. Decode's chunks are guided (over_rows): the first ones hold many windows, the last 64 rows, at
+// k = 2,048 half a window, read as four runs of 16 rows.) Only the q8/q4 decode products choose;
 // the float formats' tiles and every prefill keep their order (prefill's chunks are kChunkRows, as decode's).
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
@@ -171,6 +171,15 @@ std::size_t row_grain(const ProductInput& in) {
 //   barrier. On the H100 machine's Xeon (2B, fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4
 //   threads, 42.0 against 39.8 at 16 (medians of three rounds, one call); bf16 (another call, two rounds) 10.6
 //   against 10.0 and 26.0 against 23.0. 32 and 128 rows (that call) were no clear improvement on 64.
+//   Since 2026-11-28 decode's chunks are guided (ThreadPool::parallel_guided): a 2·threads-th of the rows left, down
+//   to 64. Chunks of 64 rows are 128 KB of q8 (64 KB of q4): each thread's reads restarted every chunk, in four runs
+//   of 32 KB (16 KB) where the read order is runs, and a core's prefetchers never got up to speed. On this project's
+//   2-core Xeon (tools/microbench/cpu_quant_dot.cpp, 2 threads, 256 MiB, read in runs, the loops decode runs: q8's
+//   AVX2, q4's VNNI) chunks of 64 read 21.3 GB/s of q8 and 19.5 of q4, guided chunks 29.0 and 28.1 (a plain read,
+//   without software prefetch, 21-22 in that run). The 2B's decode there (2 threads, three rounds, one binary): q8
+//   10.26 / 10.02 / 10.01 → 11.02 / 11.36 / 11.10 tokens/s, q4 15.95 / 17.55 / 16.50 → 18.44 / 18.45 / 19.49, bf16
+//   4.27 / 4.37 / 4.15 → 4.78 / 4.53 / 4.68. At 16 threads a product of 2,048 rows starts at 64 rows a chunk, as
+//   before; the larger ones (gate/up, the head) start longer. Not yet measured at 4 and 16 threads.
 // - Prefill (several rows; vision's products take the same path, not measured apart): on the H200 machine's Xeon (2B,
 //   bf16, 64 prompt tokens, three rounds of one call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds
 //   268.9 / 290.6 / 314.3 against 203.0 / 269.4 / 261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4
@@ -180,10 +189,13 @@ std::size_t row_grain(const ProductInput& in) {
 // docs/quantization.md and docs/performance.md have the rounds.
 constexpr std::size_t kChunkRows = 64;
 
-// Runs fn over [0, n) weight rows in chunks of kChunkRows (or row_grain's, where a row is too little work).
+// Runs fn over [0, n) weight rows in chunks of kChunkRows (or row_grain's, where a row is too little work); a decode's
+// guided, down to that size.
 template <typename Fn>
 void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
-  ThreadPool::global().parallel_chunks(n, std::max(kChunkRows, row_grain(in)), fn);
+  const std::size_t chunk = std::max(kChunkRows, row_grain(in));
+  if (in.m() == 1) ThreadPool::global().parallel_guided(n, chunk, fn);
+  else ThreadPool::global().parallel_chunks(n, chunk, fn);
 }
 
 // Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first matrix
