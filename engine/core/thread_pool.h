@@ -45,8 +45,8 @@ public:
   void parallel_chunks(std::size_t n, std::size_t chunk, const std::function<void(std::size_t, std::size_t)>& fn);
   // As parallel_chunks, but the chunks shrink as the loop goes (guided scheduling): each taken chunk is a
   // 2·size()-th of what is left, never fewer than `least` items (the last one excepted). A thread's first chunks are
-  // long runs of memory for the prefetchers, and the last ones still short enough that a slow thread holds the loop
-  // up by at most one of them.
+  // long runs of memory for the prefetchers, and the last ones short enough to even the threads out. (A thread that
+  // stalls on a first chunk still holds the loop up by that chunk: a 2·size()-th of it.)
   void parallel_guided(std::size_t n, std::size_t least, const std::function<void(std::size_t, std::size_t)>& fn);
 
   // The process-wide pool, sized to the machine ($QVL_THREADS overrides).

@@ -134,14 +134,14 @@ TEST(ThreadPool, ParallelChunksRunsAloneWhereParallelForWould) {
   EXPECT_EQ(calls, (std::vector<std::pair<std::size_t, std::size_t>>{{0, 5}}));
 }
 
-// Guided chunks: every index once; in the order of their starts the chunks never grow, the first is a 2·size()-th
+// Guided chunks: every index once, the chunks tiling the loop; in order they never grow, the first is a 2·size()-th
 // of the loop, and none is shorter than `least` except the one that ends the loop.
 TEST(ThreadPool, ParallelGuidedRunsEveryIndexOnceInShrinkingChunks) {
   for (const int threads : {1, 3, 16}) {
     ThreadPool pool(threads);
     std::vector<std::atomic<int>> counts(5000);
     for (int iter = 0; iter < 300; ++iter) {
-      const std::size_t n = std::size_t(iter * 17 % 5000), least = std::size_t(1 + iter % 70);
+      const std::size_t n = std::size_t(iter * 17 % 5000), least = std::size_t(iter % 70);  // 0: taken as 1
       for (std::size_t i = 0; i < n; ++i) counts[i] = 0;
       std::mutex mutex;
       std::map<std::size_t, std::size_t> chunks;  // begin -> end
@@ -154,15 +154,20 @@ TEST(ThreadPool, ParallelGuidedRunsEveryIndexOnceInShrinkingChunks) {
         ASSERT_EQ(counts[i].load(), 1) << threads << " threads, loop " << iter << " index " << i << " of " << n;
       if (n == 0) continue;
       const std::size_t first = chunks.begin()->second;
-      EXPECT_EQ(first, std::min(n, std::max(least, n / (2 * std::size_t(threads))))) << "n " << n << " least " << least;
-      std::size_t previous = first;
+      EXPECT_EQ(first, std::min(n, std::max(std::max<std::size_t>(1, least), n / (2 * std::size_t(threads)))))
+          << "n " << n << " least " << least;
+      std::size_t previous = first, next_begin = 0;
       for (const auto& [begin, end] : chunks) {
+        ASSERT_EQ(begin, next_begin) << "n " << n << ": the chunks do not tile the loop";
+        ASSERT_LE(end, n);
+        next_begin = end;
         ASSERT_LE(end - begin, previous) << "n " << n << ": the chunk at " << begin << " grew";
         if (end != n) {
-          ASSERT_GE(end - begin, least) << "n " << n << ": the chunk at " << begin;
+          ASSERT_GE(end - begin, std::max<std::size_t>(1, least)) << "n " << n << ": the chunk at " << begin;
         }
         previous = end - begin;
       }
+      ASSERT_EQ(next_begin, n);
     }
   }
 }

@@ -22,16 +22,17 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as kReadStreams
 // runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4 threads and from
 // 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp, one call). On the
-// 2-core machine's EPYC the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms, both forced in one
+// 2-core machine's EPYC (an earlier machine; now a Xeon) the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms, both forced in one
 // process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed as
 // before either way: only the order of the rows changes. (Those figures are for each thread's fixed share of rows read
-// as runs 64 KB apart. Decode's chunks are guided (over_rows): the first ones hold many windows, the last 64 rows, at
-// k = 2,048 half a window, read as four runs of 16 rows.) Only the q8/q4 decode products choose;
-// the float formats' tiles and every prefill keep their order (prefill's chunks are kChunkRows, as decode's).
+// as runs 64 KB apart. Decode's chunks are guided (over_rows): at few threads the first ones hold many windows; the
+// last are 64 rows, at k = 2,048 half a window, read as four runs of 16 rows.) Only the q8/q4 decode products choose;
+// the float formats' tiles and every prefill keep their order (prefill's chunks are kChunkRows, the least of
+// decode's).
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
-// leave (all of a range shorter than one window: a decode chunk of 64 rows of 2,048 q8 values is half a window) cut
+// leave (all of a range shorter than one window: a last decode chunk of 64 rows of 2,048 q8 values is half a window) cut
 // into kReadStreams runs of its own.
 template <typename Visit>
 void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& visit) {
@@ -164,7 +165,8 @@ std::size_t row_grain(const ProductInput& in) {
   return std::max<std::size_t>(4, kMinChunkWork / std::size_t(std::max<int64_t>(1, in.k() * in.m())));
 }
 
-// Rows a product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks) rather
+// Rows a product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks; a
+// decode's ThreadPool::parallel_guided, below) rather
 // than a fixed share a thread: a product ends when its last chunk does, not when its slowest thread's share does (the
 // GPU machine's host is a virtual machine whose threads are not equally fast from one product to the next).
 // - Decode (one activation row): each of a step's ~110 products (the 2B's four a layer and the head) ends at a
@@ -179,7 +181,7 @@ std::size_t row_grain(const ProductInput& in) {
 //   without software prefetch, 21-22 in that run). The 2B's decode there (2 threads, three rounds, one binary): q8
 //   10.26 / 10.02 / 10.01 → 11.02 / 11.36 / 11.10 tokens/s, q4 15.95 / 17.55 / 16.50 → 18.44 / 18.45 / 19.49, bf16
 //   4.27 / 4.37 / 4.15 → 4.78 / 4.53 / 4.68. At 16 threads a product of 2,048 rows starts at 64 rows a chunk, as
-//   before; the larger ones (gate/up, the head) start longer. Not yet measured at 4 and 16 threads.
+//   before; the larger ones (q+k+v, gate/up, down, the head) start longer. Not yet measured at 4 and 16 threads.
 // - Prefill (several rows; vision's products take the same path, not measured apart): on the H200 machine's Xeon (2B,
 //   bf16, 64 prompt tokens, three rounds of one call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds
 //   268.9 / 290.6 / 314.3 against 203.0 / 269.4 / 261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4
@@ -206,7 +208,9 @@ void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
 // fixed shares (H200 machine's Xeon, 2B q8, three rounds of one call, a scratch switch) it chose in order in all six
 // runs, where fixed shares chose it in ten of twelve, and decode was level: 20.06 / 18.45 / 19.45 tokens/s against
 // 19.85 / 16.62 / 23.17 at 4 threads, 55.46 / 42.13 / 49.95 against 49.93 / 45.60 / 53.39 at 16. A model whose head is
-// not q8/q4 never measures: its products keep their order. A caller whose loop runs alone (another one holds the pool)
+// not q8/q4 never measures: its products keep their order. (Those H200 rounds timed chunks of 64 rows; since
+// 2026-11-28 the decode's chunks, and so the calibration's, are guided: on this project's 2-core Xeon it chose runs
+// in all four processes printed, q8 at 1 and 2 threads.) A caller whose loop runs alone (another one holds the pool)
 // measures one thread; whichever measurement finishes first decides.
 bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std::atomic<bool>* stop) {
   if (in.m() != 1) return false;
