@@ -22,18 +22,18 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // A decode step reads each weight byte once, and on the GPU machine's Xeon reading each thread's rows as kReadStreams
 // runs at once (memory_bandwidth.h says why) took the q4 decode loop (VNNI) from 31 to 38 GB/s at 4 threads and from
 // 101 to 111 at 16, q8's (AVX2) from 30 to 34 and from 63 to 134 (tools/microbench/cpu_quant_dot.cpp, one call). On the
-// 2-core machine's EPYC (an earlier machine; now a Xeon) the same order cost the q8 output head ~15% (12.3-14.5 -> 14.3-18.4 ms, both forced in one
-// process). So each machine measures once (reads_in_runs) and keeps the faster. Every output element is computed as
-// before either way: only the order of the rows changes. (Those figures are for each thread's fixed share of rows read
-// as runs 64 KB apart. Decode's chunks are guided (over_rows): at few threads the first ones hold many windows; the
-// last are 64 rows, at k = 2,048 half a window, read as four runs of 16 rows.) Only the q8/q4 decode products choose;
-// the float formats' tiles and every prefill keep their order (prefill's chunks are kChunkRows, the least of
-// decode's).
+// 2-core machine's EPYC (an earlier machine; now a Xeon) the same order cost the q8 output head ~15% (12.3-14.5 ->
+// 14.3-18.4 ms, both forced in one process). So each machine measures once (reads_in_runs) and keeps the faster.
+// Every output element is computed as before either way: only the order of the rows changes. (Those figures are for
+// each thread's fixed share of rows read as runs 64 KB apart. Decode's chunks are guided (over_rows): at few threads
+// the first ones hold many windows; the last are 64 rows, at k = 2,048 half a window, read as four runs of 16 rows.)
+// Only the q8/q4 decode products choose; the float formats' tiles and every prefill keep their order (prefill's
+// chunks are kChunkRows, the least of decode's).
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
-// leave (all of a range shorter than one window: a last decode chunk of 64 rows of 2,048 q8 values is half a window) cut
-// into kReadStreams runs of its own.
+// leave (all of a range shorter than one window: a last decode chunk of 64 rows of 2,048 q8 values is half a window)
+// cut into kReadStreams runs of its own.
 template <typename Visit>
 void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& visit) {
   std::size_t part = std::max<std::size_t>(1, kRunBytes / row_bytes), window = begin;  // rows a run
@@ -166,9 +166,9 @@ std::size_t row_grain(const ProductInput& in) {
 }
 
 // Rows a product's chunk holds, taken from a counter by whichever thread is free (ThreadPool::parallel_chunks; a
-// decode's ThreadPool::parallel_guided, below) rather
-// than a fixed share a thread: a product ends when its last chunk does, not when its slowest thread's share does (the
-// GPU machine's host is a virtual machine whose threads are not equally fast from one product to the next).
+// decode's ThreadPool::parallel_guided, below) rather than a fixed share a thread: a product ends when its last chunk
+// does, not when its slowest thread's share does (the GPU machine's host is a virtual machine whose threads are not
+// equally fast from one product to the next).
 // - Decode (one activation row): each of a step's ~110 products (the 2B's four a layer and the head) ends at a
 //   barrier. On the H100 machine's Xeon (2B, fixed shares beside in one binary): q8 18.7 against 16.9 tokens/s at 4
 //   threads, 42.0 against 39.8 at 16 (medians of three rounds, one call); bf16 (another call, two rounds) 10.6
