@@ -114,9 +114,16 @@ void ThreadPool::parallel_for(std::size_t n, std::size_t grain, const Task& fn) 
 }
 
 void ThreadPool::parallel_chunks(std::size_t n, std::size_t chunk, const Task& fn) {
-  chunk = std::max<std::size_t>(1, chunk);
-  const std::size_t chunks = (n + chunk - 1) / chunk;
-  if (chunks <= 1) {
+  parallel_from_counter(n, chunk, 0, fn);
+}
+
+void ThreadPool::parallel_guided(std::size_t n, std::size_t least, const Task& fn) {
+  parallel_from_counter(n, least, 2 * std::size_t(size()), fn);
+}
+
+void ThreadPool::parallel_from_counter(std::size_t n, std::size_t least, std::size_t parts, const Task& fn) {
+  least = std::max<std::size_t>(1, least);
+  if (n <= least) {
     if (n > 0) fn(0, n);
     return;
   }
@@ -125,30 +132,14 @@ void ThreadPool::parallel_chunks(std::size_t n, std::size_t chunk, const Task& f
   // holds it without a heap allocation (a decode step runs ~110 of these loops).
   struct Loop {
     std::atomic<std::size_t> next{0};
-    std::size_t n, chunk;
-    const Task& fn;
-  } loop{{}, n, chunk, fn};
-  parallel_for(std::min(chunks, std::size_t(size())), 1, [&loop](std::size_t, std::size_t) {
-    for (std::size_t begin; (begin = loop.next.fetch_add(loop.chunk, std::memory_order_relaxed)) < loop.n;)
-      loop.fn(begin, std::min(loop.n, begin + loop.chunk));
-  });
-}
-
-void ThreadPool::parallel_guided(std::size_t n, std::size_t least, const Task& fn) {
-  least = std::max<std::size_t>(1, least);
-  if (n <= least) {
-    if (n > 0) fn(0, n);
-    return;
-  }
-  struct Loop {
-    std::atomic<std::size_t> next{0};
     std::size_t n, least, parts;
     const Task& fn;
-  } loop{{}, n, least, 2 * std::size_t(size()), fn};
-  parallel_for(std::min((n + least - 1) / least, std::size_t(size())), 1, [&loop](std::size_t, std::size_t) {
+  } loop{{}, n, least, parts, fn};
+  parallel_for(std::min(n / least + (n % least != 0), std::size_t(size())), 1, [&loop](std::size_t, std::size_t) {
     std::size_t begin = loop.next.load(std::memory_order_relaxed);
     while (begin < loop.n) {
-      const std::size_t left = loop.n - begin, take = std::min(left, std::max(loop.least, left / loop.parts));
+      const std::size_t left = loop.n - begin;
+      const std::size_t take = std::min(left, std::max(loop.least, loop.parts ? left / loop.parts : 0));
       if (!loop.next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) continue;  // begin reloaded
       loop.fn(begin, begin + take);
       begin = loop.next.load(std::memory_order_relaxed);

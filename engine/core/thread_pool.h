@@ -67,6 +67,9 @@ private:
   // would end the process, and out of the caller's own chunk it would leave the workers running the loop on a stack
   // frame that is gone.
   void run_chunk(const Task& fn, std::size_t begin, std::size_t end);
+  // parallel_chunks (parts 0: every chunk `least` items) and parallel_guided (a parts-th of what is left, at least
+  // `least`): chunks taken from a shared counter by whichever thread is free.
+  void parallel_from_counter(std::size_t n, std::size_t least, std::size_t parts, const Task& fn);
 
   std::vector<std::thread> workers_;
   std::mutex caller_;  // held by the caller whose loop the workers run
