@@ -19,7 +19,9 @@
 // - Values: each lane fetches the probabilities its rows need from the lanes holding them (kLoads·kHeads shuffles)
 //   and accumulates its 16 bytes of dimensions for every head; the warp's row groups are added at the end.
 // The block's warps (tiles kWarps apart in its chunk) are merged in shared memory; the chunks, when there are
-// several, by the last block of the (query, kv head) to finish (split_merge.cuh).
+// several, by the last block of the (query, kv head) to finish (split_merge.cuh), or on SM90, where up to 8 chunks a
+// pair fit as resident thread block clusters, inside the cluster over distributed shared memory (merge_in_cluster:
+// on an H200 the 2B's decode at 256 and 1,024 tokens of context +3-4%; docs/performance.md).
 // The rows before the query's position come from earlier passes (a decode step's cache), so a block launched
 // early (programmatic dependent launch, common.cuh: possibly while several kernels of the chain before it are still
 // running, none of which writes those rows) loads its warps' first tiles of them before it waits; q and the rows
@@ -38,6 +40,7 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kFill = 1;  // blocks: this many times the SMs (docs/performance.md has the sweep)
+constexpr int kMaxClusterChunks = 8;  // the portable cluster size (cluster_fits)
 
 template <int kLanesPerRow, int kHeadsPerKv, typename KV>
 struct DecodeShape {
@@ -111,7 +114,9 @@ __device__ __forceinline__ void decode_chunking(int64_t keys, unsigned chunks, i
   used = int((tiles + chunk_tiles - 1) / chunk_tiles);
 }
 
-template <typename Shape, typename KV>
+// kCluster: the grid's chunks of a (query, kv head) are one thread block cluster and merge in it (merge_in_cluster);
+// otherwise the last block to arrive merges through L2 (combine_partials).
+template <typename Shape, typename KV, bool kCluster>
 __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(DecodeParams p) {
   constexpr int kLanes = Shape::kLanes, kHeads = Shape::kHeads, kPerUnit = Shape::kPerUnit, kD = Shape::kD;
   constexpr int kRows = Shape::kRows, kLoads = Shape::kLoads, kTile = Shape::kTile, kValues = Shape::kValues;
@@ -119,6 +124,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   __shared__ float warp_best[kWarps][kHeads], warp_total[kWarps][kHeads], warp_weight[kWarps][kHeads];
   __shared__ float block_best[kHeads], block_total[kHeads];
   __shared__ __align__(16) float warp_acc[kWarps][kHeads][kD];
+  __shared__ __align__(16) float cluster_slot[kCluster ? kHeads * (kD + 2) : 1];  // this chunk's result (merge_in_cluster)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_group = lane / kLanes, piece = lane % kLanes;  // which row of a load, which 16 bytes of it
@@ -132,7 +138,10 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   visible_keys(i, kv_len, p.causal, past, p.bounds, p.segments, lo, hi);
   decode_chunking<kTile, kWarps>(hi - lo, gridDim.x, used, chunk_tiles);
   const int64_t chunk = blockIdx.x;
-  if (chunk >= used) return;  // this query's range needs fewer chunks than the grid has
+  if (chunk >= used) {  // this query's range needs fewer chunks than the grid has
+    if constexpr (kCluster) merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);
+    return;
+  }
   const int64_t first = lo + chunk * chunk_tiles * kTile, last = min(hi, first + int64_t(chunk_tiles) * kTile);
   // Rows before the position are earlier passes' (see the top); a segment mask's rows are this pass's. (The
   // position on the device and a segment mask's bounds are host copies, read before the wait too.)
@@ -290,9 +299,13 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
       p.out[(i * p.hq + h0 + g) * kD + c] = value / block_total[g];
       continue;
     }
-    float* const partial = partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
+    float* const partial = kCluster ? cluster_slot + g * (kD + 2) : partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
     partial[2 + c] = value;
     if (c == 0) partial[0] = block_best[g], partial[1] = block_total[g];
+  }
+  if constexpr (kCluster) {
+    merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);
+    return;
   }
   if (used == 1 || !last_to_arrive(&p.arrivals[unit], unsigned(used))) return;
   combine_partials<kWarps, kHeads>(partials, p.out + (i * p.hq + h0) * kD, kD, used, gridDim.x);
@@ -367,7 +380,15 @@ void attention_decode(const AttentionArgs& a, const SplitDecode& split, cudaStre
     using KV = decltype(element);
     with_shape<KV>(a, [&](auto shape) {
       using Shape = decltype(shape);
-      launch_kernel(attention_decode_kernel<Shape, KV>, grid, dim3(Shape::kThreads), 0, stream, split.overlap, params);
+      // A (query, kv head)'s chunks as one cluster where every pair's cluster is resident at once (a second wave
+      // would wait for the first); a single chunk needs no merge.
+      const auto clustered = attention_decode_kernel<Shape, KV, true>;
+      if (grid.x <= unsigned(kMaxClusterChunks) &&
+          cluster_fits(reinterpret_cast<const void*>(clustered), Shape::kThreads, grid.x, grid.y))
+        launch_kernel_clustered(clustered, grid, dim3(Shape::kThreads), 0, stream, split.overlap, grid.x, params);
+      else
+        launch_kernel(attention_decode_kernel<Shape, KV, false>, grid, dim3(Shape::kThreads), 0, stream, split.overlap,
+                      params);
     });
   });
 }

@@ -2,6 +2,7 @@
 // Shared by every kernel: error checks that say where a CUDA call failed, and capability switches.
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -52,21 +53,43 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
   QVL_BLOCK_STAMP(1);
 }
 
+// A launch with programmatic dependent launch (`overlap`) and, where `cluster` > 1, thread block clusters of
+// `cluster` consecutive blocks along x (SM90+; the caller checks that they fit: cluster_fits).
 template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream,
-                   bool overlap, Args... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
+void launch_kernel_clustered(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream,
+                             bool overlap, unsigned cluster, Args... args) {
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (overlap) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {cluster, 1, 1};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared;
   config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = overlap ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
+
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream,
+                   bool overlap, Args... args) {
+  launch_kernel_clustered(kernel, grid, block, shared, stream, overlap, 1u, args...);
+}
+
+// Whether `clusters` clusters of `cluster` blocks of `kernel` (`threads` a block) are all resident at once on the
+// current device: SM90 or newer, at most 8 blocks a cluster (the portable size; on an H200 the larger ones fit
+// fewer: 7 clusters of 12 or of 16 whole-SM blocks against 15 of 8), and cudaOccupancyMaxActiveClusters says so (a
+// cluster lies within one GPC, so fewer fit than the SMs over the cluster size). Asked once per kernel and size
+// (common.cu).
+bool cluster_fits(const void* kernel, int threads, unsigned cluster, int64_t clusters);
 
 }  // namespace qvl::cuda
 

@@ -4,6 +4,7 @@
 // the last block of the pair to finish merges them (one kernel: a second kernel for the merge took 5 µs of a decode
 // step's 16 a layer on an H100, a launch and a dependent round trip for a few KB). last_to_arrive also serves the
 // greedy pick's blocks (greedy_pick.cu).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -87,6 +88,54 @@ __device__ void combine_partials(const float* p, float* out, int d, int chunks, 
     for (; c < chunks; ++c) value += w[c] * __ldcg(chunk_at(g, c) + 2 + e % d);
     out[e] = value / pair_sum[g];
   }
+}
+
+// The same merge inside a thread block cluster (SM90; attention_decode.cu launches one where cluster_fits): each of
+// the cluster's blocks has left its chunk's (max, sum, unnormalised values) for kHeads pairs in its own shared memory
+// at `slot` (pair g at slot + g·(d + 2)); blocks of rank `used` and on saw no keys and left nothing. Every block of
+// the cluster must call this (the barriers count them all). After a cluster barrier (which also makes the slots
+// visible), the outputs are shared out over the first `used` blocks, a thread each, which asks for the pair's (max,
+// sum) and its value from every slot over distributed shared memory at once: one round trip within the GPC where
+// the global merge takes a fence, an atomic on a counter and a read of the partials back from L2. A second barrier
+// keeps every block (its shared memory) alive until the reads are done. The sums go over the chunks in order, as
+// combine_partials' values do (its sum of the weights is a warp reduction: the last bits may differ).
+template <int kHeads, int kMaxBlocks>
+__device__ void merge_in_cluster(const float* slot, float* out, int d, int used) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int rank = int(cluster.block_rank());
+  if (used > 1 && rank < used) {
+    const int stride = d + 2, outputs = kHeads * d, threads = int(blockDim.x);
+    for (int e = rank * threads + int(threadIdx.x); e < outputs; e += used * threads) {
+      const int g = e / d;
+      float best[kMaxBlocks], total[kMaxBlocks], value[kMaxBlocks];
+#pragma unroll
+      for (int b = 0; b < kMaxBlocks; ++b)
+        if (b < used) {
+          const float* const remote = cluster.map_shared_rank(slot, b) + g * stride;
+          best[b] = remote[0], total[b] = remote[1], value[b] = remote[2 + e % d];
+        }
+      float m = -INFINITY;
+#pragma unroll
+      for (int b = 0; b < kMaxBlocks; ++b)
+        if (b < used) m = fmaxf(m, best[b]);
+      float sum = 0.0f, weighted = 0.0f;
+#pragma unroll
+      for (int b = 0; b < kMaxBlocks; ++b)
+        if (b < used) {
+          const float w = best[b] == -INFINITY ? 0.0f : expf(best[b] - m);
+          sum += w * total[b], weighted += w * value[b];
+        }
+      out[e] = weighted / sum;
+    }
+  }
+  cluster.sync();
+#else
+  (void)slot, (void)out, (void)d, (void)used;
+  __trap();  // never launched below SM90 (cluster_fits)
+#endif
 }
 
 }  // namespace qvl::cuda
