@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   __shared__ float warp_best[kWarps][kHeads], warp_total[kWarps][kHeads], warp_weight[kWarps][kHeads];
   __shared__ float block_best[kHeads], block_total[kHeads];
   __shared__ __align__(16) float warp_acc[kWarps][kHeads][kD];
-  __shared__ __align__(16) float cluster_slot[kCluster ? kHeads * (kD + 2) : 1];  // this chunk's result (merge_in_cluster)
+  __shared__ __align__(16) float cluster_slot[kCluster ? kHeads * (kD + 2) : 1];  // this chunk's (merge_in_cluster)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_group = lane / kLanes, piece = lane % kLanes;  // which row of a load, which 16 bytes of it
@@ -139,7 +139,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   decode_chunking<kTile, kWarps>(hi - lo, gridDim.x, used, chunk_tiles);
   const int64_t chunk = blockIdx.x;
   if (chunk >= used) {  // this query's range needs fewer chunks than the grid has
-    if constexpr (kCluster) merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);
+    if constexpr (kCluster)
+      merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);
     return;
   }
   const int64_t first = lo + chunk * chunk_tiles * kTile, last = min(hi, first + int64_t(chunk_tiles) * kTile);
@@ -299,7 +300,8 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
       p.out[(i * p.hq + h0 + g) * kD + c] = value / block_total[g];
       continue;
     }
-    float* const partial = kCluster ? cluster_slot + g * (kD + 2) : partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
+    float* const partial =
+        kCluster ? cluster_slot + g * (kD + 2) : partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
     partial[2 + c] = value;
     if (c == 0) partial[0] = block_best[g], partial[1] = block_total[g];
   }

@@ -15,6 +15,7 @@
 #include "backend/cpu/decode_attention.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/huge_pages.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
 #include "backend/quantize.h"
@@ -36,7 +37,8 @@ public:
 
   double measure_read_bandwidth() override { return cpu::measure_read_bandwidth(); }
 
-  Tensor upload(const Tensor& w, WeightRole) override { return w; }
+  // Weights of 2 MiB and more are copied onto huge pages (huge_pages.h says why); the rest stay where they are.
+  Tensor upload(const Tensor& w, WeightRole) override { return cpu::on_huge_pages(w); }
   Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }
   Tensor from_host(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
   Tensor to_host(const Tensor& t) override { return t; }

@@ -1,0 +1,86 @@
+#include "backend/cpu/huge_pages.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "core/thread_pool.h"
+
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
+
+namespace qvl::cpu {
+namespace {
+
+// MemAvailable and MemTotal from /proc/meminfo, in bytes (0 when unreadable).
+struct MemoryInfo {
+  std::size_t available = 0, total = 0;
+};
+MemoryInfo memory_info() {
+  MemoryInfo info;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::size_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") info.available = kib * 1024;
+    if (key == "MemTotal:") info.total = kib * 1024;
+  }
+  return info;
+}
+
+}  // namespace
+
+bool huge_pages_offered() {
+  static const bool offered = [] {
+    std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::stringstream text;
+    text << enabled.rdbuf();
+    const std::string s = text.str();
+    return s.find("[always]") != std::string::npos || s.find("[madvise]") != std::string::npos;
+  }();
+  return offered;
+}
+
+bool room_for_copy(std::size_t bytes) {
+  const MemoryInfo memory = memory_info();
+  return memory.available >= bytes && memory.available - bytes >= memory.total / 4;
+}
+
+Tensor on_huge_pages(const Tensor& t) {
+#ifdef __linux__
+  if (t.device() != Device::CPU || t.nbytes() < kHugePageBytes || !huge_pages_offered()) return t;
+  const std::size_t bytes = (t.nbytes() + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (!room_for_copy(bytes)) return t;
+  // Twice the size, so that a 2 MiB-aligned range of `bytes` lies inside; the rest is given back.
+  void* reserved = mmap(nullptr, bytes + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (reserved == MAP_FAILED) return t;
+  const auto start = reinterpret_cast<std::uintptr_t>(reserved);
+  const std::uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (aligned > start) munmap(reserved, aligned - start);
+  if (const std::size_t tail = start + bytes + kHugePageBytes - (aligned + bytes); tail > 0)
+    munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice: without it the copy is still right, on 4 KB pages
+  // Copied a huge page at a time over the threads: most of the time is the kernel's, giving each page as it is
+  // first written (zeroed, and on a virtual machine possibly backed by the host first), and the threads' faults run
+  // side by side.
+  const std::size_t pages = bytes / kHugePageBytes;
+  ThreadPool::global().parallel_for(pages, 1, [&](std::size_t begin, std::size_t end) {
+    const std::size_t from = begin * kHugePageBytes, to = std::min(end * kHugePageBytes, t.nbytes());
+    if (from < to) std::memcpy(static_cast<char*>(p) + from, static_cast<const char*>(t.raw()) + from, to - from);
+  });
+  std::shared_ptr<const void> owner(p, [bytes](const void* q) { munmap(const_cast<void*>(q), bytes); });
+  return Tensor::borrow(t.dtype(), t.shape(), p, std::move(owner));
+#else
+  return t;
+#endif
+}
+
+}  // namespace qvl::cpu
