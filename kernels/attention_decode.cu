@@ -21,7 +21,7 @@
 // The block's warps (tiles kWarps apart in its chunk) are merged in shared memory; the chunks, when there are
 // several, by the last block of the (query, kv head) to finish (split_merge.cuh), or on SM90, where up to 8 chunks a
 // pair fit as resident thread block clusters, inside the cluster over distributed shared memory (merge_in_cluster:
-// on an H200 the 2B's decode at 256 and 1,024 tokens of context +3-4%; docs/performance.md).
+// on an H200 the 2B's decode at 256 and 1,024 tokens of context +2-5%; docs/performance.md).
 // The rows before the query's position come from earlier passes (a decode step's cache), so a block launched
 // early (programmatic dependent launch, common.cuh: possibly while several kernels of the chain before it are still
 // running, none of which writes those rows) loads its warps' first tiles of them before it waits; q and the rows

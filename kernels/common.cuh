@@ -85,10 +85,10 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t
 }
 
 // Whether `clusters` clusters of `cluster` blocks of `kernel` (`threads` a block) are all resident at once on the
-// current device: SM90 or newer, at most 8 blocks a cluster (the portable size; on an H200 the larger ones fit
-// fewer: 7 clusters of 12 or of 16 whole-SM blocks against 15 of 8), and cudaOccupancyMaxActiveClusters says so (a
-// cluster lies within one GPC, so fewer fit than the SMs over the cluster size). Asked once per kernel and size
-// (common.cu).
+// current device: SM90 or newer with the kernel compiled for it, at most 8 blocks a cluster (the portable size; on an
+// H200 the larger ones fit fewer: 7 clusters of 12 or of 16 whole-SM blocks against 15 of 8), and
+// cudaOccupancyMaxActiveClusters says so (a cluster lies within one GPC, so fewer fit than the SMs over the cluster
+// size). Asked once per kernel and size (common.cu).
 bool cluster_fits(const void* kernel, int threads, unsigned cluster, int64_t clusters);
 
 }  // namespace qvl::cuda

@@ -220,7 +220,8 @@ public:
   virtual void inject_fault(const FaultInjection& /*fault*/) {}
 
   // ---- Memory ----
-  // A weight ready for this backend, told what it is for (the CPU uses the mapped checkpoint bytes in place).
+  // A weight ready for this backend, told what it is for (the CPU copies large ones onto huge pages, the rest it
+  // reads in place: cpu/huge_pages.h).
   virtual Tensor upload(const Tensor& host_weight, WeightRole role) = 0;
   // A linear layer's weights (matrix, scales of a quantised format, bias) uploaded as one unit, in the format the
   // backend stores them in; the two-tensor form for float matrices.

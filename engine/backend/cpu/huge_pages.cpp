@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -17,10 +18,20 @@
 namespace qvl::cpu {
 namespace {
 
-// MemAvailable and MemTotal from /proc/meminfo, in bytes (0 when unreadable).
+// MemAvailable and MemTotal from /proc/meminfo, in bytes (0 when unreadable), narrowed to the process's memory
+// cgroup where that sets a limit (a container's: /proc/meminfo shows the whole machine's).
 struct MemoryInfo {
   std::size_t available = 0, total = 0;
 };
+
+// The first number in a file (cgroup v2's memory.max holds "max" when unlimited: then nothing).
+std::optional<std::size_t> number_in(const char* path) {
+  std::ifstream file(path);
+  std::size_t value = 0;
+  if (file >> value) return value;
+  return std::nullopt;
+}
+
 MemoryInfo memory_info() {
   MemoryInfo info;
   std::ifstream meminfo("/proc/meminfo");
@@ -31,6 +42,17 @@ MemoryInfo memory_info() {
     std::getline(meminfo, unit);
     if (key == "MemAvailable:") info.available = kib * 1024;
     if (key == "MemTotal:") info.total = kib * 1024;
+  }
+  // cgroup v2, then v1 (whose "no limit" is a huge number, above the machine's memory).
+  std::optional<std::size_t> limit = number_in("/sys/fs/cgroup/memory.max");
+  std::optional<std::size_t> used = number_in("/sys/fs/cgroup/memory.current");
+  if (!limit) {
+    limit = number_in("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    used = number_in("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  }
+  if (limit && used && *limit < info.total) {
+    info.total = *limit;
+    info.available = std::min(info.available, *limit > *used ? *limit - *used : 0);
   }
   return info;
 }
@@ -58,7 +80,7 @@ Tensor on_huge_pages(const Tensor& t) {
   if (t.device() != Device::CPU || t.nbytes() < kHugePageBytes || !huge_pages_offered()) return t;
   const std::size_t bytes = (t.nbytes() + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (!room_for_copy(bytes)) return t;
-  // Twice the size, so that a 2 MiB-aligned range of `bytes` lies inside; the rest is given back.
+  // 2 MiB more than needed, so that a 2 MiB-aligned range of `bytes` lies inside; the rest is given back.
   void* reserved = mmap(nullptr, bytes + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (reserved == MAP_FAILED) return t;
   const auto start = reinterpret_cast<std::uintptr_t>(reserved);
