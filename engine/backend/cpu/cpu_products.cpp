@@ -181,7 +181,9 @@ std::size_t row_grain(const ProductInput& in) {
 //   without software prefetch, 21-22 in that run). The 2B's decode there (2 threads, three rounds, one binary): q8
 //   10.26 / 10.02 / 10.01 → 11.02 / 11.36 / 11.10 tokens/s, q4 15.95 / 17.55 / 16.50 → 18.44 / 18.45 / 19.49, bf16
 //   4.27 / 4.37 / 4.15 → 4.78 / 4.53 / 4.68. At 16 threads a product of 2,048 rows starts at 64 rows a chunk, as
-//   before; the larger ones (q+k+v, gate/up, down, the head) start longer. Not yet measured at 4 and 16 threads.
+//   before; the larger ones (q+k+v, gate/up, down, the head) start longer. On the GPU machine's host (one call, five
+//   rounds, chunks of 64 built beside): q4 at 4 threads +6 to +11% in four rounds (−3% in the fifth); q8, and q4 at
+//   16 threads, within the host's spread (−11 to +8%).
 // - Prefill (several rows; vision's products take the same path, not measured apart): on the H200 machine's Xeon (2B,
 //   bf16, 64 prompt tokens, three rounds of one call): 290.6 against 261.0 tokens/s at 16 threads (median; rounds
 //   268.9 / 290.6 / 314.3 against 203.0 / 269.4 / 261.0, llama.cpp 212.1 / 215.4 / 234.1), 93.1 against 101.5 at 4
