@@ -6,10 +6,12 @@
 // attention_split_workspace floats (nullptr when that is 0). past_on_device (split_keys only): `past` read on the
 // device when the kernel runs, kv_len = past + S; the host's kv_len then bounds it (a replayed decode step).
 // arrivals (split_keys with a workspace): S·Hq counters, zero before the first call (the kernel leaves them zero).
-// overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+). The decode
-// kernel (attention_decode.cu) then loads key and value rows before `past` (its warps' first tiles), the position
-// on the device and the segment bounds before it waits: the rows must come from earlier passes (a decode step's
-// cache) and the position and bounds from host copies, not from kernels still running.
+// overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+), and the decode
+// kernel may merge a pair's chunks in a thread block cluster (SM90's other feature; without overlap, as under the
+// SM61 profile, it does not). The decode kernel (attention_decode.cu) then loads key and value rows before `past`
+// (its warps' first tiles), the position on the device and the segment bounds before it waits: the rows must come
+// from earlier passes (a decode step's cache) and the position and bounds from host copies, not from kernels still
+// running.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -383,9 +383,10 @@ void attention_decode(const AttentionArgs& a, const SplitDecode& split, cudaStre
     with_shape<KV>(a, [&](auto shape) {
       using Shape = decltype(shape);
       // A (query, kv head)'s chunks as one cluster where every pair's cluster is resident at once (a second wave
-      // would wait for the first); a single chunk needs no merge.
+      // would wait for the first); a single chunk needs no merge. Clusters come with the profile's overlapped
+      // launches, SM90's other decode feature: the SM61 profile forced on an H100 runs Pascal's path.
       const auto clustered = attention_decode_kernel<Shape, KV, true>;
-      if (grid.x <= unsigned(kMaxClusterChunks) &&
+      if (split.overlap && grid.x <= unsigned(kMaxClusterChunks) &&
           cluster_fits(reinterpret_cast<const void*>(clustered), Shape::kThreads, grid.x, grid.y))
         launch_kernel_clustered(clustered, grid, dim3(Shape::kThreads), 0, stream, split.overlap, grid.x, params);
       else
