@@ -8,10 +8,10 @@
 // arrivals (split_keys with a workspace): S·Hq counters, zero before the first call (the kernel leaves them zero).
 // overlap: the split kernel is launched to start as the previous kernel drains (common.cuh; SM90+), and the decode
 // kernel may merge a pair's chunks in a thread block cluster (SM90's other feature; without overlap, as under the
-// SM61 profile, it does not). The decode kernel (attention_decode.cu) then loads key and value rows before `past`
-// (its warps' first tiles), the position on the device and the segment bounds before it waits: the rows must come
-// from earlier passes (a decode step's cache) and the position and bounds from host copies, not from kernels still
-// running.
+// SM61 profile, it does not). With overlap the decode kernel (attention_decode.cu) also loads key and value rows
+// before `past` (its warps' first tiles), the position on the device and the segment bounds before it waits: the rows
+// must come from earlier passes (a decode step's cache) and the position and bounds from host copies, not from
+// kernels still running.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -26,7 +26,8 @@ struct KernelProfile {
   // and the build have SM80+ code for it; otherwise the f32 CUDA-core kernel above.
   bool tensor_core_attention;
   // Decode kernels launched to start as the previous one drains, fetching their weights meanwhile (programmatic
-  // dependent launch, where the GPU has it: SM90+).
+  // dependent launch, where the GPU has it: SM90+); with it the decode attention may merge its chunks in a thread
+  // block cluster, SM90's other feature (attention_decode.cu).
   bool overlapped_launches;
 };
 

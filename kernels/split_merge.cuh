@@ -90,15 +90,16 @@ __device__ void combine_partials(const float* p, float* out, int d, int chunks, 
   }
 }
 
-// The same merge inside a thread block cluster (SM90; attention_decode.cu launches one where cluster_fits): each of
-// the cluster's blocks has left its chunk's (max, sum, unnormalised values) for kHeads pairs in its own shared memory
-// at `slot` (pair g at slot + g·(d + 2)); blocks of rank `used` and on saw no keys and left nothing. Every block of
-// the cluster must call this (the barriers count them all). After a cluster barrier (which also makes the slots
-// visible), the outputs are shared out over the first `used` blocks, a thread each, which asks for the pair's (max,
-// sum) and its value from every slot over distributed shared memory at once: one round trip within the GPC where
-// the global merge takes a fence, an atomic on a counter and a read of the partials back from L2. A second barrier
-// keeps every block (its shared memory) alive until the reads are done. The sums go over the chunks in order, as
-// combine_partials' values do (its sum of the weights is a warp reduction: the last bits may differ).
+// The same merge inside a thread block cluster (SM90; attention_decode.cu launches one with the profile's overlapped
+// launches where cluster_fits): each of the cluster's blocks has left its chunk's (max, sum, unnormalised values) for
+// kHeads pairs in its own shared memory at `slot` (pair g at slot + g·(d + 2)); blocks of rank `used` and on saw no
+// keys and left nothing. Every block of the cluster must call this (the barriers count them all). After a cluster
+// barrier (which also makes the slots visible), the outputs are shared out over the first `used` blocks, a thread each,
+// which asks for the pair's (max, sum) and its value from every slot over distributed shared memory at once: one round
+// trip within the GPC where the global merge takes a fence, an atomic on a counter and a read of the partials back from
+// L2. A second barrier keeps every block (its shared memory) alive until the reads are done. The sums go over the
+// chunks in order, as combine_partials' values do (its sum of the weights is a warp reduction: the last bits may
+// differ).
 template <int kHeads, int kMaxBlocks>
 __device__ void merge_in_cluster(const float* slot, float* out, int d, int used) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

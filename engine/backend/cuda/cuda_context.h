@@ -43,7 +43,7 @@ public:
   std::array<uint8_t, 16> uuid{};
   const cuda::KernelProfile* profile = nullptr;
   bool tensor_core_attention = false;  // the profile asks for it and this device and build run it
-  bool overlapped_launches = false;    // the profile asks for them and this device has them (SM90+)
+  bool overlapped_launches = false;    // the profile asks for them and this device has them (SM90+); also clusters
   std::string name;                    // "cuda (NVIDIA H100, sm_90, profile native)"
   cudaStream_t stream = nullptr;
   std::shared_ptr<pool::MemoryPool> pool;
