@@ -1,17 +1,20 @@
 // Microbenchmark, not part of the product (docs/quantization.md has its results): the CPU's q8/q4 decode loop (one
 // activation row against every weight row, backend/cpu/quant_dot_kernels.h) in each instruction-set variant the
-// processor has, at the 2B's widest decode shape (k = 2,048), in two settings that separate the two limits:
+// processor has, at the 2B's widest decode shape (k = 2,048; --k N for another, such as the down projection's 6,144), in
+// two settings that separate the two limits:
 //   cache:  one thread over 128 weight rows (q8 264 KB, q4 140 KB: L2-resident) again and again: the kernel's own
 //           rate, what a core can compute;
-//   stream: the threads over 256 MiB of weight rows (far past the last-level cache), each thread's rows in order
-//           ("1 run") and as kReadStreams runs read side by side as the products read them ("4 runs"), beside a
-//           plain read of the same bytes by the same threads in the same two orders (the memory's rate); then
-//           handed out as a decode hands them (chunks of 64 rows, guided chunks).
+//   stream: the threads over 256 MiB of weight rows (--mib N: this project's 2-core machine reports 480 MiB of L3,
+//           so 1,024 there), each thread's rows in order ("1 run") and as kReadStreams runs read side by side as the
+//           products read them ("4 runs", a row of each in turn), beside a plain read of the same bytes by the same
+//           threads in the same orders (the memory's rate), and a plain read of runs 64 KB apart that takes 256 bytes
+//           of each run's row in turn rather than whole rows; then handed out as a decode hands them (chunks of 64
+//           rows, guided chunks).
 // A variant whose cache rate per core is below (stream bandwidth / threads) cannot keep up with memory at that
 // thread count. GB/s count the weight bytes and their f16 scales, as the bench's decode roofline does.
 // Build against a release tree and run (QVL_THREADS is not read; pass the thread counts):
 //   g++ -std=c++20 -O2 -mavx2 -mfma -Iengine tools/microbench/cpu_quant_dot.cpp -Lbuild/release/lib -lqvl-engine \
-//       -Wl,-rpath,$PWD/build/release/lib -pthread -o /tmp/cpu_quant_dot && /tmp/cpu_quant_dot 1 4 16
+//       -Wl,-rpath,$PWD/build/release/lib -pthread -o /tmp/cpu_quant_dot && /tmp/cpu_quant_dot [--k N] [--mib N] 1 4 16
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/memory_bandwidth.h"
@@ -32,7 +36,7 @@ using qvl::cpu::QuantDotKernels;
 
 namespace {
 
-constexpr std::size_t kK = 2048, kBlocks = kK / 32;
+std::size_t kK = 2048, kBlocks = kK / 32;  // --k
 
 struct Matrix {
   std::size_t rows, row_bytes;
@@ -112,11 +116,52 @@ double plain_read(qvl::ThreadPool& pool, const Matrix& m, std::size_t runs, std:
   });
 }
 
+// The plain read of runs `part` rows apart (kReadStreams of them) taking 256 bytes of each run's row in turn: each
+// run's stream kept going while the others are read, where plain_read and the kernels take a whole row of one run
+// at a time (at k = 6,144 a row is 6 KB).
+double plain_read_interleaved(qvl::ThreadPool& pool, const Matrix& m, std::size_t part) {
+  constexpr std::size_t kRuns = qvl::cpu::kReadStreams;
+  return median_seconds(5, [&] {
+    std::atomic<uint64_t> total{0};
+    pool.parallel_for(m.rows, 16, [&](std::size_t begin, std::size_t end) {
+      __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+      std::size_t w = begin;
+      for (; w + kRuns * part <= end; w += kRuns * part)
+        for (std::size_t i = 0; i < part; ++i) {
+          for (std::size_t offset = 0; offset + 256 <= m.row_bytes; offset += 256)
+            for (std::size_t r = 0; r < kRuns; ++r) {
+              const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + (w + r * part + i) * m.row_bytes + offset);
+              for (int v = 0; v < 8; ++v) acc[v & 1] = _mm256_add_epi64(acc[v & 1], _mm256_loadu_si256(p + v));
+            }
+          for (std::size_t r = 0; r < kRuns; ++r)
+            acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[(w + r * part + i) * kBlocks]));
+        }
+      for (; w < end; ++w) {  // what the windows leave, in order
+        const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + w * m.row_bytes);
+        for (std::size_t v = 0; v < m.row_bytes / 32; ++v) acc[v & 1] = _mm256_add_epi64(acc[v & 1], _mm256_loadu_si256(p + v));
+      }
+      total += uint64_t(_mm256_extract_epi64(acc[0], 0) + _mm256_extract_epi64(acc[1], 3));
+    });
+    sink = total;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> threads;
-  for (int i = 1; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+  std::size_t mib = 256;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if ((arg == "--k" || arg == "--mib") && i + 1 < argc) {
+      const std::size_t value = std::size_t(std::atoll(argv[++i]));
+      if (arg == "--mib") mib = std::max<std::size_t>(1, value);
+      else if (value >= 32 && value % 32 == 0) kK = value, kBlocks = value / 32;
+      else return std::fprintf(stderr, "--k takes a multiple of 32\n"), 2;
+    } else {
+      threads.push_back(std::atoi(argv[i]));
+    }
+  }
   if (threads.empty()) threads = {1};
   std::mt19937 rng(7);
   Activation x;
@@ -130,7 +175,7 @@ int main(int argc, char** argv) {
 
   for (bool q4 : {false, true}) {
     const Matrix small = random_matrix(128, q4, rng);
-    const Matrix big = random_matrix(std::size_t(256) << 20 >> (q4 ? 10 : 11), q4, rng);
+    const Matrix big = random_matrix((mib << 20) / (q4 ? kK / 2 : kK), q4, rng);
     std::vector<float> y(big.rows);
     for (const QuantDotKernels* k : variants) {
       if (!k) continue;
@@ -155,6 +200,8 @@ int main(int argc, char** argv) {
         }
         std::printf("\n");
       }
+      std::printf("%s stream %2d threads, 4 runs 64 KB apart, 256 bytes of each in turn: plain read %6.1f GB/s\n",
+                  q4 ? "q4" : "q8", n, bytes_of(big) / plain_read_interleaved(pool, big, rows_64k) / 1e9);
       // As the decode hands rows out (cpu_products.cpp): chunks of 64 rows from a counter, the way main did before
       // 2026-11-28, and guided chunks (ThreadPool::parallel_guided), each read in order or as runs 64 KB apart.
       for (const bool guided : {false, true})
