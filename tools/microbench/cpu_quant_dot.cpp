@@ -1,8 +1,9 @@
 // Microbenchmark, not part of the product (docs/quantization.md has its results): the CPU's q8/q4 decode loop (one
 // activation row against every weight row, backend/cpu/quant_dot_kernels.h) in each instruction-set variant the
-// processor has, at the 2B's widest decode shape (k = 2,048; --k N for another, such as the down projection's 6,144), in
-// two settings that separate the two limits:
-//   cache:  one thread over 128 weight rows (q8 264 KB, q4 140 KB: L2-resident) again and again: the kernel's own
+// processor has, at the 2B's most common decode shape (k = 2,048; --k N, a multiple of 512, for another, such as the
+// down projection's 6,144), in two settings that separate the two limits:
+//   cache:  one thread over 128 weight rows (at k = 2,048 q8 272 KiB, q4 144 KiB with the scales: L2-resident; at
+//           6,144 three times that, within L2 only where it holds 1 MB or more) again and again: the kernel's own
 //           rate, what a core can compute;
 //   stream: the threads over 256 MiB of weight rows (--mib N: this project's 2-core machine reports 480 MiB of L3,
 //           so 1,024 there), each thread's rows in order ("1 run") and as kReadStreams runs read side by side as the
@@ -11,7 +12,8 @@
 //           of each run's row in turn rather than whole rows; then handed out as a decode hands them (chunks of 64
 //           rows, guided chunks).
 // A variant whose cache rate per core is below (stream bandwidth / threads) cannot keep up with memory at that
-// thread count. GB/s count the weight bytes and their f16 scales, as the bench's decode roofline does.
+// thread count. GB/s count the weight bytes and their f16 scales, as the bench's decode roofline does (the plain
+// reads touch one scale a row, so their GB/s are 3-9% high).
 // Build against a release tree and run (QVL_THREADS is not read; pass the thread counts):
 //   g++ -std=c++20 -O2 -mavx2 -mfma -Iengine tools/microbench/cpu_quant_dot.cpp -Lbuild/release/lib -lqvl-engine \
 //       -Wl,-rpath,$PWD/build/release/lib -pthread -o /tmp/cpu_quant_dot && /tmp/cpu_quant_dot [--k N] [--mib N] 1 4 16
@@ -118,7 +120,7 @@ double plain_read(qvl::ThreadPool& pool, const Matrix& m, std::size_t runs, std:
 
 // The plain read of runs `part` rows apart (kReadStreams of them) taking 256 bytes of each run's row in turn: each
 // run's stream kept going while the others are read, where plain_read and the kernels take a whole row of one run
-// at a time (at k = 6,144 a row is 6 KB).
+// at a time (at k = 6,144 a q8 row is 6 KB).
 double plain_read_interleaved(qvl::ThreadPool& pool, const Matrix& m, std::size_t part) {
   constexpr std::size_t kRuns = qvl::cpu::kReadStreams;
   return median_seconds(5, [&] {
@@ -139,6 +141,7 @@ double plain_read_interleaved(qvl::ThreadPool& pool, const Matrix& m, std::size_
       for (; w < end; ++w) {  // what the windows leave, in order
         const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + w * m.row_bytes);
         for (std::size_t v = 0; v < m.row_bytes / 32; ++v) acc[v & 1] = _mm256_add_epi64(acc[v & 1], _mm256_loadu_si256(p + v));
+        acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[w * kBlocks]));
       }
       total += uint64_t(_mm256_extract_epi64(acc[0], 0) + _mm256_extract_epi64(acc[1], 3));
     });
@@ -153,11 +156,11 @@ int main(int argc, char** argv) {
   std::size_t mib = 256;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if ((arg == "--k" || arg == "--mib") && i + 1 < argc) {
-      const std::size_t value = std::size_t(std::atoll(argv[++i]));
-      if (arg == "--mib") mib = std::max<std::size_t>(1, value);
-      else if (value >= 32 && value % 32 == 0) kK = value, kBlocks = value / 32;
-      else return std::fprintf(stderr, "--k takes a multiple of 32\n"), 2;
+    if (arg == "--k" || arg == "--mib") {
+      const long long value = i + 1 < argc ? std::strtoll(argv[++i], nullptr, 10) : 0;
+      if (arg == "--mib" && value > 0) mib = std::size_t(value);
+      else if (arg == "--k" && value > 0 && value % 512 == 0) kK = std::size_t(value), kBlocks = kK / 32;
+      else return std::fprintf(stderr, "%s takes a positive number (--k: a multiple of 512)\n", arg.c_str()), 2;
     } else {
       threads.push_back(std::atoi(argv[i]));
     }

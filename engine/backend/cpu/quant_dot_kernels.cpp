@@ -70,20 +70,13 @@ QVL_AVX2_F16C inline float scale_f16c(const QuantDot& a, std::size_t b) { return
 // leave a core short of loads in flight); in another call 8 KB was slower than 4; q4 (VNNI there, a third call) no
 // different. docs/quantization.md has the rounds.
 constexpr std::size_t kPrefetchAhead = 4096;
-// Into L2, not L1 (_MM_HINT_T1 at both of its uses). On this project's 2-core Xeon (2026-11-29, one binary, three
-// rounds alternating) q8 decode went 7.45-7.61 -> 8.11-8.25 tokens/s at 1 thread and 14.65-14.83 -> 15.41-16.05 at
-// 2 (llama.cpp's Q8_0 8.01 and 15.37 that hour), q4 at 2 threads 22.17 / 22.31 -> 23.34 / 22.76; the loop at
-// k = 6,144 (tools/microbench/cpu_quant_dot.cpp, 1 GiB) 11.7-11.9 -> 12.8-12.9 GB/s, at 2,048 13.1-13.2 -> 13.2-13.6.
-// Likely why (inferred, not counted): the row's activations, read again for every weight row (at the down
-// projection's k = 6,144, 6 KB of int8 and 768 bytes of scales), are no longer pushed out of L1 by weights that
-// arrive there 4 KB early. Not yet measured on the GPU machine's host.
 
 // Blocks b .. b + 8's weight scales widened at once (groups of 32: eight consecutive f16s; larger groups: each
 // block's gathered), and the weight stream of those blocks prefetched kPrefetchAhead ahead: the start of an 8-block
 // step of the AVX2 and VNNI loops.
 QVL_AVX2_F16C inline __m256 eight_block_scales(const QuantDot& a, std::size_t b, std::size_t block_bytes) {
   for (std::size_t line = 0; line < 8 * block_bytes; line += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + kPrefetchAhead + line, _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + kPrefetchAhead + line, _MM_HINT_T0);
   const uint16_t* ws = a.w_scales;
   const int g = a.group_shift;
   return _mm256_cvtph_ps(g == 0 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(ws + b))
@@ -193,7 +186,7 @@ QVL_AVX2_F16C float row_avx2(const QuantDot& a, std::size_t r) {
                                    acc[j & 1]);
   }
   for (; b < a.blocks; ++b) {
-    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + kPrefetchAhead, _MM_HINT_T1);
+    _mm_prefetch(reinterpret_cast<const char*>(a.w + b * Blocks::kBytes) + kPrefetchAhead, _MM_HINT_T0);
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(scale_f16c(a, b) * xs[b]),
                                  Blocks::products(Blocks::load(a.w, b), a.x + (first + b) * kBlock, a.x_sums, first + b),
                                  acc[b & 1]);
