@@ -23,6 +23,14 @@ __device__ __forceinline__ float load_weight(const void* w, WeightType t, int64_
   }
 }
 
+// Asks L2 for weights [0, n) of type t, a 128-byte line a lane of the calling warp, holding no registers: for a
+// kernel that uses them only after its wait (and a barrier or two) but may ask for them before it.
+__device__ __forceinline__ void prefetch_weights_l2(const void* w, WeightType t, int64_t n, int lane) {
+  const int64_t bytes = n * (t == WeightType::F32 ? 4 : 2);
+  for (int64_t at = int64_t(lane) * 128; at < bytes; at += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(w) + at));
+}
+
 template <typename W> struct Vec16;  // 16 bytes of weights: loaded raw, widened to f32 when used
 template <> struct Vec16<float> {
   static constexpr int kCount = 4;
