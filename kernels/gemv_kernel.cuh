@@ -112,11 +112,11 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
     // behind them; with one, the weights come first, while the previous kernel drains.
     float* out = reinterpret_cast<float*>(normed_x);
     RmsNormRow<kGemvThreads, 8> normed;
-    // The norm's weights asked into L2 first: after the block sum they were a trip to DRAM behind the matrix's
-    // (registers holding them across the wait instead spilled the q+k+v GEMV, 12.7 -> 14.3 µs). Every block reads
-    // the same few KB, so the first two ask for them: with every block asking, the q+k+v GEMV took 12.5-12.8 ->
-    // 13.2-13.5 µs alone (512 blocks' requests for the same 32 lines); with two, 12.6-12.8, and gate/up 21.8-22.1 ->
-    // 20.6-21.1 (H200, 2B; decode +1% at 4,096 tokens of context, level at 256: docs/performance.md).
+    // The norm's weights asked into L2 first: after the block sum they were a trip past L2 after the matrix's first
+    // batch (registers holding them across the wait instead spilled the q+k+v GEMV, 12.7 -> 14.3 µs). Every block
+    // reads the same few KB, so the first two ask for them: with every block asking, the q+k+v GEMV took 12.5-12.8 ->
+    // 13.2-13.4 µs alone (512 blocks' requests for the same 32 lines); with two, 12.6-12.8, and gate/up 21.8-22.1 ->
+    // 20.6-21.1 (H200, 2B, one call; decode +1% at 4,096 tokens of context, level at 256: docs/performance.md).
     if (blockIdx.x < 2 && warp == 0) prefetch_weights_l2(norm.w, norm.type, k, lane);
     if (overlapped) load_batch(first);
     wait_for_previous_kernel();

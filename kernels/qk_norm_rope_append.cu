@@ -46,10 +46,10 @@ __global__ void qk_norm_rope_append_kernel(float* q, float* k, const float* v, c
   const int64_t kv_head = head - hq;
   allow_next_kernel();
   // Before the wait, every load of what no kernel of the pass writes: the norm weights, the angles and the cache
-  // position (the last two are copies made before the pass). After the wait they queued behind the decode attention's
-  // early loads of the cache (launched beside this kernel). On an H200 (2B, block timeline, 2026-11-29) its time in the
-  // chain went 5.4 -> 3.7 µs at 256 tokens of context and 5.9 -> 4.5 at 4,096; decode 657 -> 669 tokens/s at 256
-  // (three rounds, two plugins alternating), level at 4,096.
+  // position (the last two are copies made before the pass), so that no trip past L2 follows the wait. On an H200
+  // (2B, block timeline, 2026-11-29) its time in the chain went 5.4 -> 3.7 µs at 256 tokens of context and 5.9 -> 4.5
+  // at 4,096 (alone it is no quicker); decode 657 -> 669 tokens/s at 256 (three rounds, two plugins alternating),
+  // level at 4,096.
   const void* w = is_q ? q_norm : k_norm;
   const WeightType wt = is_q ? qt : kt;
   const bool pair = t < half, append = pair && !is_q;
