@@ -48,7 +48,7 @@ int run_info(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder (default: the embedded demo model)"},
       {"plan", "", "print the GPU memory plan: which parts live on the GPU and the CPU, bytes each"},
-      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q4, q4-g64, q4-g128, auto)"},
+      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q8-g128, q4, q4-g64, q4-g128, auto)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };

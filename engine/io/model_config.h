@@ -59,7 +59,7 @@ struct QuantizationConfig {
   int64_t group = kQuantBlock;
   WeightFormat embedding = WeightFormat::Q8;
   bool operator==(const QuantizationConfig&) const = default;
-  std::string name() const;  // "q8", "q4", "q4-g128"
+  std::string name() const;  // "q8", "q8-g128", "q4", "q4-g128"
   nlohmann::json to_json() const;
   // Throws qvl::Error naming `source` and the field for anything else than qvl's own q8/q4 description.
   static QuantizationConfig from_json(const nlohmann::json& j, const std::string& source);

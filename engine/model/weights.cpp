@@ -79,6 +79,7 @@ WeightPolicy WeightPolicy::from_name(std::string_view name) {
   p.name = std::string(name);
   if (name == "bf16") return p;
   for (const QuantizationConfig q : {QuantizationConfig{WeightFormat::Q8, 32, WeightFormat::Q8},
+                                     QuantizationConfig{WeightFormat::Q8, 128, WeightFormat::Q8},
                                      QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8},
                                      QuantizationConfig{WeightFormat::Q4, 64, WeightFormat::Q8},
                                      QuantizationConfig{WeightFormat::Q4, 128, WeightFormat::Q8}})
@@ -86,7 +87,7 @@ WeightPolicy WeightPolicy::from_name(std::string_view name) {
       p.quantise = q;
       return p;
     }
-  fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q4-g64, q4-g128: larger groups)");
+  fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q8-g128, q4-g64, q4-g128: larger groups)");
 }
 
 WeightPlacement WeightPlacement::all_on(Backend& backend, const ModelConfig& config) {
