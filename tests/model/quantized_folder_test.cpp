@@ -52,13 +52,13 @@ TEST(QuantizedFolder, LoadsAsQuantisingAtLoadComputes) {
     EXPECT_EQ(q.config.quantization->name(), weights);
     // The demo's bf16 weights are half embedding table (151,936 x 48, q8 in every policy: 1.06 bytes a value) and a
     // fifth vision position table (kept): 0.64 of the bytes at q8 (measured), less at q4. Groups of 128 pad the
-    // linear layers' rows of 48 values to 128: 0.668 at q8-g128 (measured).
+    // linear layers' rows of 48 values to 128 and of 192 to 256: 0.668 at q8-g128 (measured).
     const double bound = weights == "q8-g128" ? 0.68 : weights == "q8" ? 0.66 : 0.62;
     EXPECT_LT(double(q.checkpoint.total_bytes()), bound * double(demo.checkpoint.total_bytes())) << weights;
     EXPECT_TRUE(fs::exists(out / "tokenizer.json") && fs::exists(out / "preprocessor_config.json"));
     EXPECT_EQ(first_logits(out, "bf16"), first_logits(kDemo, weights)) << weights;
     EXPECT_EQ(first_logits(out, weights), first_logits(kDemo, weights)) << weights;  // its own policy: as stored
-    EXPECT_NE(test::error_within(std::chrono::seconds(30), [&] { first_logits(out, weights.starts_with("q8") ? "q4" : "q8"); })
+    EXPECT_NE(test::error_within(std::chrono::seconds(30), [&] { first_logits(out, weights == "q8" ? "q4" : "q8"); })
                   .find("would quantise them twice"),
               std::string::npos);
   }
