@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kGemvThreads, gemv_blocks_per_sm<E>())
 // (normed) the normed x in 48 KB of shared memory.
 inline bool gemv_fits(WeightType w_type, int64_t m, int64_t k, const void* x, const void* w0, const void* w1,
                       bool normed = false) {
-  const int64_t vec = w_type == WeightType::F32 ? 4 : 8;
+  const int64_t vec = 16 / weight_type_bytes(w_type);  // elements a 16-byte vector
   if (k >= (int64_t(1) << 30)) return false;  // offsets along a row are int
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   return m <= 4 && k % vec == 0 && aligned(x) && aligned(w0) && (!w1 || aligned(w1)) &&

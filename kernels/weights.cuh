@@ -23,10 +23,13 @@ __device__ __forceinline__ float load_weight(const void* w, WeightType t, int64_
   }
 }
 
+// Bytes an element of type t takes.
+__host__ __device__ constexpr int weight_type_bytes(WeightType t) { return t == WeightType::F32 ? 4 : 2; }
+
 // Asks L2 for weights [0, n) of type t, a 128-byte line a lane of the calling warp, holding no registers: for a
 // kernel that uses them only after its wait (and a barrier or two) but may ask for them before it.
 __device__ __forceinline__ void prefetch_weights_l2(const void* w, WeightType t, int64_t n, int lane) {
-  const int64_t bytes = n * (t == WeightType::F32 ? 4 : 2);
+  const int64_t bytes = n * weight_type_bytes(t);
   for (int64_t at = int64_t(lane) * 128; at < bytes; at += 32 * 128)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(w) + at));
 }
@@ -119,7 +122,7 @@ __device__ __forceinline__ void store4(__half* y, int64_t i, float4 v) {
 
 // Row `offset` elements into an activation tensor of type t.
 __device__ __forceinline__ void* activation_row(void* y, WeightType t, int64_t offset) {
-  return static_cast<char*>(y) + offset * (t == WeightType::F32 ? 4 : 2);
+  return static_cast<char*>(y) + offset * weight_type_bytes(t);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

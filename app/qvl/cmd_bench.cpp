@@ -12,6 +12,7 @@
 #include "core/paths.h"
 #include "io/model_folder.h"
 #include "io/random_model.h"
+#include "model/weights.h"
 #include "qvl/args.h"
 #include "qvl/bench_views.h"
 #include "qvl/commands.h"
@@ -218,8 +219,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"model", "DIR", "model folder"},
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
-      {"weights", "FORMAT", "hold the weights as stored (bf16, the default), quantised at load (q8, q4; q8-g128, q4-g64, q4-g128: "
-                             "larger groups), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
+      {"weights", "FORMAT", "hold the weights as stored (bf16, the default), quantised at load (" + WeightPolicy::quantised_names() +
+                             "; -gN: groups of N), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
       {"attention-window", "N",

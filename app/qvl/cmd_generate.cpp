@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/json_fields.h"
+#include "model/weights.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
 #include "qvl/gpu_options.h"
@@ -39,8 +40,8 @@ int run_generate(const std::vector<std::string>& argv) {
       {"repetition-penalty", "R", "penalise tokens already present (1 = off)"},
       {"seed", "N", "random seed for sampling (default 0)"},
       {"device", "NAME", "auto (default), cpu or cuda"},
-      {"weights", "FORMAT", "hold the weights as stored (bf16, the default), quantised at load (q8, q4; q8-g128, q4-g64, q4-g128: "
-                             "larger groups), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
+      {"weights", "FORMAT", "hold the weights as stored (bf16, the default), quantised at load (" + WeightPolicy::quantised_names() +
+                             "; -gN: groups of N), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
       {"image-min-tokens", "N", "lower bound of tokens per image"},
       {"image-max-tokens", "N", "upper bound of tokens per image"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "io/model_folder.h"
+#include "model/weights.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
 #include "qvl/gpu_options.h"
@@ -48,7 +49,7 @@ int run_info(const std::vector<std::string>& argv) {
   std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder (default: the embedded demo model)"},
       {"plan", "", "print the GPU memory plan: which parts live on the GPU and the CPU, bytes each"},
-      {"weights", "FORMAT", "with --plan: the weights as held (bf16, q8, q8-g128, q4, q4-g64, q4-g128, auto)"},
+      {"weights", "FORMAT", "with --plan: the weights as held (bf16, " + WeightPolicy::quantised_names() + ", auto)"},
       {"json", "", "print one JSON object"},
       {"help", "", "show this help"},
   };

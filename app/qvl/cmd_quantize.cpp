@@ -11,7 +11,7 @@ namespace qvl::cli {
 int run_quantize(const std::vector<std::string>& argv) {
   const std::vector<OptionSpec> specs = {
       {"model", "DIR", "model folder to read"},
-      {"weights", "FORMAT", "q8, q4 (q8-g128, q4-g64, q4-g128: larger groups); for --dequantize-to, the quantised folder's own by default"},
+      {"weights", "FORMAT", WeightPolicy::quantised_names() + " (-gN: groups of N); for --dequantize-to, the quantised folder's own by default"},
       {"out", "DIR", "write the quantised folder here (it loads without quantising again)"},
       {"dequantize-to", "DIR", "write the f32 weights the quantised model computes with (the reference transformers runs)"},
       {"overwrite", "", "replace an existing model folder"},

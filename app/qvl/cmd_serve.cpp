@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/paths.h"
+#include "model/weights.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
 #include "qvl/gpu_options.h"
@@ -47,7 +48,7 @@ int run_serve(const std::vector<std::string>& argv) {
       {"default-max-tokens", "N", "longest answer when a request names no max_tokens, shortened to what the context "
                                    "leaves after the prompt (default 1024)"},
       {"device", "NAME", "auto (default), cpu or cuda"},
-      {"weights", "FORMAT", "bf16 (as stored), q8, q4 (or a larger-group form) or auto, as for qvl generate"},
+      {"weights", "FORMAT", "bf16 (as stored), " + WeightPolicy::quantised_names() + " or auto, as for qvl generate"},
       {"help", "", "show this help"},
   };
   const std::vector<OptionSpec> gpu_specs = gpu_option_specs();

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/paths.h"
+#include "model/weights.h"
 #include "qvl/args.h"
 #include "qvl/commands.h"
 #include "qvl/gpu_options.h"
@@ -66,7 +67,7 @@ int run_soak(const std::vector<std::string>& argv) {
       {"max-new-tokens", "N", "answer length per turn (default 16)"},
       {"chat-tokens", "N", "a chat is started afresh once its prompt passes this many tokens (default 1024)"},
       {"device", "NAME", "auto (default), cpu or cuda"},
-      {"weights", "FORMAT", "bf16 (as stored, the default), q8, q4 (or a larger-group form) or auto"},
+      {"weights", "FORMAT", "bf16 (as stored, the default), " + WeightPolicy::quantised_names() + " or auto"},
       {"growth-mb", "N", "resident memory the last 100 turns may hold beyond the first 100 (default 16 MiB)"},
       {"json", "", "print one JSON object with the windows' numbers"},
       {"help", "", "show this help"},

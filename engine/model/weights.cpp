@@ -1,6 +1,7 @@
 #include "model/weights.h"
 
 #include <algorithm>
+#include <array>
 
 #include <map>
 
@@ -72,22 +73,32 @@ struct Binder {
   }
 };
 
+// The quantised --weights choices, by QuantizationConfig::name(): "q8", "q8-g128", "q4", "q4-g64", "q4-g128".
+constexpr std::array<QuantizationConfig, 5> kQuantisedChoices{{{WeightFormat::Q8, 32, WeightFormat::Q8},
+                                                               {WeightFormat::Q8, 128, WeightFormat::Q8},
+                                                               {WeightFormat::Q4, 32, WeightFormat::Q8},
+                                                               {WeightFormat::Q4, 64, WeightFormat::Q8},
+                                                               {WeightFormat::Q4, 128, WeightFormat::Q8}}};
+
 }  // namespace
+
+std::string WeightPolicy::quantised_names() {
+  std::string names;
+  for (const QuantizationConfig& q : kQuantisedChoices) names += (names.empty() ? "" : ", ") + q.name();
+  return names;
+}
 
 WeightPolicy WeightPolicy::from_name(std::string_view name) {
   WeightPolicy p;
   p.name = std::string(name);
   if (name == "bf16") return p;
-  for (const QuantizationConfig q : {QuantizationConfig{WeightFormat::Q8, 32, WeightFormat::Q8},
-                                     QuantizationConfig{WeightFormat::Q8, 128, WeightFormat::Q8},
-                                     QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8},
-                                     QuantizationConfig{WeightFormat::Q4, 64, WeightFormat::Q8},
-                                     QuantizationConfig{WeightFormat::Q4, 128, WeightFormat::Q8}})
+  for (const QuantizationConfig& q : kQuantisedChoices)
     if (name == q.name()) {
       p.quantise = q;
       return p;
     }
-  fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (q8-g128, q4-g64, q4-g128: larger groups)");
+  fail("weights \"", name, "\": choose bf16 (as the checkpoint stores them), q8 or q4 (every choice: ", quantised_names(),
+       "; -gN: groups of N)");
 }
 
 WeightPlacement WeightPlacement::all_on(Backend& backend, const ModelConfig& config) {

@@ -100,6 +100,13 @@ double bytes_of(const Matrix& m) { return double(m.values.size() + 2 * m.scales.
 
 volatile uint64_t sink;
 
+// Row j's values summed into acc with plain 256-bit loads, and the row's first scale.
+void sum_row(__m256i& acc, const Matrix& m, std::size_t j) {
+  const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + j * m.row_bytes);
+  for (std::size_t i = 0; i < m.row_bytes / 32; ++i) acc = _mm256_add_epi64(acc, _mm256_loadu_si256(p + i));
+  acc = _mm256_add_epi64(acc, _mm256_set1_epi64x(m.scales[j * kBlocks]));
+}
+
 // The same threads summing the same rows with plain 256-bit loads (and the scales), in the same order: the memory's
 // rate.
 double plain_read(qvl::ThreadPool& pool, const Matrix& m, std::size_t runs, std::size_t spacing) {
@@ -107,11 +114,7 @@ double plain_read(qvl::ThreadPool& pool, const Matrix& m, std::size_t runs, std:
     std::atomic<uint64_t> total{0};
     pool.parallel_for(m.rows, 16, [&](std::size_t begin, std::size_t end) {
       __m256i acc = _mm256_setzero_si256();
-      in_runs(begin, end, runs, spacing, [&](std::size_t j) {
-        const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + j * m.row_bytes);
-        for (std::size_t i = 0; i < m.row_bytes / 32; ++i) acc = _mm256_add_epi64(acc, _mm256_loadu_si256(p + i));
-        acc = _mm256_add_epi64(acc, _mm256_set1_epi64x(m.scales[j * kBlocks]));
-      });
+      in_runs(begin, end, runs, spacing, [&](std::size_t j) { sum_row(acc, m, j); });
       total += uint64_t(_mm256_extract_epi64(acc, 0) + _mm256_extract_epi64(acc, 3));
     });
     sink = total;
@@ -138,11 +141,7 @@ double plain_read_interleaved(qvl::ThreadPool& pool, const Matrix& m, std::size_
           for (std::size_t r = 0; r < kRuns; ++r)
             acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[(w + r * part + i) * kBlocks]));
         }
-      for (; w < end; ++w) {  // what the windows leave, in order
-        const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + w * m.row_bytes);
-        for (std::size_t v = 0; v < m.row_bytes / 32; ++v) acc[v & 1] = _mm256_add_epi64(acc[v & 1], _mm256_loadu_si256(p + v));
-        acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[w * kBlocks]));
-      }
+      for (; w < end; ++w) sum_row(acc[0], m, w);  // what the windows leave, in order
       total += uint64_t(_mm256_extract_epi64(acc[0], 0) + _mm256_extract_epi64(acc[1], 3));
     });
     sink = total;
