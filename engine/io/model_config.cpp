@@ -190,7 +190,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& s
 
 std::string QuantizationConfig::name() const {
   std::string name(format_traits(matrices).name);
-  if (group != kQuantBlock) name += "-g" + std::to_string(group);
+  if (group != default_group(matrices)) name += "-g" + std::to_string(group);
   if (embedding != WeightFormat::Q8) name += "-embedding-" + std::string(format_traits(embedding).name);
   return name;
 }

@@ -55,11 +55,14 @@ struct VisionConfig {
 // table (and an untied output head) in `embedding` with groups of 32. The same description chooses what is quantised
 // at load (--weights).
 struct QuantizationConfig {
+  // The group a format's plain name ("q8", "q4") means: q8 in groups of 128 (as accurate as 32 on the goldens and the
+  // demo model, and 5-8% faster GPU decode: docs/quantization.md), q4 in groups of 32 (q4's rounding is ~16x q8's).
+  static constexpr int64_t default_group(WeightFormat matrices) { return matrices == WeightFormat::Q8 ? 128 : kQuantBlock; }
   WeightFormat matrices = WeightFormat::Q8;
-  int64_t group = kQuantBlock;
+  int64_t group = default_group(WeightFormat::Q8);
   WeightFormat embedding = WeightFormat::Q8;
   bool operator==(const QuantizationConfig&) const = default;
-  std::string name() const;  // "q8", "q8-g128", "q4", "q4-g128"
+  std::string name() const;  // "q8" (groups of 128), "q8-g32", "q4" (groups of 32), "q4-g128"
   nlohmann::json to_json() const;
   // Throws qvl::Error naming `source` and the field for anything else than qvl's own q8/q4 description.
   static QuantizationConfig from_json(const nlohmann::json& j, const std::string& source);

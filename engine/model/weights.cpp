@@ -73,9 +73,9 @@ struct Binder {
   }
 };
 
-// The quantised --weights choices, by QuantizationConfig::name(): "q8", "q8-g128", "q4", "q4-g64", "q4-g128".
-constexpr std::array<QuantizationConfig, 5> kQuantisedChoices{{{WeightFormat::Q8, 32, WeightFormat::Q8},
-                                                               {WeightFormat::Q8, 128, WeightFormat::Q8},
+// The quantised --weights choices, by QuantizationConfig::name(): "q8", "q8-g32", "q4", "q4-g64", "q4-g128".
+constexpr std::array<QuantizationConfig, 5> kQuantisedChoices{{{WeightFormat::Q8, 128, WeightFormat::Q8},
+                                                               {WeightFormat::Q8, 32, WeightFormat::Q8},
                                                                {WeightFormat::Q4, 32, WeightFormat::Q8},
                                                                {WeightFormat::Q4, 64, WeightFormat::Q8},
                                                                {WeightFormat::Q4, 128, WeightFormat::Q8}}};

@@ -190,7 +190,7 @@ public:
   virtual std::string device() const = 0;           // the backend's id: "cpu" or "cuda" (backend/registry.h)
   virtual BackendKind backend_kind() const = 0;     // what it can do: backend_info(kind)
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
-  virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4", "q8-g128"...
+  virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4", "q8-g32"...
   // Bytes of weights one decode step reads as they are held (every decoder layer, the final norm, the output head).
   virtual uint64_t decode_weight_bytes() const = 0;
   // Where the parts of the model live on the GPU and the CPU within the GPU's budget (nullopt: all on the CPU).

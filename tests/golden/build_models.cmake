@@ -2,6 +2,8 @@
 # for the quantised variants), and
 # defines a test that checks their bytes against the digests recorded when the goldens were made.
 file(READ ${CMAKE_CURRENT_LIST_DIR}/model/recipes.json _recipes)
+# A changed recipe list configures again and remakes the models (a recipe may change under the same name).
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/model/recipes.json)
 string(JSON _count LENGTH "${_recipes}" models)
 math(EXPR _last "${_count} - 1")
 set(QVL_GOLDEN_MODEL_DIR ${CMAKE_BINARY_DIR}/golden-models)
@@ -16,7 +18,7 @@ foreach(i RANGE ${_last})
     add_custom_command(OUTPUT ${_stamp}
       COMMAND $<TARGET_FILE:qvl> quantize --model ${QVL_GOLDEN_MODEL_DIR}/${_from} --weights ${_weights}
               --out ${QVL_GOLDEN_MODEL_DIR}/${_name} --overwrite
-      DEPENDS qvl ${QVL_GOLDEN_MODEL_DIR}/${_from}/config.json
+      DEPENDS qvl ${QVL_GOLDEN_MODEL_DIR}/${_from}/config.json ${CMAKE_CURRENT_LIST_DIR}/model/recipes.json
       COMMENT "Quantising golden model ${_name}" VERBATIM)
     list(APPEND _outputs ${_stamp})
     continue()
@@ -34,7 +36,7 @@ foreach(i RANGE ${_last})
   add_custom_command(OUTPUT ${_stamp}
     COMMAND $<TARGET_FILE:qvl> make-random-model --config ${_config} --out ${QVL_GOLDEN_MODEL_DIR}/${_name} --dtype ${_dtype}
             --seed ${_seed} --min-pixels ${_min} --max-pixels ${_max} ${_shard_args} --overwrite
-    DEPENDS qvl ${_config} ${CMAKE_BINARY_DIR}/resources/tokenizer/tokenizer.json
+    DEPENDS qvl ${_config} ${CMAKE_BINARY_DIR}/resources/tokenizer/tokenizer.json ${CMAKE_CURRENT_LIST_DIR}/model/recipes.json
     COMMENT "Generating golden model ${_name}" VERBATIM)
   list(APPEND _outputs ${_stamp})
 endforeach()

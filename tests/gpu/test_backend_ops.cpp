@@ -15,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -238,12 +239,16 @@ struct Runner {
   struct QuantisedLayer {
     LinearWeights q, k, v, gate, up, down;
   };
-  QuantisedLayer quantised_layer(WeightFormat f, int64_t hidden, int64_t inter) {
+  QuantisedLayer quantised_layer(WeightFormat f, int64_t group, int64_t hidden, int64_t inter) {
     const auto make = [&](int64_t rows, int64_t cols) {
-      return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, 32, "w");
+      return quantize_matrix(random({rows, cols}, DType::BF16, 0.1f), f, group, "w");
     };
     return {make(128, hidden), make(64, hidden), make(66, hidden), make(inter, hidden), make(inter, hidden), make(hidden, inter)};
   }
+  // The formats the layer runs in: q8 in groups of 32 (--weights q8-g32) and of 128 (q8: its 10,016-wide rows end in
+  // a padded group), q4 in groups of 32.
+  static constexpr std::array<std::pair<WeightFormat, int64_t>, 3> kLayerFormats{
+      {{WeightFormat::Q8, 32}, {WeightFormat::Q4, 32}, {WeightFormat::Q8, 128}}};
   // Each matrix of `l` through `f` (uploaded, or widened for a float reference).
   template <typename F>
   static QuantisedLayer each(const QuantisedLayer& l, F&& f) {
@@ -299,12 +304,13 @@ struct Runner {
       const double limit = prefill ? linear_limit(widened(), m) : 1e-6;
       const NormWeights norm{random({hidden}, DType::BF16), {}}, norm_g = on_gpu(norm);
       const RowNorm rms = RowNorm::rms(norm, 1e-6f), rms_g = RowNorm::rms(norm_g, 1e-6f);
-      for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
+      for (const auto& [f, group] : kLayerFormats)
         for (const bool fused : {true, false}) {
-          const QuantisedLayer quantised = quantised_layer(f, hidden, inter),
+          const QuantisedLayer quantised = quantised_layer(f, group, hidden, inter),
                                w = prefill ? widened_of(quantised) : quantised, wg = on_gpu(quantised);
           const bool together = prefill && fused && narrow_for_gemm;  // widened together, the packed products
-          const std::string what = std::string(format_traits(f).name) + (fused ? " fused" : " unfused") +
+          const std::string what = std::string(format_traits(f).name) + " group " + std::to_string(group) +
+                                   (fused ? " fused" : " unfused") +
                                    " m=" + std::to_string(m) + " k=" + std::to_string(hidden);
           with_fusions(fused ? Fusions{} : Fusions::none(), [&] {
             const Tensor x = random({m, hidden}), xg = gpu.from_host(x);

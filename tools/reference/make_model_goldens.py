@@ -68,8 +68,10 @@ MODELS = {
     "deep-32x32": (config(text_config(64, 96, 32, 32, 8, 8, [2, 1, 1]), vision_config(2, 32, 64, 4, 64, [1]), True), "bf16", 0, 14),
 }
 # name: (float model, --weights). tiny: tied head; gqa4-untied-f16: an untied head, f16, rows padded to whole groups
-# (its vision hidden size is 48).
-QUANTISED = {"tiny-q8": ("tiny", "q8"), "tiny-q4": ("tiny", "q4"), "gqa4-untied-f16-q4": ("gqa4-untied-f16", "q4")}
+# (its vision hidden size is 48); tiny-q8: q8's groups of 128, so the down projection's 192-wide rows end in a padded
+# group and the 64-wide rows are one part-filled group each; tiny-q8-g32: q8 in groups of 32.
+QUANTISED = {"tiny-q8-g32": ("tiny", "q8-g32"), "tiny-q4": ("tiny", "q4"), "gqa4-untied-f16-q4": ("gqa4-untied-f16", "q4"),
+             "tiny-q8": ("tiny", "q8")}
 QUANTISED_CASES = ("text", "one_image", "two_images")
 
 
