@@ -146,7 +146,8 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
                                                     cpu::quant_dot_kernels_avx512_vnni()};
   const auto be = make_cpu_backend();
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4})
-    for (const int64_t group : {32, 64, 128})
+    // Every way an 8-block step's scales are found: one a block (32), four, two (q8's 128) or one shared (256, 1024).
+    for (const int64_t group : {32, 64, 128, 256, 1024})
       for (const int64_t k : {48, 256, 288, 352, 2048})
         for (const int64_t m : {1, 3, 4, 9}) {
           const Tensor x = test::random_normal({m, k}, uint32_t(k + m));

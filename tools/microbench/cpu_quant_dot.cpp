@@ -16,7 +16,8 @@
 // reads touch one scale a row, so their GB/s are 3-9% high).
 // Build against a release tree and run (QVL_THREADS is not read; pass the thread counts):
 //   g++ -std=c++20 -O2 -mavx2 -mfma -Iengine tools/microbench/cpu_quant_dot.cpp -Lbuild/release/lib -lqvl-engine \
-//       -Wl,-rpath,$PWD/build/release/lib -pthread -o /tmp/cpu_quant_dot && /tmp/cpu_quant_dot [--k N] [--mib N] 1 4 16
+//       -Wl,-rpath,$PWD/build/release/lib -pthread -o /tmp/cpu_quant_dot && /tmp/cpu_quant_dot [--k N] [--mib N] \
+//       [--group N] 1 4 16
 #include <immintrin.h>
 
 #include <algorithm>
@@ -39,18 +40,20 @@ using qvl::cpu::QuantDotKernels;
 namespace {
 
 std::size_t kK = 2048, kBlocks = kK / 32;  // --k
+int kGroupShift = 0;                        // --group 32 << shift (q8's 128: 2)
+std::size_t groups_of_row() { return kBlocks >> kGroupShift; }
 
 struct Matrix {
   std::size_t rows, row_bytes;
   std::vector<uint8_t> values;
-  std::vector<uint16_t> scales;  // one f16 a block
+  std::vector<uint16_t> scales;  // one f16 a group
 };
 
 Matrix random_matrix(std::size_t rows, bool q4, std::mt19937& rng) {
   Matrix m{rows, q4 ? kK / 2 : kK, {}, {}};
   m.values.resize(rows * m.row_bytes);
   for (auto& v : m.values) v = uint8_t(q4 ? rng() : 1 + rng() % 255);  // q8: -127..127 (as a byte), never -128
-  m.scales.assign(rows * kBlocks, 0x2000);  // 2^-7 as f16
+  m.scales.assign(rows * groups_of_row(), 0x2000);  // 2^-7 as f16
   return m;
 }
 
@@ -78,7 +81,7 @@ void rows(const QuantDotKernels& k, bool q4, const Matrix& m, const Activation& 
   const auto dot = q4 ? k.q4 : k.q8;
   in_runs(begin, end, runs, spacing, [&](std::size_t j) {
     dot({.x = x.q.data(), .x_scales = x.scales.data(), .x_sums = x.sums.data(), .rows = 1, .blocks = kBlocks,
-         .w = m.values.data() + j * m.row_bytes, .w_scales = m.scales.data() + j * kBlocks, .group_shift = 0,
+         .w = m.values.data() + j * m.row_bytes, .w_scales = m.scales.data() + j * groups_of_row(), .group_shift = kGroupShift,
          .y = y + j, .y_stride = 1});
   });
 }
@@ -104,7 +107,7 @@ volatile uint64_t sink;
 void sum_row(__m256i& acc, const Matrix& m, std::size_t j) {
   const auto* p = reinterpret_cast<const __m256i*>(m.values.data() + j * m.row_bytes);
   for (std::size_t i = 0; i < m.row_bytes / 32; ++i) acc = _mm256_add_epi64(acc, _mm256_loadu_si256(p + i));
-  acc = _mm256_add_epi64(acc, _mm256_set1_epi64x(m.scales[j * kBlocks]));
+  acc = _mm256_add_epi64(acc, _mm256_set1_epi64x(m.scales[j * groups_of_row()]));
 }
 
 // The same threads summing the same rows with plain 256-bit loads (and the scales), in the same order: the memory's
@@ -139,7 +142,7 @@ double plain_read_interleaved(qvl::ThreadPool& pool, const Matrix& m, std::size_
               for (int v = 0; v < 8; ++v) acc[v & 1] = _mm256_add_epi64(acc[v & 1], _mm256_loadu_si256(p + v));
             }
           for (std::size_t r = 0; r < kRuns; ++r)
-            acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[(w + r * part + i) * kBlocks]));
+            acc[0] = _mm256_add_epi64(acc[0], _mm256_set1_epi64x(m.scales[(w + r * part + i) * groups_of_row()]));
         }
       for (; w < end; ++w) sum_row(acc[0], m, w);  // what the windows leave, in order
       total += uint64_t(_mm256_extract_epi64(acc[0], 0) + _mm256_extract_epi64(acc[1], 3));
@@ -155,11 +158,15 @@ int main(int argc, char** argv) {
   std::size_t mib = 256;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--k" || arg == "--mib") {
+    if (arg == "--k" || arg == "--mib" || arg == "--group") {
       const long long value = i + 1 < argc ? std::strtoll(argv[++i], nullptr, 10) : 0;
       if (arg == "--mib" && value > 0) mib = std::size_t(value);
       else if (arg == "--k" && value > 0 && value % 512 == 0) kK = std::size_t(value), kBlocks = kK / 32;
-      else return std::fprintf(stderr, "%s takes a positive number (--k: a multiple of 512)\n", arg.c_str()), 2;
+      else if (arg == "--group" && (value == 32 || value == 64 || value == 128 || value == 256 || value == 512))
+        kGroupShift = value == 32 ? 0 : value == 64 ? 1 : value == 128 ? 2 : value == 256 ? 3 : 4;
+      else
+        return std::fprintf(stderr, "%s takes a positive number (--k: a multiple of 512; --group: 32 to 512, a power of two)\n",
+                            arg.c_str()), 2;
     } else {
       threads.push_back(std::atoi(argv[i]));
     }
