@@ -87,6 +87,12 @@ __global__ void __launch_bounds__(kThreads) gemv_quantized_kernel(QuantGemvArgs 
     }
   };
   load_batch(lane);
+  // The rows' scales asked into L2 as well (nothing writes them; registers would hold them across the wait): read
+  // after it, each warp's first scales were a trip past L2 there.
+  prefetch_weights_l2(part.w.scales + row * part.w.groups, WeightType::F16, R * part.w.groups, lane);
+  if (kGated)
+    prefetch_weights_l2(a.part[1].w.scales + row * a.part[1].w.groups, WeightType::F16, R * a.part[1].w.groups,
+                        lane);
   wait_for_previous_kernel();
   const int64_t groups0 = part.w.groups, groups1 = kGated ? a.part[1].w.groups : 0;
   const __half* s0 = reinterpret_cast<const __half*>(part.w.scales) + row * groups0;

@@ -29,9 +29,10 @@ __host__ __device__ constexpr int weight_type_bytes(WeightType t) { return t == 
 // Asks L2 for weights [0, n) of type t, a 128-byte line a lane of the calling warp, holding no registers: for a
 // kernel that uses them only after its wait (and a barrier or two) but may ask for them before it.
 __device__ __forceinline__ void prefetch_weights_l2(const void* w, WeightType t, int64_t n, int lane) {
-  const int64_t bytes = n * weight_type_bytes(t);
-  for (int64_t at = int64_t(lane) * 128; at < bytes; at += 32 * 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(w) + at));
+  // From the 128-byte line holding the first weight: a start inside a line would leave the last line unasked.
+  const uintptr_t end = reinterpret_cast<uintptr_t>(w) + uintptr_t(n * weight_type_bytes(t));
+  for (uintptr_t at = (reinterpret_cast<uintptr_t>(w) & ~uintptr_t(127)) + uintptr_t(lane) * 128; at < end; at += 32 * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
 }
 
 template <typename W> struct Vec16;  // 16 bytes of weights: loaded raw, widened to f32 when used
