@@ -45,11 +45,12 @@ struct ModelWeights {
 };
 
 // The formats the weights are held in (--weights). "bf16": as the folder stores them (a folder written by qvl
-// quantize stays quantised); "q8": every linear layer of the decoder and the vision tower (in groups of 128) and the
-// embedding table (with the tied output head; groups of 32) quantised to q8 at load; "q4": the linear layers q4 in
-// groups of 32, the embedding table q8 (the output head decides every token; 4 bits there would save 155 MB of the
-// 2B's 1.12 GB, at an accuracy cost not measured yet). "q8-g32", "q4-g64" and "q4-g128" choose other groups for the
-// linear layers (the embedding table keeps groups of 32). Norms, biases and position embeddings keep their types (io/tensor_layout.h: quantised_as).
+// quantize stays quantised); "q8": every linear layer of the decoder and the vision tower (in groups of 128) and
+// the embedding table (with the tied output head; groups of 32) quantised to q8 at load; "q4": the linear layers q4
+// in groups of 32, the embedding table q8 (the output head decides every token; 4 bits there would save 155 MB of
+// the 2B's 1.12 GB, at an accuracy cost not measured yet). "q8-g32", "q4-g64" and "q4-g128" choose other groups for
+// the linear layers (the embedding table keeps groups of 32). Norms, biases and position embeddings keep their types
+// (io/tensor_layout.h: quantised_as).
 struct WeightPolicy {
   std::string name = "bf16";
   std::optional<QuantizationConfig> quantise;  // nullopt: as stored
