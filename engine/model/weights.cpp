@@ -113,11 +113,14 @@ ModelWeights bind_weights(const ModelFolder& model, Backend& backend, const Weig
 ModelWeights bind_weights(const ModelFolder& model, const WeightPlacement& placement, const WeightPolicy& policy,
                           const std::function<void(double)>& progress) {
   const ModelConfig& c = model.config;
-  if (c.quantization && policy.quantise && *policy.quantise != *c.quantization)
-    fail(model.dir.string(), " holds ", c.quantization->name(), " weights (", format_traits(c.quantization->matrices).name,
-         " in groups of ", c.quantization->group, ", written by qvl quantize): --weights bf16 or ", c.quantization->name(),
-         " uses them as they are, --weights ", policy.name, " (", format_traits(policy.quantise->matrices).name,
-         " in groups of ", policy.quantise->group, ") would quantise them twice");
+  if (c.quantization && policy.quantise && *policy.quantise != *c.quantization) {
+    const auto grouping = [](const QuantizationConfig& q) {
+      return std::string(format_traits(q.matrices).name) + " in groups of " + std::to_string(q.group);
+    };
+    fail(model.dir.string(), " holds ", c.quantization->name(), " weights (", grouping(*c.quantization),
+         ", written by qvl quantize): --weights bf16 or ", c.quantization->name(), " uses them as they are, --weights ",
+         policy.name, " (", grouping(*policy.quantise), ") would quantise them twice");
+  }
   if (!placement.vision || !placement.head || placement.layers.size() != std::size_t(c.text.num_hidden_layers))
     fail("bind_weights: the placement names no backend for some part of the model");
   Binder b{model, placement.vision, policy.quantise, progress, {}};

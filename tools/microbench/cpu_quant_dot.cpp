@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,7 @@
 
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/cpu/quant_dot_kernels.h"
+#include "backend/weight_format.h"
 #include "core/thread_pool.h"
 
 using Clock = std::chrono::steady_clock;
@@ -41,7 +43,7 @@ namespace {
 
 std::size_t kK = 2048, kBlocks = kK / 32;  // --k
 int kGroupShift = 0;                        // --group 32 << shift (q8's 128: 2)
-std::size_t groups_of_row() { return kBlocks >> kGroupShift; }
+std::size_t groups_of_row() { return (kBlocks + (std::size_t(1) << kGroupShift) - 1) >> kGroupShift; }
 
 struct Matrix {
   std::size_t rows, row_bytes;
@@ -162,11 +164,16 @@ int main(int argc, char** argv) {
       const long long value = i + 1 < argc ? std::strtoll(argv[++i], nullptr, 10) : 0;
       if (arg == "--mib" && value > 0) mib = std::size_t(value);
       else if (arg == "--k" && value > 0 && value % 512 == 0) kK = std::size_t(value), kBlocks = kK / 32;
-      else if (arg == "--group" && (value == 32 || value == 64 || value == 128 || value == 256 || value == 512))
-        kGroupShift = value == 32 ? 0 : value == 64 ? 1 : value == 128 ? 2 : value == 256 ? 3 : 4;
-      else
-        return std::fprintf(stderr, "%s takes a positive number (--k: a multiple of 512; --group: 32 to 512, a power of two)\n",
-                            arg.c_str()), 2;
+      else if (arg == "--group") {
+        try {
+          qvl::check_group(qvl::WeightFormat::Q8, value);
+        } catch (const std::exception& e) {
+          return std::fprintf(stderr, "--group: %s\n", e.what()), 2;
+        }
+        kGroupShift = std::countr_zero(uint64_t(value) / uint64_t(qvl::kQuantBlock));
+      } else {
+        return std::fprintf(stderr, "%s takes a positive number (--k: a multiple of 512)\n", arg.c_str()), 2;
+      }
     } else {
       threads.push_back(std::atoi(argv[i]));
     }

@@ -76,7 +76,8 @@ constexpr std::size_t kPrefetchAhead = 4096;
 // ahead: the start of an 8-block step of the AVX2 and VNNI loops (b a multiple of 8, b + 8 <= the row's blocks).
 // Groups of 32: eight consecutive f16s. Larger groups: the eight blocks share 8 >> g of them (four at 64, two at q8's
 // 128, one from 256 up: b .. b + 7 lie in one aligned group there), loaded together, widened and spread over the
-// lanes by one permute; gathering the eight one by one took 16 instructions of a step whose q8 products take ~56.
+// lanes by one permute; gathering the eight one by one took 16 instructions a step, where the q8 products take ~9
+// a block (counted from the source).
 QVL_AVX2_F16C inline __m256 eight_block_scales(const QuantDot& a, std::size_t b, std::size_t block_bytes) {
   for (std::size_t line = 0; line < 8 * block_bytes; line += 64)
     _mm_prefetch(reinterpret_cast<const char*>(a.w + b * block_bytes) + kPrefetchAhead + line, _MM_HINT_T0);
