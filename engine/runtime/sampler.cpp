@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -30,6 +31,21 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
+}
+
+float Sampler::kth_largest(std::span<const float> values, std::size_t k) {
+  // One pass with the k largest so far in a min-heap: a value at or below its top (the k-th largest so far) costs one
+  // comparison, and after the first few thousand of 151,936 logits nearly all are. An nth_element over (logit, id)
+  // pairs took ~1 ms a token at top-k 20 (the models' default sampling), as long as a whole GPU decode step.
+  heap_.assign(values.begin(), values.begin() + std::ptrdiff_t(k));
+  std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+  for (std::size_t i = k; i < values.size(); ++i)
+    if (values[i] > heap_.front()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      heap_.back() = values[i];
+      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+    }
+  return heap_.front();
 }
 
 namespace {
@@ -83,20 +99,16 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
     const FirstMax pick = first_max(logits);
     return take_pick(int64_t(pick.index), pick.nan);
   }
-  if (std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); })) fail_nan_logits();
-
-  for (float& l : logits) l = float(l / options_.temperature);
+  for (float& l : logits) {
+    if (std::isnan(l)) fail_nan_logits();
+    l = float(l / options_.temperature);
+  }
   // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no allocation a
   // token). Top-k keeps the ids at or above the k-th largest logit (ties with it too, as transformers).
   candidates_.clear();
-  float kth = kNegInf;
-  if (options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()) {
-    for (std::size_t i = 0; i < logits.size(); ++i) candidates_.push_back({double(logits[i]), int32_t(i)});
-    std::nth_element(candidates_.begin(), candidates_.begin() + (options_.top_k - 1), candidates_.end(),
-                     [](const Candidate& a, const Candidate& b) { return a.p > b.p; });
-    kth = float(candidates_[std::size_t(options_.top_k - 1)].p);
-    candidates_.clear();
-  }
+  const float kth = options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()
+                        ? kth_largest(logits, std::size_t(options_.top_k))
+                        : kNegInf;
   float best = kNegInf;
   for (std::size_t i = 0; i < logits.size(); ++i)
     if (logits[i] >= kth && logits[i] != kNegInf) {

@@ -46,7 +46,9 @@ private:
   };
   std::vector<Candidate> candidates_;  // in id order; reused from token to token
   std::vector<Candidate> selection_;       // top-p's working copy
+  std::vector<float> heap_;                // top-k's k largest logits so far (a min-heap)
   double uniform();
+  float kth_largest(std::span<const float> values, std::size_t k);  // counting equal values apart, as nth_element
 };
 
 }  // namespace qvl

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <limits>
 #include <numeric>
@@ -114,6 +115,41 @@ TEST(Sampler, TopKAndTopPKeepOnlyTheirSets) {
   }
   EXPECT_EQ(seen.count(2), 0u);
   EXPECT_NEAR(seen[0] / 4000.0, 2.0 / 3, 0.03);
+}
+
+// Top-k over many logits (the one-pass selection of the k-th largest): the kept set is every id at or above the k-th
+// largest logit counted with its repeats, ties with it included, as a sort gives; in shuffled order with each value
+// repeated, and in rising order (every logit a new largest: the selection's worst case).
+TEST(Sampler, TopKOverManyLogitsKeepsTheSortedSetWithTies) {
+  const auto kept_by_sort = [](const std::vector<float>& logits, std::size_t k) {
+    std::vector<float> sorted = logits;
+    std::sort(sorted.begin(), sorted.end(), std::greater<>());
+    std::set<int> kept;
+    for (std::size_t i = 0; i < logits.size(); ++i)
+      if (logits[i] >= sorted[k - 1]) kept.insert(int(i));
+    return kept;
+  };
+  std::vector<float> repeated(10000), rising(10000);
+  for (int i = 0; i < 10000; ++i) {
+    repeated[std::size_t(i)] = float((i * 7919) % 1000) / 100.0f;  // each of 1,000 values 10 times
+    rising[std::size_t(i)] = float(i) / 1000.0f;
+  }
+  for (const auto& [logits, k] : {std::pair{repeated, std::size_t(25)}, std::pair{rising, std::size_t(20)}}) {
+    const std::set<int> kept = kept_by_sort(logits, k);
+    ASSERT_EQ(kept.size(), k == 25 ? 30u : 20u);  // 25th largest of values repeated 10 times: 3 values, 30 ids
+    SamplingOptions o;
+    o.temperature = 1.0;
+    o.top_k = int64_t(k);
+    Sampler sampler(o);
+    std::set<int> drawn;
+    for (int i = 0; i < 5000; ++i) {
+      std::vector<float> l = logits;
+      const int id = sampler.next(l, {});
+      ASSERT_TRUE(kept.count(id)) << "id " << id << " is outside the top-k set";
+      drawn.insert(id);
+    }
+    EXPECT_EQ(drawn, kept);  // every kept id is drawn (each has about 1/30 or more of the mass)
+  }
 }
 
 // Top-p over many candidates (the selection that replaced a full sort walks several halvings): the kept set is the
