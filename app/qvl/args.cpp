@@ -41,7 +41,11 @@ Args::Args(const std::string& command, const std::vector<std::string>& argv, con
 
 std::string Args::get(const std::string& name, const std::string& fallback) const {
   const auto it = values_.find(name);
-  return it == values_.end() ? fallback : it->second.back();
+  if (it == values_.end()) return fallback;
+  // One value, not the last of several (a second --prompt silently replaced the first); lists are read with all().
+  if (it->second.size() > 1)
+    fail("qvl ", command_, ": --", name, " was given ", it->second.size(), " times; it takes one value");
+  return it->second.back();
 }
 
 std::vector<std::string> Args::all(const std::string& name) const {

@@ -20,8 +20,9 @@ public:
   Args(const std::string& command, const std::vector<std::string>& argv, const std::vector<OptionSpec>& specs);
 
   bool has(const std::string& name) const { return values_.contains(name); }
+  // The option's value; throws qvl::Error when it was given more than once (a list option is read with all()).
   std::string get(const std::string& name, const std::string& fallback = "") const;
-  std::vector<std::string> all(const std::string& name) const;
+  std::vector<std::string> all(const std::string& name) const;  // every value, in order
   int64_t get_int(const std::string& name, int64_t fallback) const;
   double get_double(const std::string& name, double fallback) const;
 

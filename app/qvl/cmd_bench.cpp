@@ -154,6 +154,9 @@ void print_vitals(const nlohmann::json& v) {
 }
 
 // `tokens` tokens of text (at least one): " hello" is one token.
+// The chat template's own tokens around a user message: <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n.
+constexpr int64_t kTemplateTokens = 8;
+
 std::string hello_text(int64_t tokens) {
   std::string text;
   for (int64_t i = 0; i < std::max<int64_t>(1, tokens); ++i) text += " hello";
@@ -216,7 +219,7 @@ int run_bench(const std::vector<std::string>& argv) {
   std::string presets;
   for (const auto& p : model_preset_names()) presets += (presets.empty() ? "" : ", ") + p;
   std::vector<OptionSpec> specs = {
-      {"model", "DIR", "model folder"},
+      {"model", "DIR", "model folder (default: the demo model, as generate and serve)"},
       {"preset", "NAME", "random weights with these shapes instead (" + presets + "); generated once, cached"},
       {"dtype", "TYPE", "weights of the generated preset model: bf16 (default), f16 or f32"},
       {"weights", "FORMAT", "hold the weights as stored (bf16, the default), quantised at load (" + WeightPolicy::quantised_names() +
@@ -229,7 +232,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"compare-fusion", "",
        "also run fused and unfused side by side: times, kernels, output difference (all fusions, and each alone)"},
       {"device", "NAME", "cpu (default) or cuda"},
-      {"prompt-tokens", "N", "text tokens in the prompt (default 128)"},
+      {"prompt-tokens", "N", "text tokens in the prompt, the chat template's 8 among them (default 128)"},
       {"prompt", "TEXT", "this question instead of --prompt-tokens' generated text"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
@@ -256,18 +259,26 @@ int run_bench(const std::vector<std::string>& argv) {
   const auto parsed = parse_or_help("bench", "Measures vision, prefill and decode speed against the memory roofline.", argv, specs);
   if (!parsed) return 0;
   const Args& args = *parsed;
-  if (args.has("model") == args.has("preset")) fail("qvl bench: give exactly one of --model or --preset");
+  if (args.has("model") && args.has("preset")) fail("qvl bench: give one of --model or --preset, not both");
+  if (args.has("dtype") && !args.has("preset"))
+    fail("qvl bench: --dtype chooses the weights of --preset's generated model; a model folder has its own");
   const auto dtype = dtype_from_name(args.get("dtype", "bf16"));
   if (!dtype) fail("qvl bench: --dtype must be bf16, f16 or f32");
-  const std::filesystem::path dir = args.has("model") ? std::filesystem::path(args.get("model")) : preset_model(args.get("preset"), *dtype);
+  if (args.has("preset")) (void)model_preset(args.get("preset"));  // an unknown name fails before the cache is touched
+  const std::filesystem::path dir = args.has("preset") ? preset_model(args.get("preset"), *dtype)
+                                                       : std::filesystem::path(args.get("model", default_model_dir().string()));
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),
-                image_size = args.get_int("image-size", 0), repeat = std::max<int64_t>(1, args.get_int("repeat", 3)),
+                image_size = args.get_int("image-size", 0), repeat = args.get_int("repeat", 3),
                 images = args.get_int("images", 1), follow_up_tokens = args.get_int("follow-up-tokens", 0);
   EngineOptions options;
   apply_gpu_options(args, options);
   if (follow_up_tokens < 0 || follow_up_tokens > options.max_context)
     fail("qvl bench: --follow-up-tokens takes 0 to ", options.max_context, " (--max-context)");
-  if (prompt_tokens < 1 || decode_tokens < 2 || image_size < 0) fail("qvl bench: need --prompt-tokens >= 1, --decode-tokens >= 2");
+  if (prompt_tokens < kTemplateTokens + 1 || decode_tokens < 2)
+    fail("qvl bench: need --prompt-tokens >= ", kTemplateTokens + 1, " (the chat template's ", kTemplateTokens,
+         " and a word) and --decode-tokens >= 2");
+  if (args.has("image-size") && image_size < 1) fail("qvl bench: --image-size takes 1 or more (leave it out for no picture)");
+  if (repeat < 1 || repeat > 1000) fail("qvl bench: --repeat takes 1 to 1000");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
   const int64_t follow_up_images = args.get_int("follow-up-images", 0);
@@ -308,7 +319,7 @@ int run_bench(const std::vector<std::string>& argv) {
     user.content.push_back(ContentItem::image());
   }
   if (args.has("prompt") && args.has("prompt-tokens")) fail("qvl bench: --prompt and --prompt-tokens exclude each other");
-  const std::string text = args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - 9);  // 9: the template's
+  const std::string text = args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - kTemplateTokens);
   user.content.push_back(ContentItem::make_text(text));
   request.messages.push_back(std::move(user));
   request.max_new_tokens = decode_tokens;

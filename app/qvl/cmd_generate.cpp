@@ -32,7 +32,7 @@ int run_generate(const std::vector<std::string>& argv) {
       {"image", "PATH", "an image, before the text in the user turn (repeatable)"},
       {"prompt", "TEXT", "the user's text"},
       {"system", "TEXT", "a system prompt"},
-      {"messages", "FILE", "a JSON conversation instead of --image/--prompt/--system"},
+      {"messages", "FILE", "a JSON conversation (a list of messages, or an OpenAI request body) instead of --image/--prompt/--system"},
       {"max-new-tokens", "N", "answer length limit (default 256)"},
       {"temperature", "T", "0 = greedy (default: the model's generation_config)"},
       {"top-k", "N", "keep the N most likely tokens (0 = off)"},
@@ -91,6 +91,9 @@ int run_generate(const std::vector<std::string>& argv) {
 
   const GenerationConfig defaults = GenerationConfig::load_or_default(model_dir / "generation_config.json");
   request.max_new_tokens = args.get_int("max-new-tokens", defaults.max_new_tokens > 0 ? defaults.max_new_tokens : 256);
+  // The default length is a ceiling, as an API request's without one: the answer gets what the context leaves. A
+  // length asked for is checked as given.
+  request.answer_fits_context = !args.has("max-new-tokens");
   request.sampling.temperature = args.get_double("temperature", defaults.do_sample ? defaults.temperature : 0.0);
   request.sampling.top_k = args.get_int("top-k", defaults.do_sample ? defaults.top_k : 0);
   request.sampling.top_p = args.get_double("top-p", defaults.do_sample ? defaults.top_p : 1.0);

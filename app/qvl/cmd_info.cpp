@@ -73,6 +73,7 @@ int run_info(const std::vector<std::string>& argv) {
                         {"checkpoint_bytes", m.checkpoint.total_bytes()},
                         {"bytes_by_dtype", bytes_by_dtype},
                         {"files", m.checkpoint.files().size()},
+                        {"quantization", c.quantization ? nlohmann::json(c.quantization->name()) : nlohmann::json()},
                         {"notes", m.notes}};
     if (plan) {
       j["memory_plan"] = memory_plan_json(plan->plan);
@@ -95,6 +96,8 @@ int run_info(const std::vector<std::string>& argv) {
               (long long)v.patch_size, (long long)v.spatial_merge_size, join(v.deepstack_visual_indexes).c_str());
   std::printf("head:       %s\n", c.tie_word_embeddings ? "tied to the embedding" : "separate lm_head");
   std::printf("parameters: %lld (%.3f B)\n", (long long)params, double(params) / 1e9);
+  std::printf("format:     %s\n", c.quantization ? (c.quantization->name() + ", written by qvl quantize (loads as it is)").c_str()
+                                                 : "not quantised (--weights q8 or q4 quantise it at load)");
   std::printf("checkpoint: %llu bytes (%.2f GiB) in %zu file(s):", (unsigned long long)m.checkpoint.total_bytes(),
               double(m.checkpoint.total_bytes()) / (1 << 30), m.checkpoint.files().size());
   for (const auto& [dtype, bytes] : bytes_by_dtype) std::printf(" %s %llu", dtype.c_str(), (unsigned long long)bytes);

@@ -60,6 +60,10 @@ int run_serve(const std::vector<std::string>& argv) {
 
   serve::ServeOptions options;
   options.model_dir = args.get("model", default_model_dir().string());
+  // Checked before the port is taken: the model loads after the server listens (its state shows in /health).
+  if (!std::filesystem::is_directory(options.model_dir))
+    fail("qvl serve: --model ", options.model_dir.string(), ": not a folder");
+  if (args.has("model-name") && args.get("model-name").empty()) fail("qvl serve: --model-name must not be empty");
   options.model_id = args.get("model-name", std::filesystem::path(options.model_dir).lexically_normal().filename().string());
   if (options.model_id.empty()) options.model_id = std::filesystem::path(options.model_dir).parent_path().filename().string();
   options.host = args.get("host", "127.0.0.1");

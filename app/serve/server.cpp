@@ -257,6 +257,15 @@ std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusa
   return job;
 }
 
+namespace {
+// The method an endpoint takes ("" for no such endpoint): another method gets 405, not 404.
+std::string method_of(const std::string& path) {
+  if (path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/models" || path == "/health") return "GET";
+  return "";
+}
+}  // namespace
+
 void ApiServer::route() {
   // Errors httplib answers itself (a body over the limit, an unknown path) in the OpenAI shape too.
   http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
@@ -264,9 +273,17 @@ void ApiServer::route() {
     if (res.status == 413)
       send_error(res, ApiError(413, "invalid_request_error", cat("the request body is over the limit of ",
                                options_.max_body_bytes, " bytes (qvl serve --max-body-mb)"), "", "request_too_large"));
-    else if (res.status == 404)
+    else if (const std::string allowed = method_of(req.path); res.status == 404 && !allowed.empty()) {
+      res.status = 405;  // the endpoint exists, for the other method
+      res.set_header("Allow", allowed);
+      send_error(res, ApiError(405, "invalid_request_error", cat(req.path, " takes ", allowed, ", not ", req.method), "",
+                               "method_not_allowed"));
+    } else if (res.status == 404)
       send_error(res, ApiError(404, "invalid_request_error", cat("no such endpoint: ", req.method, " ", req.path,
                                " (qvl serve has /v1/chat/completions, /v1/models and /health)"), "", "unknown_url"));
+    else if (res.status == 400)  // httplib could not parse the request; it does not say where
+      send_error(res, ApiError(400, "invalid_request_error", "the request is not well-formed HTTP/1.1 (its request line, "
+                               "a header, or a header over the size limit)", "", "malformed_request"));
     else
       send_error(res, ApiError(res.status, "invalid_request_error", cat("HTTP ", res.status)));
     return httplib::Server::HandlerResponse::Handled;
@@ -291,7 +308,11 @@ void ApiServer::route() {
     }
     if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
     std::optional<ApiError> refused;
-    if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))
+    if (const std::string length = req.get_header_value("Content-Length");
+        !length.empty() && length.find_first_not_of("0123456789") != std::string::npos)
+      refused = ApiError(400, "invalid_request_error", cat("Content-Length must be a number of bytes, not '", length, "'"),
+                         "", "malformed_request");
+    else if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))
       refused = ApiError(411, "invalid_request_error", "send the body with a Content-Length (chunked bodies are not "
                          "read: the size limit is checked before reading)", "", "length_required");
     const std::string encoding = req.get_header_value("Content-Encoding");

@@ -81,7 +81,24 @@ int main(int argc, char** argv) {
     QSettings().setValue("view/theme", cli.value(theme));  // the window applies it, and its menu shows it
   }
 
+  bool tokens_ok = false;
+  const int shot_at = cli.value(shot_tokens).toInt(&tokens_ok);
+  if (!tokens_ok || shot_at < 0 || shot_at > 1000000) {
+    std::fprintf(stderr, "qvl-studio: --screenshot-at-tokens takes 0 to 1000000, not \"%s\"\n",
+                 qPrintable(cli.value(shot_tokens)));
+    return 2;
+  }
+
   qvl::ui::MainWindow window;
+  if (cli.isSet(raise_dock) && !window.findChild<QDockWidget*>(cli.value(raise_dock) + "_dock")) {
+    QStringList docks;
+    for (const auto* dock : window.findChildren<QDockWidget*>())
+      if (dock->objectName().endsWith("_dock")) docks << dock->objectName().chopped(5);
+    docks.sort();
+    std::fprintf(stderr, "qvl-studio: --raise-dock takes %s, not \"%s\"\n", qPrintable(docks.join(", ")),
+                 qPrintable(cli.value(raise_dock)));
+    return 2;
+  }
   if (cli.isSet(size)) {
     const QStringList wh = cli.value(size).split('x');
     const int w = wh.value(0).toInt(), h = wh.size() == 2 ? wh.value(1).toInt() : 0;
@@ -137,7 +154,7 @@ int main(int argc, char** argv) {
       QApplication::exit(1);
     });
     if (cli.isSet(shot)) {
-      const int at = cli.value(shot_tokens).toInt();
+      const int at = shot_at;
       // What the screen shows (the Vulkan views are native windows a widget grab leaves blank), a moment after the
       // moment asked for, so that their newest frame has been presented.
       auto save = [&window, file = cli.value(shot)] {

@@ -290,6 +290,9 @@ GenerationConfig GenerationConfig::from_json(const nlohmann::json& j, const std:
   g.repetition_penalty = f.optional<double>("repetition_penalty", 1.0);
   g.max_new_tokens = f.optional<int64_t>("max_new_tokens", 0);
   require(!g.eos_token_ids.empty(), f, "eos_token_id", "must name at least one token");
+  for (const int64_t id : g.eos_token_ids)  // an id no token has never ends an answer
+    require(id >= 0 && id < limits::kVocabulary, f, "eos_token_id",
+            "holds " + std::to_string(id) + ", not a token id (0 to " + std::to_string(limits::kVocabulary - 1) + ")");
   require(g.temperature >= 0, f, "temperature", "must not be negative");
   require(g.top_k >= 0, f, "top_k", "must not be negative");
   require(g.top_p > 0 && g.top_p <= 1, f, "top_p", "must be in (0, 1]");

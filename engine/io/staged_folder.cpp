@@ -28,7 +28,7 @@ void check_replaceable(const fs::path& out, bool overwrite) {
   }
   if (!fs::is_directory(out)) fail(out.string(), ": exists and is not a folder");
   if (fs::is_empty(out)) return;
-  if (!overwrite) fail(out.string(), ": already exists and is not empty (pass overwrite to replace it)");
+  if (!overwrite) fail(out.string(), ": already exists and is not empty (--overwrite replaces it)");
   for (const auto& entry : fs::directory_iterator(out)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || !is_model_file_name(name))

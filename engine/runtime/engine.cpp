@@ -38,9 +38,10 @@ public:
         weight_policy_(options.weights == "auto" ? WeightPolicy{} : WeightPolicy::from_name(options.weights)),
         model_(std::move(model)),
         tokenizer_(Tokenizer::load(model_.tokenizer_json)) {
-    if (options.attention_window.blocks < 0 || options.attention_window.global < 0)
-      fail("engine: the attention window takes block counts of 0 or more, not ", options.attention_window.blocks,
-           " and ", options.attention_window.global);
+    if (options.attention_window.blocks < 0)
+      fail("engine: the attention window takes 0 or more blocks, not ", options.attention_window.blocks);
+    if (options.attention_window.global < 0)
+      fail("engine: the attention window's global blocks take 0 or more, not ", options.attention_window.global);
     preprocessor_ = with_token_budget(model_.preprocessor, options.image_min_tokens, options.image_max_tokens);
     vision_features_.set_budget(options.vision_cache_bytes);
     place(options.device);
@@ -220,7 +221,8 @@ private:
     // The CPU reads weights from the mapped files: one written or cut short since loading fails the request by name.
     check_mapped_weights();
     if (request.max_new_tokens <= 0) fail("max_new_tokens must be positive");
-    if (request.max_new_tokens > options_.max_context)  // checked before any sum: 2^63 - 1 once wrapped negative
+    // Checked before any sum (2^63 - 1 once wrapped negative); a ceiling is cut to the context below instead.
+    if (request.max_new_tokens > options_.max_context && !request.answer_fits_context)
       fail("max_new_tokens ", request.max_new_tokens, " is over the context limit of ", options_.max_context);
     const std::size_t images_in_prompt = count_images(request.messages);
     if (images_in_prompt != request.images.size())
@@ -240,7 +242,7 @@ private:
     const auto prompt_len = int64_t(result.prompt_ids.size());
     const ModelConfig& config = model_.config;
     const int64_t context_limit = std::min(options_.max_context, config.text.max_position_embeddings);
-    int64_t max_new_tokens = request.max_new_tokens;
+    int64_t max_new_tokens = std::min(request.max_new_tokens, options_.max_context);
     if (request.answer_fits_context) {  // a ceiling: the answer gets what the context leaves, if anything
       const int64_t room = std::min(context_limit, plan_ ? plan_->context_room : context_limit) - prompt_len;
       if (room >= 1) max_new_tokens = std::min(max_new_tokens, room);

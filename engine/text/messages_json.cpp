@@ -4,8 +4,13 @@
 
 namespace qvl {
 
-Conversation conversation_from_json(const nlohmann::json& j, const std::filesystem::path& base_dir, const std::string& source) {
-  if (!j.is_array()) fail(source, ": expected a list of messages");
+Conversation conversation_from_json(const nlohmann::json& request, const std::filesystem::path& base_dir,
+                                    const std::string& source) {
+  // A bare list, or a request body as the OpenAI API's ({"messages": [...], ...}: the other fields are not read here).
+  const bool wrapped = request.is_object() && request.contains("messages");
+  const nlohmann::json& j = wrapped ? request["messages"] : request;
+  if (!j.is_array()) fail(source, ": expected a list of messages, or an object with one in 'messages'");
+  if (j.empty()) fail(source, ": the list of messages is empty (it must hold at least one message)");
   Conversation conv;
   for (std::size_t i = 0; i < j.size(); ++i) {
     const auto& m = j[i];

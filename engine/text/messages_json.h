@@ -1,7 +1,8 @@
 #pragma once
 // Conversations in the JSON form transformers' apply_chat_template takes and `qvl generate --messages` reads:
 //   [{"role": "user", "content": "text" | [{"type": "image", "image": "cat.png"}, {"type": "text", "text": "..."}]}]
-// Image items carry a path; relative paths are resolved against `base_dir`.
+// or a request body holding that list in "messages" (the OpenAI API's). Image items carry a path; relative paths are
+// resolved against `base_dir`.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,8 +17,8 @@ struct Conversation {
   std::vector<std::filesystem::path> image_paths;  // in the order the images appear in the rendered prompt
 };
 
-// Throws qvl::Error naming `source` and the message index for anything malformed.
-Conversation conversation_from_json(const nlohmann::json& j, const std::filesystem::path& base_dir,
+// Throws qvl::Error naming `source` and the message index for anything malformed, and for an empty list.
+Conversation conversation_from_json(const nlohmann::json& request, const std::filesystem::path& base_dir,
                                     const std::string& source = "messages");
 
 }  // namespace qvl

@@ -112,12 +112,19 @@ PreprocessorConfig with_token_budget(PreprocessorConfig p, int64_t min_tokens, i
   if (min_tokens < 0 || max_tokens < 0) fail("image min/max tokens must not be negative");
   const int64_t per_token = p.patch_size * p.patch_size * p.merge_size * p.merge_size;
   const int64_t most = limits::kImagePixelBudget / per_token;  // checked before the product can overflow
-  if (min_tokens > most || max_tokens > most)
-    fail("image min/max tokens (", min_tokens, ", ", max_tokens, ") are over the limit of ", most, " tokens (",
-         limits::kImagePixelBudget, " pixels) an image");
+  for (const auto& [name, tokens] : {std::pair{"min", min_tokens}, std::pair{"max", max_tokens}})
+    if (tokens > most)
+      fail("image ", name, " tokens ", tokens, " is over the limit of ", most, " tokens (", limits::kImagePixelBudget,
+           " pixels) an image");
   if (min_tokens > 0) p.min_pixels = min_tokens * per_token;
   if (max_tokens > 0) p.max_pixels = max_tokens * per_token;
-  if (p.max_pixels < p.min_pixels) fail("image max tokens must not be below image min tokens");
+  // One bound given, the other the preprocessor's: the message says which is which.
+  const auto bound = [&](const char* name, int64_t given, int64_t pixels) {
+    return given > 0 ? cat(given, " (given)") : cat(pixels / per_token, " (the preprocessor's ", name, "_pixels ", pixels, ")");
+  };
+  if (p.max_pixels < p.min_pixels)
+    fail("image max tokens ", bound("max", max_tokens, p.max_pixels), " is below image min tokens ",
+         bound("min", min_tokens, p.min_pixels));
   return p;
 }
 

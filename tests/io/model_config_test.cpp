@@ -156,6 +156,8 @@ TEST(GenerationConfig, ReadsListsOrSingleIdsAndValidates) {
   EXPECT_FALSE(g.do_sample);  // transformers' default when the file says nothing
   EXPECT_THROW(GenerationConfig::from_json(nlohmann::json::parse(R"({"top_p": 1.5})")), Error);
   EXPECT_THROW(GenerationConfig::from_json(nlohmann::json::parse(R"({"temperature": "hot"})")), Error);
+  EXPECT_THROW(GenerationConfig::from_json(nlohmann::json::parse(R"({"eos_token_id": [151645, -3]})")), Error);
+  EXPECT_THROW(GenerationConfig::from_json(nlohmann::json::parse(R"({"eos_token_id": 1000000000})")), Error);
 }
 
 TEST(PreprocessorConfig, ReadsPixelBudgetsInBothSpellings) {

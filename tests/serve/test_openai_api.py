@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 import uuid
 import zlib
@@ -516,6 +517,26 @@ class DefaultServerTest(ApiTestCase):
         self.assertIsInstance(body["error"]["message"], str)
         status, _, body = self.server.request_json("POST", "/v1/completions", {"model": "qvl", "prompt": "hi"})
         self.assertEqual(status, 404, body)
+
+    def test_an_endpoint_asked_with_the_other_method_is_405(self):
+        status, headers, body = self.server.request_json("GET", "/v1/chat/completions")
+        self.assertEqual(status, 405, body)
+        self.assertEqual(headers.get("allow"), "POST")
+        self.assertIn("takes POST, not GET", body["error"]["message"])
+        status, headers, body = self.server.request_json("POST", "/v1/models", {})
+        self.assertEqual(status, 405, body)
+        self.assertEqual(headers.get("allow"), "GET")
+
+    def test_a_content_length_that_is_not_a_number_is_400_at_once(self):
+        for length in ("-5", "12abc"):
+            with self.subTest(length=length):
+                started = time.monotonic()
+                status, _, body = self.server.request_json(
+                    "POST", "/v1/chat/completions", headers={"Content-Type": "application/json", "Content-Length": length},
+                    timeout=10.0)
+                self.assertEqual(status, 400, body)
+                self.assertIn("Content-Length must be a number of bytes", body["error"]["message"])
+                self.assertLess(time.monotonic() - started, 2.0, "answered without waiting for a body")
 
     def test_refused_requests_leave_the_engine_free(self):
         self.server.wait_until_idle()  # from an idle queue: what is running after the refusals is theirs

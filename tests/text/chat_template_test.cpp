@@ -52,8 +52,17 @@ TEST(ChatTemplate, ResolvesImagePathsAgainstTheMessagesFile) {
   EXPECT_EQ(conv.image_paths[2], "/c.png");
 }
 
+TEST(ChatTemplate, TakesARequestBodyWithItsMessages) {  // as the OpenAI API's: {"messages": [...], ...}
+  const auto j = nlohmann::json::parse(R"({"model": "x", "messages": [{"role": "user", "content": "hi"}]})");
+  const Conversation conv = conversation_from_json(j, ".");
+  ASSERT_EQ(conv.messages.size(), 1u);
+  EXPECT_EQ(conv.messages[0].role, "user");
+}
+
 TEST(ChatTemplate, RejectsMalformedConversations) {
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"({"role": "user"})"), "."), Error);
+  EXPECT_THROW(conversation_from_json(nlohmann::json::parse("[]"), "."), Error);  // nothing to answer
+  EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"({"messages": []})"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"content": "x"}])"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"role": "user", "content": 3}])"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"role": "user", "content": [{"type": "image"}]}])"), "."), Error);

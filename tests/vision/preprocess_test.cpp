@@ -43,6 +43,27 @@ TEST(SmartResize, TokenCountFollowsTheImageSizeWhenResizeIsOff) {
   EXPECT_GT(image_token_count(64, 96, p), 6);  // resized up to the pixel floor
 }
 
+// --image-min-tokens / --image-max-tokens: one bound given, the other the preprocessor's, and the message names which
+// is which (it said "max tokens must not be below min tokens" where the user had given only one).
+TEST(TokenBudget, NamesTheGivenBoundAndThePreprocessorsOne) {
+  const PreprocessorConfig p;  // 64 to 16,384 tokens (1,024 pixels a token)
+  const PreprocessorConfig both = with_token_budget(p, 100, 200);
+  EXPECT_EQ(both.min_pixels, 100 * 1024);
+  EXPECT_EQ(both.max_pixels, 200 * 1024);
+  const auto message = [&](int64_t min_tokens, int64_t max_tokens) {
+    try {
+      with_token_budget(p, min_tokens, max_tokens);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(0, 10), "image max tokens 10 (given) is below image min tokens 64 (the preprocessor's min_pixels 65536)");
+  EXPECT_EQ(message(20000, 0),
+            "image max tokens 16384 (the preprocessor's max_pixels 16777216) is below image min tokens 20000 (given)");
+  EXPECT_EQ(message(300000, 0).rfind("image min tokens 300000 is over the limit of 262144 tokens", 0), 0u);
+}
+
 TEST(Resize, KeepsFlatImagesFlatAndIsIdentityAtTheSameSize) {
   RgbImage flat{37, 53, std::vector<uint8_t>(37 * 53 * 3, 200)};
   for (auto [h, w] : {std::pair<int64_t, int64_t>{64, 96}, {16, 16}, {200, 31}}) {
