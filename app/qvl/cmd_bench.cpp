@@ -279,6 +279,8 @@ int run_bench(const std::vector<std::string>& argv) {
          " and a word) and --decode-tokens >= 2");
   if (args.has("image-size") && image_size < 1) fail("qvl bench: --image-size takes 1 or more (leave it out for no picture)");
   if (repeat < 1 || repeat > 1000) fail("qvl bench: --repeat takes 1 to 1000");
+  if ((args.has("top-k") || args.has("top-p")) && !(args.get_double("temperature", 0.0) > 0))
+    fail("qvl bench: --top-k and --top-p choose among sampled tokens: give --temperature above 0 with them");
   if (images < 1 || images > 64 || (images > 1 && image_size == 0))
     fail("qvl bench: --images takes 1 to 64, with --image-size");
   const int64_t follow_up_images = args.get_int("follow-up-images", 0);
