@@ -108,10 +108,9 @@ std::filesystem::path allowed_local_file(const std::string& url, const std::stri
   std::filesystem::path file = path;
   file = std::filesystem::weakly_canonical(file.is_relative() ? root / file : file);
   const auto inside = file.lexically_relative(root);
-  if (inside.empty() || *inside.begin() == "..")  // links and ".." resolved: where the path really leads is named
-    throw ApiError::invalid(param, cat("'", url, "' ", file.string() == path ? std::string("is") : cat("leads to '", file.string(), "',"),
-                                       " outside the folder qvl serve's --allow-local-files allows"),
-                            "local_file_outside");
+  if (inside.empty() || *inside.begin() == "..")  // links and ".." resolved (where they lead is not told the client)
+    throw ApiError::invalid(param, cat("'", url, "' is or leads (through a link or '..') outside the folder qvl serve's "
+                                       "--allow-local-files allows"), "local_file_outside");
   return file;
 }
 

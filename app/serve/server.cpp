@@ -273,12 +273,7 @@ void ApiServer::route() {
     if (res.status == 413)
       send_error(res, ApiError(413, "invalid_request_error", cat("the request body is over the limit of ",
                                options_.max_body_bytes, " bytes (qvl serve --max-body-mb)"), "", "request_too_large"));
-    else if (const std::string allowed = method_of(req.path); res.status == 404 && !allowed.empty()) {
-      res.status = 405;  // the endpoint exists, for the other method
-      res.set_header("Allow", allowed);
-      send_error(res, ApiError(405, "invalid_request_error", cat(req.path, " takes ", allowed, ", not ", req.method), "",
-                               "method_not_allowed"));
-    } else if (res.status == 404)
+    else if (res.status == 404)
       send_error(res, ApiError(404, "invalid_request_error", cat("no such endpoint: ", req.method, " ", req.path,
                                " (qvl serve has /v1/chat/completions, /v1/models and /health)"), "", "unknown_url"));
     else if (res.status == 400)  // httplib could not parse the request; it does not say where
@@ -306,19 +301,26 @@ void ApiServer::route() {
       res.set_header("Connection", "close");  // the body is never read: the connection cannot carry another request
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.method != "POST") return httplib::Server::HandlerResponse::Unhandled;
+    // An endpoint asked with the other method (HEAD is GET's), before anything about a body: 405, not 404 or 411.
     std::optional<ApiError> refused;
-    if (const std::string length = req.get_header_value("Content-Length");
-        !length.empty() && length.find_first_not_of("0123456789") != std::string::npos)
+    const std::string allowed = method_of(req.path);
+    if (!allowed.empty() && req.method != allowed && !(req.method == "HEAD" && allowed == "GET")) {
+      res.set_header("Allow", allowed);
+      refused = ApiError(405, "invalid_request_error", cat(req.path, " takes ", allowed, ", not ", req.method), "",
+                         "method_not_allowed");
+    } else if (const std::string length = req.get_header_value("Content-Length");
+               !length.empty() && length.find_first_not_of("0123456789") != std::string::npos) {
       refused = ApiError(400, "invalid_request_error", cat("Content-Length must be a number of bytes, not '", length, "'"),
                          "", "malformed_request");
-    else if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))
-      refused = ApiError(411, "invalid_request_error", "send the body with a Content-Length (chunked bodies are not "
-                         "read: the size limit is checked before reading)", "", "length_required");
-    const std::string encoding = req.get_header_value("Content-Encoding");
-    if (!encoding.empty() && encoding != "identity")
-      refused = ApiError(415, "invalid_request_error", cat("the body must not be compressed (Content-Encoding: ",
-                         encoding, ")"), "", "unsupported_encoding");
+    } else if (req.method == "POST") {
+      if (req.has_header("Transfer-Encoding") || !req.has_header("Content-Length"))
+        refused = ApiError(411, "invalid_request_error", "send the body with a Content-Length (chunked bodies are not "
+                           "read: the size limit is checked before reading)", "", "length_required");
+      const std::string encoding = req.get_header_value("Content-Encoding");
+      if (!encoding.empty() && encoding != "identity")
+        refused = ApiError(415, "invalid_request_error", cat("the body must not be compressed (Content-Encoding: ",
+                           encoding, ")"), "", "unsupported_encoding");
+    }
     if (!refused) return httplib::Server::HandlerResponse::Unhandled;
     send_error(res, *refused);
     res.set_header("Connection", "close");

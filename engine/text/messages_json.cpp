@@ -6,8 +6,13 @@ namespace qvl {
 
 Conversation conversation_from_json(const nlohmann::json& request, const std::filesystem::path& base_dir,
                                     const std::string& source) {
-  // A bare list, or a request body as the OpenAI API's ({"messages": [...], ...}: the other fields are not read here).
+  // A bare list, or a request body as the OpenAI API's, {"messages": [...], "model": ...}: a field that would set
+  // something else (temperature, max_tokens) is refused by name rather than left unread.
   const bool wrapped = request.is_object() && request.contains("messages");
+  if (wrapped)
+    for (const auto& [key, value] : request.items())
+      if (key != "messages" && key != "model")
+        fail(source, ": '", key, "' is not read from the file (only 'messages'); give it as an option instead");
   const nlohmann::json& j = wrapped ? request["messages"] : request;
   if (!j.is_array()) fail(source, ": expected a list of messages, or an object with one in 'messages'");
   if (j.empty()) fail(source, ": the list of messages is empty (it must hold at least one message)");
@@ -30,6 +35,7 @@ Conversation conversation_from_json(const nlohmann::json& request, const std::fi
           const auto& path = ref.is_object() ? ref.value("url", nlohmann::json()) : ref;
           if (!path.is_string()) fail(where, ": image item needs a file path in 'image'");
           std::filesystem::path p = path.get<std::string>();
+          if (p.string().rfind("data:", 0) == 0) fail(where, ": a data: URL is not read here; give the picture's file path");
           if (p.string().rfind("file://", 0) == 0) p = p.string().substr(7);
           if (p.is_relative()) p = base_dir / p;
           msg.content.push_back(ContentItem::image());

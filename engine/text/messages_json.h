@@ -1,8 +1,8 @@
 #pragma once
 // Conversations in the JSON form transformers' apply_chat_template takes and `qvl generate --messages` reads:
 //   [{"role": "user", "content": "text" | [{"type": "image", "image": "cat.png"}, {"type": "text", "text": "..."}]}]
-// or a request body holding that list in "messages" (the OpenAI API's). Image items carry a path; relative paths are
-// resolved against `base_dir`.
+// or a request body holding that list in "messages" (the OpenAI API's; other fields than "model" are refused). Image
+// items carry a file path (not a data: URL); relative paths are resolved against `base_dir`.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -120,7 +120,8 @@ PreprocessorConfig with_token_budget(PreprocessorConfig p, int64_t min_tokens, i
   if (max_tokens > 0) p.max_pixels = max_tokens * per_token;
   // One bound given, the other the preprocessor's: the message says which is which.
   const auto bound = [&](const char* name, int64_t given, int64_t pixels) {
-    return given > 0 ? cat(given, " (given)") : cat(pixels / per_token, " (the preprocessor's ", name, "_pixels ", pixels, ")");
+    return given > 0 ? cat(given, " (given)")
+                     : cat((pixels + per_token - 1) / per_token, " (the preprocessor's ", name, "_pixels ", pixels, ")");
   };
   if (p.max_pixels < p.min_pixels)
     fail("image max tokens ", bound("max", max_tokens, p.max_pixels), " is below image min tokens ",

@@ -163,10 +163,9 @@ TEST(ChatRequest, PicturesAreRefusedByTheirLimitsAndSourcesBeforeDecoding) {
   EXPECT_EQ(parse(picture_question("rgba.png"), allowed).generate.images.size(), 1u);
   const ApiError outside = refusal(picture_question((kImages / ".." / "photo_240x320.png").string()), allowed);
   EXPECT_EQ(outside.code, "local_file_outside") << outside.what();
-  // Where the path really leads (links and ".." resolved) is named: a link inside the folder looked inside it.
-  const std::string real = std::filesystem::weakly_canonical(kImages / ".." / "photo_240x320.png").string();
-  EXPECT_NE(std::string(outside.what()).find("leads to '" + real + "', outside the folder"), std::string::npos)
-      << outside.what();
+  // A link inside the folder looks inside it: the message says a path may lead out (where to is not told).
+  EXPECT_NE(std::string(outside.what()).find("is or leads (through a link or '..') outside the folder"),
+            std::string::npos) << outside.what();
   EXPECT_EQ(refusal(picture_question("../photo_240x320.png"), allowed).code, "local_file_outside");
   // file:// URLs of this machine, percent-escapes decoded; another host's, or a NUL byte, refused.
   std::string escaped = "file://localhost" + (kImages / "rgba.png").string();

@@ -526,6 +526,11 @@ class DefaultServerTest(ApiTestCase):
         status, headers, body = self.server.request_json("POST", "/v1/models", {})
         self.assertEqual(status, 405, body)
         self.assertEqual(headers.get("allow"), "GET")
+        # Without a body too (it was 411, asked for a Content-Length), and for /health.
+        for path in ("/v1/models", "/health"):
+            status, headers, body = self.server.request_json("POST", path)
+            self.assertEqual(status, 405, body)
+            self.assertEqual(headers.get("allow"), "GET")
 
     def test_a_content_length_that_is_not_a_number_is_400_at_once(self):
         for length in ("-5", "12abc"):

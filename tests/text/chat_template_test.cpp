@@ -63,6 +63,11 @@ TEST(ChatTemplate, RejectsMalformedConversations) {
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"({"role": "user"})"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse("[]"), "."), Error);  // nothing to answer
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"({"messages": []})"), "."), Error);
+  // A request body's other settings are refused, not left unread; a data: URL is not a file path.
+  EXPECT_THROW(conversation_from_json(nlohmann::json::parse(
+                   R"({"temperature": 0.5, "messages": [{"role": "user", "content": "hi"}]})"), "."), Error);
+  EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"role": "user", "content": [
+                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}])"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"content": "x"}])"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"role": "user", "content": 3}])"), "."), Error);
   EXPECT_THROW(conversation_from_json(nlohmann::json::parse(R"([{"role": "user", "content": [{"type": "image"}]}])"), "."), Error);

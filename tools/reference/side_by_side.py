@@ -47,8 +47,8 @@ class Transformers:
         self.processor.chat_template = (pathlib.Path(__file__).parent / "qwen3_vl_chat_template.jinja").read_text()
 
     def inputs(self, prompt_tokens, image_size=0):
-        """The bench prompt: " hello" x (tokens - 9) in the chat template (9 template tokens), optional image."""
-        text = " hello" * max(1, prompt_tokens - 9)
+        """The bench prompt: " hello" x (tokens - 8) in the chat template (8 template tokens), optional image."""
+        text = " hello" * max(1, prompt_tokens - 8)
         content = ([{"type": "image"}] if image_size else []) + [{"type": "text", "text": text}]
         prompt = self.processor.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                                     add_generation_prompt=True)
