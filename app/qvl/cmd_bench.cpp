@@ -153,10 +153,10 @@ void print_vitals(const nlohmann::json& v) {
               s["throttled"].get<bool>() ? " (THROTTLED: the numbers above are slower than the card can do)" : "");
 }
 
-// `tokens` tokens of text (at least one): " hello" is one token.
 // The chat template's own tokens around a user message: <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n.
 constexpr int64_t kTemplateTokens = 8;
 
+// `tokens` tokens of text (at least one): " hello" is one token.
 std::string hello_text(int64_t tokens) {
   std::string text;
   for (int64_t i = 0; i < std::max<int64_t>(1, tokens); ++i) text += " hello";

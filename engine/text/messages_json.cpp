@@ -12,7 +12,7 @@ Conversation conversation_from_json(const nlohmann::json& request, const std::fi
   if (wrapped)
     for (const auto& [key, value] : request.items())
       if (key != "messages" && key != "model")
-        fail(source, ": '", key, "' is not read from the file (only 'messages'); give it as an option instead");
+        fail(source, ": '", key, "' is not read from the file (only 'messages' and 'model' are); give it as an option");
   const nlohmann::json& j = wrapped ? request["messages"] : request;
   if (!j.is_array()) fail(source, ": expected a list of messages, or an object with one in 'messages'");
   if (j.empty()) fail(source, ": the list of messages is empty (it must hold at least one message)");
