@@ -26,6 +26,7 @@ namespace {
 
 // A random-weight model of the preset's shapes, generated once into the user's cache folder.
 std::filesystem::path preset_model(const std::string& preset, DType dtype) {
+  const ModelConfig config = model_preset(preset);  // an unknown name fails before the cache is touched
   const char* xdg = std::getenv("XDG_CACHE_HOME");
   const char* home = std::getenv("HOME");
   const std::filesystem::path cache = xdg && *xdg ? std::filesystem::path(xdg) : std::filesystem::path(home ? home : "/tmp") / ".cache";
@@ -40,7 +41,7 @@ std::filesystem::path preset_model(const std::string& preset, DType dtype) {
     options.dtype = dtype;
     options.tokenizer_dir = resource_dir() / "tokenizer";
     options.overwrite = true;
-    write_random_model(model_preset(preset), dir, options);
+    write_random_model(config, dir, options);
   }
   return dir;
 }
@@ -264,7 +265,6 @@ int run_bench(const std::vector<std::string>& argv) {
     fail("qvl bench: --dtype chooses the weights of --preset's generated model; a model folder has its own");
   const auto dtype = dtype_from_name(args.get("dtype", "bf16"));
   if (!dtype) fail("qvl bench: --dtype must be bf16, f16 or f32");
-  if (args.has("preset")) (void)model_preset(args.get("preset"));  // an unknown name fails before the cache is touched
   const std::filesystem::path dir = args.has("preset") ? preset_model(args.get("preset"), *dtype)
                                                        : std::filesystem::path(args.get("model", default_model_dir().string()));
   const int64_t prompt_tokens = args.get_int("prompt-tokens", 128), decode_tokens = args.get_int("decode-tokens", 32),

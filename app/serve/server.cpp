@@ -7,6 +7,8 @@
 #include <chrono>
 #include <optional>
 #include <random>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 #include "qvl/version.h"
@@ -258,11 +260,21 @@ std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusa
 }
 
 namespace {
-// The method an endpoint takes ("" for no such endpoint): another method gets 405, not 404.
-std::string method_of(const std::string& path) {
-  if (path == "/v1/chat/completions") return "POST";
-  if (path == "/v1/models" || path == "/health") return "GET";
+// The endpoints by the method they take: another method gets 405, not 404 (/v1/models/ID answers its own 404s).
+constexpr std::pair<std::string_view, std::string_view> kEndpoints[] = {
+    {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}};
+
+std::string method_of(const std::string& path) {  // "" for no such endpoint
+  for (const auto& [endpoint, method] : kEndpoints)
+    if (path == endpoint) return std::string(method);
   return "";
+}
+
+std::string endpoint_list() {  // "/v1/chat/completions, /v1/models and /health"
+  std::string list;
+  for (std::size_t i = 0; i < std::size(kEndpoints); ++i)
+    list += (i == 0 ? "" : i + 1 == std::size(kEndpoints) ? " and " : ", ") + std::string(kEndpoints[i].first);
+  return list;
 }
 }  // namespace
 
@@ -275,7 +287,7 @@ void ApiServer::route() {
                                options_.max_body_bytes, " bytes (qvl serve --max-body-mb)"), "", "request_too_large"));
     else if (res.status == 404)
       send_error(res, ApiError(404, "invalid_request_error", cat("no such endpoint: ", req.method, " ", req.path,
-                               " (qvl serve has /v1/chat/completions, /v1/models and /health)"), "", "unknown_url"));
+                               " (qvl serve has ", endpoint_list(), ")"), "", "unknown_url"));
     else if (res.status == 400)  // httplib could not parse the request; it does not say where
       send_error(res, ApiError(400, "invalid_request_error", "the request is not well-formed HTTP/1.1 (its request line, "
                                "a header, or a header over the size limit)", "", "malformed_request"));
