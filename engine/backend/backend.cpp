@@ -1,5 +1,8 @@
 #include "backend/backend.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "core/error.h"
 #include "core/first_max.h"
 
@@ -30,6 +33,60 @@ void Backend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick
   const FirstMax m = first_max({host.data<float>(), std::size_t(vocabulary)});
   const int64_t values[2] = {int64_t(m.index), m.nan ? 1 : 0};
   write_indices(pick, values);
+}
+
+void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Tensor& out) {
+  if (logits.dtype() != DType::F32 || rows_of(logits) != 1)
+    fail("top_k_candidates: the logits must be one f32 row, not ", dtype_name(logits.dtype()), " ",
+         shape_to_string(logits.shape()));
+  if (spec.vocabulary <= 0 || spec.vocabulary > logits.numel())
+    fail("top_k_candidates: a vocabulary of ", spec.vocabulary, " for ", logits.numel(), " logits");
+  if (spec.top_k <= 0 || spec.top_k > TopKSpec::kMaxTopK || spec.top_k >= spec.vocabulary)
+    fail("top_k_candidates: top-k ", spec.top_k, " for a vocabulary of ", spec.vocabulary, " (1 to ",
+         TopKSpec::kMaxTopK, ", and below the vocabulary)");
+  if (!(spec.temperature > 0 && std::isfinite(spec.temperature)))
+    fail("top_k_candidates: the temperature must be a finite positive number, not ", spec.temperature);
+  if (out.dtype() != DType::I64 || out.numel() != TopKSpec::kSlots || out.device() != logits.device())
+    fail("top_k_candidates: the result must be ", TopKSpec::kSlots, " indices on the logits' device");
+}
+
+TopKResult read_top_k_candidates(const Tensor& host) {
+  if (host.dtype() != DType::I64 || host.numel() != TopKSpec::kSlots || host.device() != Device::CPU)
+    fail("top_k_candidates: a result must be ", TopKSpec::kSlots, " indices on the host");
+  const int64_t* r = host.data<int64_t>();
+  TopKResult out;
+  out.nan = r[1] != 0;
+  if (r[0] < 0 || r[0] > TopKSpec::kMaxCandidates) return out;
+  out.fitted = true;
+  for (int64_t i = 0; i < r[0]; ++i) {
+    const auto bits = uint32_t(r[3 + 2 * i]);
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    out.candidates.push_back({value, int32_t(r[2 + 2 * i])});
+  }
+  return out;
+}
+
+void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) {
+  check_top_k_candidates(logits, spec, out);
+  const Tensor host = to_host(logits);
+  std::vector<float> row(host.data<float>(), host.data<float>() + spec.vocabulary);  // divided in place below
+  std::vector<int64_t> result(TopKSpec::kSlots, 0);
+  std::vector<float> heap;
+  int64_t count = 0;
+  const bool numbers = temperature_top_k(row, spec.temperature,
+                                         spec.top_k, heap, [&](float v, int32_t id) {
+                                           if (count < TopKSpec::kMaxCandidates) {
+                                             uint32_t bits;
+                                             std::memcpy(&bits, &v, sizeof bits);
+                                             result[std::size_t(2 + 2 * count)] = id;
+                                             result[std::size_t(3 + 2 * count)] = bits;
+                                           }
+                                           ++count;
+                                         });
+  result[0] = !numbers ? 0 : count > TopKSpec::kMaxCandidates ? -1 : count;
+  result[1] = numbers ? 0 : 1;
+  write_indices(out, result);
 }
 
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {

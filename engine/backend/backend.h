@@ -20,6 +20,7 @@
 #include "backend/projection.h"
 #include "backend/weight_format.h"
 #include "core/tensor.h"
+#include "core/top_k.h"
 
 namespace qvl {
 
@@ -85,6 +86,28 @@ struct RowBlend {
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
 // greedy_pick's arguments: one f32 row, 0 < vocabulary <= its length, two indices for the pick.
 void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
+
+// Sampling's temperature and top-k applied where the logits are (Backend::top_k_candidates): what the host's
+// sampler would draw from (core/top_k.h), handed back as a few hundred bytes instead of the whole row.
+struct TopKSpec {
+  static constexpr int64_t kMaxTopK = 64;         // larger top-k samples on the host from the logits
+  static constexpr int64_t kMaxCandidates = 128;  // top-k's ties can keep more than k
+  int64_t vocabulary = 0;  // the first `vocabulary` logits (0 < vocabulary <= the row)
+  int64_t top_k = 0;       // 0 < top_k <= kMaxTopK and < vocabulary
+  double temperature = 1;  // > 0
+  bool operator==(const TopKSpec&) const = default;
+  // The result's layout, int64 on the backend: {count, 1 if a logit was NaN else 0}, then `count` pairs (id, the
+  // value's f32 bits) in id order. count -1: the candidates did not fit kMaxCandidates, or (a backend's own kernel)
+  // ties it could not count; the caller samples from the logits.
+  static constexpr int64_t kSlots = 2 + 2 * kMaxCandidates;
+};
+void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Tensor& out);
+// The candidates in a TopKSpec result read back to the host (empty with count -1: see `fitted`).
+struct TopKResult {
+  bool fitted = false, nan = false;
+  std::vector<TopKCandidate> candidates;
+};
+TopKResult read_top_k_candidates(const Tensor& host);
 
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
@@ -164,6 +187,8 @@ struct BackendLimits {
   // Its multi-row products read 16-bit copies of their inputs (cuBLAS on 16-bit weights; the memory plan counts
   // them). The SM61 profile's tiled GEMM and the CPU read f32 rows.
   bool narrows_product_inputs = false;
+  // top_k_candidates takes rows of at most this many logits (the CUDA kernel's grid: 262,144).
+  int64_t top_k_max_vocabulary = INT64_MAX;
 };
 
 // The physical device behind a backend, where there is one (a Vulkan device is matched to it by the UUID).
@@ -316,6 +341,10 @@ public:
   // 2B model's 608 KB, copied and scanned on the host every token). Default: read the row back and pick on the host
   // (so a backend that records work overrides it: to_host cannot be recorded).
   virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
+  // Sampling's temperature and top-k over one f32 row of logits, into `out` (TopKSpec::kSlots int64 on this backend,
+  // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row. Default: read the row back and
+  // select on the host (a backend that records work overrides it, as greedy_pick).
+  virtual void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out);
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,

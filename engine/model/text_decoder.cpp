@@ -10,7 +10,7 @@ namespace qvl {
 
 // The activations of one forward pass over `rows` tokens.
 struct DecoderActivations {
-  Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits, pick;  // pick: a greedy one-token pass's
+  Tensor x, a, q, k, v, attn, proj, gate, up, normed, logits, pick;  // pick: a one-token pass's (TextDecoder::StepPick)
   Tensor mlp;  // the SwiGLU's output, the down projection's input: a slot the backend fills (Projection::activated)
 };
 
@@ -30,7 +30,7 @@ struct RecordedDecodeStep {
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
   AttentionTapSpec tap;              // the tap recorded into `work`
-  int64_t pick_vocabulary = 0;       // and the greedy pick (0: none)
+  TextDecoder::StepPick pick;        // and the pick
 };
 
 namespace {
@@ -135,14 +135,14 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s, bool pick)
           be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    attn,
           be.alloc({s, hidden}),     gate_up.slice_rows(0, s), gate_up.slice_rows(s, 2 * s),
           Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor(),
-          pick ? be.alloc_indices(2) : Tensor(), Tensor()};
+          pick ? be.alloc_indices(pick_.top_k > 0 ? TopKSpec::kSlots : 2) : Tensor(), Tensor()};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
                             const VisionInjection* vision, KvCache& cache, Returns returns) {
   const auto s = int64_t(ids.size());
   if (s == 0) fail("decoder: no tokens to run");
-  if (returns == Returns::Pick && pick_vocabulary_ <= 0) fail("decoder: a pick was asked for with the greedy pick off");
+  if (returns == Returns::Pick && !pick_.on()) fail("decoder: a pick was asked for with the step pick off");
   if (returns == Returns::Pick && s != 1) fail("decoder: a pick is handed back by one-token passes, not by ", s, " tokens");
   if (cache.length_ + s > cache.capacity_)
     fail("the conversation needs ", cache.length_ + s, " tokens but the context holds ", cache.capacity_);
@@ -181,7 +181,7 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   // CPU, or a GPU while per-kernel timing is on) run the step directly below.
   std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[part];
   if (recorded && recorded->work &&
-      (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick_vocabulary != pick_vocabulary_)))
+      (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick != pick_)))
     recorded.reset();  // recorded with another tap, or (the head's part) another pick
   if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
     return forward_recorded(part, in, cos_host, sin_host, cache, returns);
@@ -195,12 +195,19 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
     if (vision) be.set_rows(b.x, local.embeddings, local.positions);
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
-  return be.to_host(result(part, b, returns));
+  return hand_back(be, part, b, returns);
 }
 
 // What a pass hands on: the greedy pick or the last position's logits, or (a part without the head) every hidden row.
 const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b, Returns returns) const {
   return !has_head(part) ? b.x : returns == Returns::Pick ? b.pick : b.logits;
+}
+
+// The result on the host; where top-k's candidates did not fit (TopKSpec), the logits instead.
+Tensor TextDecoder::hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const {
+  Tensor out = be.to_host(result(part, b, returns));
+  if (returns == Returns::Pick && pick_.top_k > 0 && out.data<int64_t>()[0] < 0) return be.to_host(b.logits);
+  return out;
 }
 
 // Called with recording begun, or with the step already recorded.
@@ -217,14 +224,14 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       step.past = be.alloc_indices(1);
       step.cos = be.alloc({1, c_.head_dim});
       step.sin = be.alloc({1, c_.head_dim});
-      step.buffers = allocate(part, 1, has_head(part) && pick_vocabulary_ > 0);
+      step.buffers = allocate(part, 1, has_head(part) && pick_.on());
       if (!in.rows) {
         step.ids = be.alloc_indices(1);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
       step.tap = tap_;
-      step.pick_vocabulary = pick_vocabulary_;
+      step.pick = pick_;
     } catch (...) {
       be.end_recording();  // leave the backend able to run ops again
       throw;
@@ -242,7 +249,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
   be.write(step.cos, cos_host);
   be.write(step.sin, sin_host);
   be.replay(*step.work);
-  return be.to_host(result(part, step.buffers, returns));
+  return hand_back(be, part, step.buffers, returns);
 }
 
 // One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);
@@ -294,7 +301,9 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   // Only the last position's logits are needed (generation reads nothing else).
   const Tensor last = b.x.slice_rows(s - 1, s);
   be.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
-  if (b.pick.numel()) be.greedy_pick(b.logits, pick_vocabulary_, b.pick);
+  if (!b.pick.numel()) return;
+  if (pick_.top_k > 0) be.top_k_candidates(b.logits, {pick_.vocabulary, pick_.top_k, pick_.temperature}, b.pick);
+  else be.greedy_pick(b.logits, pick_.vocabulary, b.pick);
 }
 
 }  // namespace qvl

@@ -42,7 +42,7 @@ public:
   // cache kept between requests records them again for each.
   void forget_recorded_steps();
   // How many decode steps were recorded into this cache (all parts): one a part per request where recording works,
-  // and again where the attention tap or the greedy pick changes.
+  // and again where the attention tap or the step pick changes.
   int64_t recordings() const { return recordings_; }
 
 private:
@@ -98,8 +98,9 @@ public:
               bool record_decode_steps = true, AttentionWindow window = {});
   TextDecoder(Backend& backend, const ModelConfig& config, const TextWeights& weights, bool record_decode_steps = true,
               AttentionWindow window = {});
-  // What a pass hands back: the last position's logits (host f32), or the greedy pick ({index, 1 if NaN was seen},
-  // 2 int64 on the host; one-token passes with set_greedy_pick on), the logits staying on the device.
+  // What a pass hands back: the last position's logits (host f32), or (one-token passes with a step pick on) the
+  // pick made on the backend, the logits staying there: greedy's {index, 1 if NaN was seen} (2 int64 on the host), or
+  // top-k's candidates (TopKSpec::kSlots int64, read_top_k_candidates); where those did not fit, the logits (f32).
   enum class Returns { Logits, Pick };
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns what `returns` asks for.
@@ -109,12 +110,20 @@ public:
   // Checked before every layer a pass runs directly and before forward returns (core/cancel.h): a set flag throws
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
-  // Greedy decoding from now on (vocabulary > 0; 0: off): the recorded one-token step ends with Backend::greedy_pick
-  // over the first `vocabulary` logits, whatever a call asks for (the prompt's last pass may be one token and want
-  // the logits; the steps after it replay the same recording and take the pick), and forward(..., Returns::Pick)
-  // hands the pick back. Set it before the prompt's passes: a step recorded without it is recorded again.
-  void set_greedy_pick(int64_t vocabulary) { pick_vocabulary_ = vocabulary; }
-  int64_t greedy_pick() const { return pick_vocabulary_; }
+  // The next token chosen on the backend from now on (vocabulary > 0; 0: off): the recorded one-token step ends
+  // with Backend::greedy_pick (top_k 0) or Backend::top_k_candidates over the first `vocabulary` logits, whatever a
+  // call asks for (the prompt's last pass may be one token and want the logits; the steps after it replay the same
+  // recording and take the pick), and forward(..., Returns::Pick) hands the pick back. Set it before the prompt's
+  // passes: a step recorded with another pick is recorded again.
+  struct StepPick {
+    int64_t vocabulary = 0;  // 0: off
+    int64_t top_k = 0;       // 0: greedy; else top-k's candidates at `temperature` (TopKSpec's bounds)
+    double temperature = 1;
+    bool on() const { return vocabulary > 0; }
+    bool operator==(const StepPick&) const = default;
+  };
+  void set_step_pick(StepPick pick) { pick_ = pick; }
+  const StepPick& step_pick() const { return pick_; }
   // The tap for the one-token steps from now on (layer -1: none).
   void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
   const AttentionTapSpec& attention_tap() const { return tap_; }
@@ -128,6 +137,7 @@ private:
   };
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
   const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
+  Tensor hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const;
   DecoderActivations allocate(std::size_t part, int64_t rows, bool pick);
   Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
                       const VisionInjection* vision, KvCache& cache, Returns returns);
@@ -142,7 +152,7 @@ private:
   AttentionWindow window_;
   const std::atomic<bool>* stop_ = nullptr;
   AttentionTapSpec tap_;
-  int64_t pick_vocabulary_ = 0;
+  StepPick pick_;
 };
 
 }  // namespace qvl

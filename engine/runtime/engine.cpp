@@ -31,6 +31,21 @@ DType kv_cache_type(const std::string& name) {
   fail("the KV cache type must be bf16 or f32, not \"", name, "\"");
 }
 
+// Where the decode steps choose the next token on the head's backend, handing back a pick or a few candidates
+// instead of the logits: greedy decoding, or temperature with top-k (the Qwen models' default sampling) and no
+// penalty, and nothing to keep. The prompt's last pass may be the one-token step that decoding then replays, so this
+// is set before it.
+TextDecoder::StepPick step_pick(const Sampler& sampler, const GenerateRequest& request, const Backend& head,
+                                int64_t logits) {
+  if (request.keep_step_logits) return {};
+  const int64_t vocabulary = sampler.vocabulary(logits);
+  if (sampler.greedy_only()) return {vocabulary};
+  if (sampler.top_k_only(TopKSpec::kMaxTopK) && sampler.top_k() < vocabulary &&
+      vocabulary <= head.limits().top_k_max_vocabulary)
+    return {vocabulary, sampler.top_k(), sampler.temperature()};
+  return {};
+}
+
 class Qwen3VLEngine final : public Engine {
 public:
   Qwen3VLEngine(ModelFolder model, const EngineOptions& options)
@@ -287,10 +302,7 @@ private:
       cache = make_cache(choice, reuse, parts);
       TextDecoder decoder(parts, config, weights_.text, options_.cuda_graphs, options_.attention_window);
       decoder.set_stop_flag(cancel);
-      // Greedy decoding with nothing to keep: the decode steps pick on the backend and hand back the pick, not the
-      // logits. Set before the prompt, whose last pass may be the one-token step that decoding then replays.
-      if (sampler.greedy_only() && !request.keep_step_logits)
-        decoder.set_greedy_pick(sampler.vocabulary(weights_.text.lm_head.rows()));
+      decoder.set_step_pick(step_pick(sampler, request, *parts.back().backend, weights_.text.lm_head.rows()));
       // On a GPU the prompt runs in passes of the plan's chunk (the planned context, or 512 tokens where a pass that
       // long does not fit), so the activations stay within what the plan counted; each chunk attends to the keys
       // cached before it, which gives the whole pass's answer (with --attention-window, a last chunk under 16 tokens
@@ -594,7 +606,7 @@ private:
                            latest_image_tokens(result.prompt_ids, int32_t(model_.config.image_token_id),
                                                result.image_grids, model_.config.vision.spatial_merge_size),
                            model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
-    const bool picked_on_backend = decoder.greedy_pick() > 0;
+    const bool picked_on_backend = decoder.step_pick().on();
     for (int64_t step = 0; step < max_new_tokens; ++step) {
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
       const auto timed = [&](auto&& pick) {
@@ -604,9 +616,14 @@ private:
         return id;
       };
       int32_t next = 0;
-      if (step > 0 && picked_on_backend) {
-        next = timed([&] { return sampler.take_pick(logits.data<int64_t>()[0], logits.data<int64_t>()[1] != 0); });
-      } else {
+      if (logits.dtype() == DType::I64) {  // a decode step's pick made on the backend (the prompt's are logits)
+        next = timed([&] {
+          const int64_t* pick = logits.data<int64_t>();
+          if (decoder.step_pick().top_k == 0) return sampler.take_pick(pick[0], pick[1] != 0);
+          const TopKResult found = read_top_k_candidates(logits);
+          return sampler.next_from_candidates(found.candidates, found.nan);
+        });
+      } else {  // the prompt's logits, or a step's whose top-k candidates did not fit
         // Sampled where they lie (the step's own host copy): a copy of the 2B model's 151,936 scores cost 30-60 µs.
         const std::span<float> scores(logits.data<float>(), std::size_t(logits.numel()));
         if (step == 0) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -31,22 +30,6 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
-
-float Sampler::kth_largest(std::span<const float> values, std::size_t k) {
-  // One pass with the k largest so far in a min-heap: a value at or below its top (the k-th largest so far) costs one
-  // comparison, and after the first few thousand of 151,936 logits nearly all are. With an nth_element over (logit,
-  // id) pairs, sampling at top-k 20 (the models' default) took 1.31 ms a token on this project's 2-core machine, now
-  // 0.30 (docs/performance.md); the 2B's greedy GPU step is ~1.5 ms on an H200.
-  heap_.assign(values.begin(), values.begin() + std::ptrdiff_t(k));
-  std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-  for (std::size_t i = k; i < values.size(); ++i)
-    if (values[i] > heap_.front()) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-      heap_.back() = values[i];
-      std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-    }
-  return heap_.front();
 }
 
 namespace {
@@ -100,22 +83,35 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
     const FirstMax pick = first_max(logits);
     return take_pick(int64_t(pick.index), pick.nan);
   }
-  for (float& l : logits) {
-    if (std::isnan(l)) fail_nan_logits();
-    l = float(l / options_.temperature);
-  }
-  // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no allocation a
-  // token). Top-k keeps the ids at or above the k-th largest logit (ties with it too, as transformers).
+  // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no
+  // allocation a token).
   candidates_.clear();
-  const float kth = options_.top_k > 0 && std::size_t(options_.top_k) < logits.size()
-                        ? kth_largest(logits, std::size_t(options_.top_k))
-                        : kNegInf;
   float best = kNegInf;
-  for (std::size_t i = 0; i < logits.size(); ++i)
-    if (logits[i] >= kth && logits[i] != kNegInf) {
-      candidates_.push_back({double(logits[i]), int32_t(i)});
-      best = std::max(best, logits[i]);
-    }
+  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_, [&](float v, int32_t id) {
+    candidates_.push_back({double(v), id});
+    best = std::max(best, v);
+  });
+  if (!numbers) fail_nan_logits();
+  return draw(best);
+}
+
+bool Sampler::top_k_only(int64_t max_top_k) const {
+  return options_.temperature > 0.0 && options_.top_k > 0 && options_.top_k <= max_top_k &&
+         options_.repetition_penalty == 1.0 && options_.presence_penalty == 0.0 && options_.frequency_penalty == 0.0;
+}
+
+int32_t Sampler::next_from_candidates(std::span<const TopKCandidate> candidates, bool nan) {
+  if (nan) fail_nan_logits();
+  candidates_.clear();
+  float best = -std::numeric_limits<float>::infinity();
+  for (const TopKCandidate& c : candidates) {
+    candidates_.push_back({double(c.value), c.id});
+    best = std::max(best, c.value);
+  }
+  return draw(best);
+}
+
+int32_t Sampler::draw(float best) {
   if (candidates_.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
   double total = 0;
   for (Candidate& c : candidates_) total += c.p = std::exp(c.p - double(best));
@@ -152,9 +148,9 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
   }
   // The draw walks the candidates in id order: a tiny change of the logits (a kept conversation's prefill against a
   // whole one's, 1e-6) moves the draw's boundaries a little, never reorders the walk, so a seed gives the same answer.
-  double draw = uniform() * total;
+  double point = uniform() * total;
   for (const Candidate& c : candidates_)
-    if ((draw -= c.p) < 0) return c.id;
+    if ((point -= c.p) < 0) return c.id;
   return candidates_.back().id;
 }
 

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "core/top_k.h"
+
 namespace qvl {
 
 struct SamplingOptions {
@@ -35,6 +37,14 @@ public:
   int64_t vocabulary(int64_t logits) const;
   // The pick a backend made ({index, whether a logit was NaN}): the index, or the error next() gives for NaN logits.
   int32_t take_pick(int64_t index, bool nan) const;
+  // Temperature and top-k with no penalty, top-k at most `max_top_k`: the candidates depend on the logits alone, so a
+  // backend may find them where the logits are (Backend::top_k_candidates) and hand back a few values, not 151,936.
+  bool top_k_only(int64_t max_top_k) const;
+  int64_t top_k() const { return options_.top_k; }
+  double temperature() const { return options_.temperature; }
+  // next() from the candidates a backend found (in id order; `nan`: a logit was NaN): the same token for the same
+  // logits and the same state.
+  int32_t next_from_candidates(std::span<const TopKCandidate> candidates, bool nan);
 
 private:
   SamplingOptions options_;
@@ -48,7 +58,7 @@ private:
   std::vector<Candidate> selection_;       // top-p's working copy
   std::vector<float> heap_;                // top-k's k largest logits so far (a min-heap)
   double uniform();
-  float kth_largest(std::span<const float> values, std::size_t k);  // counting equal values apart, as nth_element
+  int32_t draw(float best);  // top-p over candidates_ (`best`: the largest value), then the draw
 };
 
 }  // namespace qvl

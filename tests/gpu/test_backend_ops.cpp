@@ -420,6 +420,61 @@ struct Runner {
     }
   }
 
+  // Top-k's candidates found on the GPU against the CPU's (core/top_k.h): the same ids and value bits, or -1 from the
+  // GPU only where the CPU's set holds more than k (a tie at the k-th largest the kernel could not count). Rows below,
+  // at and above one block's 2,048 values, the 2B's 151,936, and the kernel's most (262,144); k 1, 20, 64; ties inside
+  // one block and across blocks, -inf, every value equal, NaN, the largest past the vocabulary.
+  void top_k_candidates() {
+    const auto found = [&](Backend& be, const Tensor& host, const TopKSpec& spec) {
+      Tensor out = be.alloc_indices(TopKSpec::kSlots);
+      be.top_k_candidates(&be == &cpu ? host : gpu.from_host(host), spec, out);
+      const Tensor h = be.to_host(out);
+      return std::vector<int64_t>(h.data<int64_t>(), h.data<int64_t>() + TopKSpec::kSlots);
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const int64_t n : {100, 2048, 2049, 151936, 262144})
+      for (const int64_t k : {1, 20, 64}) {
+        const auto set = [&](const std::vector<std::pair<int64_t, float>>& values) {
+          Tensor t = random({1, n});
+          for (auto [i, v] : values)
+            if (i < n) t.data<float>()[i] = v;
+          return t;
+        };
+        std::vector<std::pair<int64_t, float>> in_one_block, across_blocks, many_minus_inf;
+        for (int64_t i = 0; i < k + 3; ++i) in_one_block.push_back({n / 2 / 2048 * 2048 + 7 * i, 9.0f});
+        for (int64_t i = 0; i < k + 3; ++i) across_blocks.push_back({(i * 2053 + 5) % n, i < k / 2 ? 12.0f : 9.0f});
+        for (int64_t i = 0; i < n; i += 2) many_minus_inf.push_back({i, -inf});
+        Tensor equal = Tensor::empty(DType::F32, {1, n});
+        std::fill_n(equal.data<float>(), n, 0.25f);
+        const std::vector<std::pair<std::string, Tensor>> rows{
+            {"random", random({1, n})},
+            {"k + 3 equal largest in one block", set(in_one_block)},
+            {"ties at the k-th across blocks", set(across_blocks)},
+            {"every other value -inf", set(many_minus_inf)},
+            {"every value equal", equal},
+            {"NaN", set({{n / 3, std::nanf("")}})},
+            {"the largest past the vocabulary", set({{n - 1, 99.0f}})}};
+        for (const auto& [name, row] : rows) {
+          const int64_t vocabulary = name == "the largest past the vocabulary" ? n - 1 : n;
+          if (k >= vocabulary) continue;
+          for (const double temperature : {0.7, 1.3}) {
+            const TopKSpec spec{vocabulary, k, temperature};
+            const std::vector<int64_t> g = found(gpu, row, spec), c = found(cpu, row, spec);
+            const bool nan = c[1] != 0;  // then only the flag matters: the sampler fails
+            const bool ok = nan ? g[1] == c[1]
+                                : g[1] == 0 && (g[0] == -1 ? (c[0] == -1 || c[0] > k)
+                                                           : std::equal(g.begin(), g.begin() + 2 + 2 * std::max<int64_t>(g[0], 0), c.begin()));
+            ++cases;
+            if (!ok) ++failures;
+            std::printf("  %-64s %lld/%lld %lld/%lld  %s\n",
+                        ("top_k_candidates " + name + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                         " t=" + (temperature < 1 ? "0.7" : "1.3")).c_str(),
+                        (long long)g[0], (long long)g[1], (long long)c[0], (long long)c[1], ok ? "OK" : "FAIL");
+          }
+        }
+      }
+  }
+
   void norms_and_elementwise() {
     for (int64_t rows : {1, 5, 300})
       for (int64_t width : {1, 16, 100, 1024, 2048, 5000}) {
@@ -1077,6 +1132,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.norms_and_elementwise();
   r.fused_norms_match_unfused();
   r.greedy_pick();
+  r.top_k_candidates();
   r.rows_ops();
   r.qk_norm_rope_append();
   r.project_then_heads();
@@ -1124,6 +1180,9 @@ void perf(Backend& gpu) {
     if (m == 1) {
       Tensor logits = gpu.alloc({1, vocab});
       gpu.linear(x, head, logits);
+      Tensor pick = gpu.alloc_indices(2), candidates = gpu.alloc_indices(TopKSpec::kSlots);
+      gpu.greedy_pick(logits, vocab, pick);
+      gpu.top_k_candidates(logits, {vocab, 20, 0.7}, candidates);  // the Qwen models' default sampling
     }
   };
   // The same decode and prefill products with q8 and q4 weights (random, quantised on the host).

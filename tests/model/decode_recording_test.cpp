@@ -37,7 +37,7 @@ Pass prompt_then_decode(Backend& gpu, const ModelConfig& config, const TextWeigh
   for (int64_t p = 0; p < 16; ++p)
     for (auto& a : axes) a.push_back(p);
   TextDecoder decoder(gpu, config, weights, record);
-  decoder.set_greedy_pick(weights.lm_head.rows());
+  decoder.set_step_pick({weights.lm_head.rows()});
   KvCache cache(gpu, config.text, 16);
   const auto tables = [&](std::size_t begin, std::size_t count) { return text_rope_tables(config.text, axes, begin, count); };
   const auto [cos, sin] = tables(0, prompt.size() - 1);
@@ -100,7 +100,7 @@ TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
   const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, 2);
   const std::vector<int32_t> two{5, 6};
   EXPECT_THROW(decoder.forward(std::span(two).first(1), cos, sin, nullptr, cache, TextDecoder::Returns::Pick), Error);
-  decoder.set_greedy_pick(weights.text.lm_head.rows());
+  decoder.set_step_pick({weights.text.lm_head.rows()});
   EXPECT_THROW(decoder.forward(two, cos, sin, nullptr, cache, TextDecoder::Returns::Pick), Error);
   EXPECT_EQ(cache.length(), 0);  // refused before anything ran
 }

@@ -112,7 +112,7 @@ TEST_F(Split, GreedyPicksComeFromTheHeadsPartAsTheLogitsLargest) {
   KvCache cache(parts, config.text, 32);
   TextDecoder decoder(parts, config, weights.text);
   const int64_t vocabulary = weights.text.lm_head.rows() - 3;  // the last rows are not candidates
-  decoder.set_greedy_pick(vocabulary);
+  decoder.set_step_pick({vocabulary});
   std::array<std::vector<int64_t>, 3> axes;
   for (int64_t p = 0; p < 24; ++p)
     for (auto& a : axes) a.push_back(p);

@@ -413,26 +413,33 @@ TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
   unsetenv("QVL_CUDA_FAIL_INIT");
 }
 
-// Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits) and gives the tokens the
-// host's pick gives (a request that keeps the step logits picks on the host). Sent again in one conversation, the
-// prompt's last token is a one-token prefill pass (its logits for the first token), then the decode steps pick: on a
-// GPU both replay one recording (tests/model/decode_recording_test.cpp counts them).
-TEST(Engine, GreedyPicksOnTheBackendGiveTheHostsTokens) {
+// Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits), and sampling at the
+// models' default settings (temperature 0.7, top-k 20, top-p 0.8) finds top-k's candidates there; either gives the
+// tokens the host gives from the logits (a request that keeps the step logits samples on the host). Sent again in one
+// conversation, the prompt's last token is a one-token prefill pass (its logits for the first token), then the decode
+// steps pick: on a GPU both replay one recording (tests/model/decode_recording_test.cpp counts them).
+TEST(Engine, PicksOnTheBackendGiveTheHostsTokens) {
   std::vector<std::string> devices{"cpu"};
   if (cuda_plugin().usable) devices.push_back("cuda");
   else std::printf("[ note ] the CUDA half of this test is skipped: %s\n", cuda_plugin().reason.c_str());
-  for (const std::string& device : devices) {
-    SCOPED_TRACE(device);
-    const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{device});
-    GenerateRequest on_backend = text_request("Pick, please.", 24), on_host = on_backend;
-    on_host.keep_step_logits = true;
-    const GenerateResult a = engine->generate(on_backend), b = engine->generate(on_host);
-    ASSERT_EQ(a.generated_ids.size(), 24u);
-    EXPECT_EQ(a.generated_ids, b.generated_ids);
-    on_backend.conversation_id = on_host.conversation_id = "one chat";
-    EXPECT_EQ(engine->generate(on_host).generated_ids, b.generated_ids);
-    EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same turn again
-  }
+  SamplingOptions sampled;
+  sampled.temperature = 0.7, sampled.top_k = 20, sampled.top_p = 0.8, sampled.seed = 5;
+  for (const std::string& device : devices)
+    for (const SamplingOptions& sampling : {SamplingOptions{}, sampled}) {
+      SCOPED_TRACE(device + (sampling.temperature > 0 ? ", sampled" : ", greedy"));
+      const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{device});
+      GenerateRequest on_backend = text_request("Pick, please.", 24);
+      on_backend.sampling = sampling;
+      on_backend.ignore_eos = true;
+      GenerateRequest on_host = on_backend;
+      on_host.keep_step_logits = true;
+      const GenerateResult a = engine->generate(on_backend), b = engine->generate(on_host);
+      ASSERT_EQ(a.generated_ids.size(), 24u);
+      EXPECT_EQ(a.generated_ids, b.generated_ids);
+      on_backend.conversation_id = on_host.conversation_id = "one chat";
+      EXPECT_EQ(engine->generate(on_host).generated_ids, b.generated_ids);
+      EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same turn again
+    }
 }
 
 TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {

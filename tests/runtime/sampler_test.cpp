@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "backend/backend.h"
 #include "core/error.h"
 #include "runtime/sampler.h"
 
@@ -278,6 +279,75 @@ TEST(Sampler, NaNLogitsFailWithTheReason) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("NaN logits"), std::string::npos) << e.what();
   }
+}
+
+// Top-k's candidates found by a backend (Backend::top_k_candidates; the CPU's here, which the GPU's kernel is compared
+// with in qvl-test-backend-ops) give the draws next() gives from the whole row: the same token at every step for a
+// seed, with ties at the k-th largest, -inf values, top-p on and off, k of 1, 20 and 64. Ties past what the result
+// holds come back as "did not fit"; NaN fails as next() does; out-of-range settings are refused by name.
+TEST(Sampler, ABackendsTopKCandidatesGiveTheSameDraws) {
+  const auto cpu = make_cpu_backend();
+  constexpr int64_t kVocabulary = 151936, kPadded = kVocabulary + 64;  // the output layer's rows past the vocabulary
+  const auto row = [&](int step, const std::vector<std::pair<int64_t, float>>& set) {
+    Tensor t = Tensor::empty(DType::F32, {1, kPadded});
+    float* l = t.data<float>();
+    for (int64_t i = 0; i < kPadded; ++i) l[i] = 4.0f * std::sin(float(i) * 0.37f + float(step)) * std::cos(float(i) * 0.011f);
+    for (auto [i, v] : set) l[i] = v;
+    return t;
+  };
+  const auto candidates = [&](const Tensor& logits, const TopKSpec& spec) {
+    Tensor out = cpu->alloc_indices(TopKSpec::kSlots);
+    cpu->top_k_candidates(logits, spec, out);
+    return read_top_k_candidates(out);
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    const char* name;
+    int64_t k;
+    double temperature, top_p;
+    std::vector<std::pair<int64_t, float>> set;
+  };
+  std::vector<std::pair<int64_t, float>> tied, minus_inf;
+  for (int64_t i = 0; i < 40; ++i) tied.push_back({i * 3001 + 11, i < 10 ? 5.0f : 4.5f});  // the 20th: 30 equal ones
+  for (int64_t i = 0; i < kVocabulary; i += 3) minus_inf.push_back({i, -inf});
+  const std::vector<Case> cases{{"k 20, the models' defaults", 20, 0.7, 0.8, {}},
+                                {"k 1", 1, 1.0, 1.0, {}},
+                                {"k 64, hot", 64, 1.7, 0.95, {}},
+                                {"ties at the k-th largest", 20, 0.7, 1.0, tied},
+                                {"a third -inf, the largest past the vocabulary", 20, 0.7, 0.8, minus_inf}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    SamplingOptions o;
+    o.temperature = c.temperature, o.top_k = c.k, o.top_p = c.top_p, o.seed = 11;
+    Sampler whole(o, std::size_t(kVocabulary)), found(o, std::size_t(kVocabulary));
+    ASSERT_TRUE(found.top_k_only(TopKSpec::kMaxTopK));
+    for (int step = 0; step < 40; ++step) {
+      std::vector<std::pair<int64_t, float>> set = c.set;
+      set.push_back({kVocabulary + 5, 99.0f});  // never picked: past the vocabulary
+      const Tensor logits = row(step, set);
+      const TopKResult r = candidates(logits, {kVocabulary, c.k, c.temperature});
+      ASSERT_TRUE(r.fitted);
+      ASSERT_FALSE(r.nan);
+      ASSERT_GE(r.candidates.size(), std::size_t(c.k));
+      ASSERT_TRUE(std::is_sorted(r.candidates.begin(), r.candidates.end(),
+                                 [](const TopKCandidate& a, const TopKCandidate& b) { return a.id < b.id; }));
+      std::vector<float> copy(logits.data<float>(), logits.data<float>() + kPadded);
+      ASSERT_EQ(found.next_from_candidates(r.candidates, r.nan), whole.next(copy, {})) << "step " << step;
+    }
+  }
+  std::vector<std::pair<int64_t, float>> many_tied;
+  for (int64_t i = 0; i < 200; ++i) many_tied.push_back({i * 701 + 3, 9.0f});
+  EXPECT_FALSE(candidates(row(0, many_tied), {kVocabulary, 20, 0.7}).fitted);  // 200 candidates: past 128
+  const TopKResult nan = candidates(row(0, {{77, std::nanf("")}}), {kVocabulary, 20, 0.7});
+  EXPECT_TRUE(nan.nan);
+  EXPECT_THROW(Sampler(SamplingOptions{.temperature = 0.7, .top_k = 20}).next_from_candidates(nan.candidates, true), Error);
+  const Tensor logits = row(0, {});
+  for (const TopKSpec& bad : {TopKSpec{kVocabulary, 0, 0.7}, TopKSpec{kVocabulary, 65, 0.7}, TopKSpec{20, 20, 0.7},
+                              TopKSpec{kVocabulary, 20, 0.0}, TopKSpec{kPadded + 1, 20, 0.7}})
+    EXPECT_THROW(candidates(logits, bad), Error) << bad.vocabulary << " " << bad.top_k << " " << bad.temperature;
+  SamplingOptions penalised;
+  penalised.temperature = 0.7, penalised.top_k = 20, penalised.repetition_penalty = 1.1;
+  EXPECT_FALSE(Sampler(penalised).top_k_only(TopKSpec::kMaxTopK));  // penalties need the history: on the host
 }
 
 }  // namespace

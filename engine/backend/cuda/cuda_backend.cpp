@@ -13,6 +13,7 @@
 #include "core/half.h"
 #include "fault.cuh"
 #include "greedy_pick.cuh"
+#include "top_k_candidates.cuh"
 #include "plugin_abi.h"
 
 namespace qvl {
@@ -45,12 +46,15 @@ CudaBackend::CudaBackend(int device, std::size_t capacity, const std::string& pr
   CUDA_CHECK(cudaMemsetAsync(attention_arrivals_.raw(), 0, attention_arrivals_.nbytes(), ctx_.stream));
   greedy_pick_workspace_ = ctx_.device_tensor(DType::U8, {cuda::greedy_pick_workspace_bytes()}, pool::Owner::Workspace);
   CUDA_CHECK(cudaMemsetAsync(greedy_pick_workspace_.raw(), 0, greedy_pick_workspace_.nbytes(), ctx_.stream));
+  top_k_workspace_ = ctx_.device_tensor(DType::U8, {cuda::top_k_candidates_workspace_bytes()}, pool::Owner::Workspace);
+  CUDA_CHECK(cudaMemsetAsync(top_k_workspace_.raw(), 0, top_k_workspace_.nbytes(), ctx_.stream));
 }
 
 CudaBackend::~CudaBackend() = default;
 
 BackendLimits CudaBackend::limits() const {
-  return {ctx_.profile->flash_min_queries, ctx_.profile->gemm == cuda::GemmKernel::Cublas};
+  return {ctx_.profile->flash_min_queries, ctx_.profile->gemm == cuda::GemmKernel::Cublas,
+          cuda::top_k_candidates_max_count()};
 }
 
 std::optional<DeviceIdentity> CudaBackend::device_identity() const {

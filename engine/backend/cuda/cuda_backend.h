@@ -97,6 +97,7 @@ public:
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
   void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
+  void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
 
 private:
   template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }
@@ -158,6 +159,7 @@ private:
   std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
+  Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (likewise)
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
   // project_then_heads: the attention prologue gemm_packed may run from its packed rows (it clears this when it has).

@@ -8,6 +8,7 @@
 #include "cuda_backend.h"
 #include "dequantize.cuh"
 #include "greedy_pick.cuh"
+#include "top_k_candidates.cuh"
 #include "norm.cuh"
 #include "patchify.cuh"
 #include "rope.cuh"
@@ -175,6 +176,18 @@ void CudaBackend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& 
   cuda::greedy_pick({.logits = logits.data<float>(), .count = vocabulary, .pick = pick.data<int64_t>(),
                      .workspace = greedy_pick_workspace_.raw()},
                     ctx_.overlapped_launches, ctx_.stream);
+}
+
+void CudaBackend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) {
+  check_top_k_candidates(logits, spec, out);
+  if (logits.device() != Device::CUDA) fail("top_k_candidates: the logits must be on the GPU");
+  if (spec.vocabulary > cuda::top_k_candidates_max_count())  // limits() says so: the caller samples on the host
+    fail("top_k_candidates: ", spec.vocabulary, " logits, more than the kernel takes (", cuda::top_k_candidates_max_count(), ")");
+  const GpuTimer timer = timed([&] { return op_cost::make("top_k_candidates", double(spec.vocabulary) * 4, 0); });
+  cuda::top_k_candidates({.logits = logits.data<float>(), .count = spec.vocabulary, .top_k = int(spec.top_k),
+                          .temperature = spec.temperature, .max_candidates = int(TopKSpec::kMaxCandidates),
+                          .out = out.data<int64_t>(), .workspace = top_k_workspace_.raw()},
+                         ctx_.overlapped_launches, ctx_.stream);
 }
 
 void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {

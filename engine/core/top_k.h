@@ -1,0 +1,44 @@
+#pragma once
+// Sampling's temperature, then top-k, as transformers applies them: the candidates a draw is made from. The sampler
+// (runtime/sampler.cpp) runs this on the host, and Backend::top_k_candidates runs it where the logits are (its
+// reference; kernels/top_k_candidates.cu on a GPU), so candidates found on the device are the ones the host finds.
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace qvl {
+
+// A value that top-k kept (the logit over the temperature) and its token id.
+struct TopKCandidate {
+  float value;
+  int32_t id;
+  bool operator==(const TopKCandidate&) const = default;
+};
+
+// The k-th largest of `values` (0 < k <= size), counting equal values apart as std::nth_element does; `heap` is
+// scratch, reused from call to call.
+float kth_largest(std::span<const float> values, std::size_t k, std::vector<float>& heap);
+
+// Each logit becomes float(logit / temperature) (in place; double division, as the sampler has always done), then
+// visit(value, id) is called in id order for each value at or above the top_k-th largest (ties with it too, as
+// transformers keeps them; top_k 0, or at least the count: every value), -inf excepted. Returns false, visiting
+// nothing, where a logit is NaN.
+template <typename Visit>
+bool temperature_top_k(std::span<float> logits, double temperature, int64_t top_k, std::vector<float>& heap,
+                       Visit&& visit) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (float& l : logits) {
+    if (std::isnan(l)) return false;
+    l = float(l / temperature);
+  }
+  const float kth = top_k > 0 && std::size_t(top_k) < logits.size() ? kth_largest(logits, std::size_t(top_k), heap)
+                                                                      : kNegInf;
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (logits[i] >= kth && logits[i] != kNegInf) visit(logits[i], int32_t(i));
+  return true;
+}
+
+}  // namespace qvl
