@@ -3,7 +3,7 @@
 // chunk of a (query, head) pair's keys leaves a partial result, (max, sum, unnormalised values) as d + 2 floats, and
 // the last block of the pair to finish merges them (one kernel: a second kernel for the merge took 5 µs of a decode
 // step's 16 a layer on an H100, a launch and a dependent round trip for a few KB). last_to_arrive also serves the
-// greedy pick's blocks (greedy_pick.cu).
+// greedy pick's blocks (greedy_pick.cu) and top-k's (top_k_candidates.cu).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
