@@ -2,8 +2,8 @@
 // sampler does), and the ids at or above the k-th largest value, ties kept, -inf excepted (core/top_k.h).
 //
 // Why on the device: the host's sampler took the 2B model's 151,936 logits (608 KB copied back every token) and
-// ~0.43 ms a token to select from them on the H200 machine's host, where the greedy step is ~1.5 ms; this hands back
-// a few hundred bytes. A block takes 2,048 values (8 a thread, in registers; like greedy_pick.cu) and finds its k + 1
+// 0.43-0.60 ms a token to select from them on the H200 machine's host, where the greedy step is ~1.5 ms; this hands
+// back 2 KB. A block takes 2,048 values (8 a thread, in registers; like greedy_pick.cu) and finds its k + 1
 // largest by k + 1 rounds of a block-wide maximum (one barrier a round; the winner's thread marks it taken and
 // rescans its 8). The last block to finish (split_merge.cuh's counter) finds the k-th largest of all by popping the
 // largest head of the blocks' sorted lists k times, and keeps every listed value at or above it. A value equal to the
@@ -21,7 +21,7 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kThreads = 256, kPerThread = 8, kChunk = kThreads * kPerThread;
-constexpr int kMaxBlocks = 128, kMaxTopK = 64, kListLength = kMaxTopK + 1, kMaxCandidates = 128;
+constexpr int kMaxBlocks = 128, kListLength = kTopKMax + 1;
 constexpr int kNone = INT_MAX;  // the index of "nothing": every real entry, -inf included, ranks before it
 
 struct Entry {
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(kThreads) top_k_candidates_kernel(TopKCandidat
 
   // The merge: the blocks' lists (from L2: other blocks wrote them), thread b < blocks owning list b.
   const int blocks = int(gridDim.x);
-  __shared__ float lists[kMaxBlocks * kMaxTopK];
-  __shared__ Entry kept[kMaxCandidates];
+  __shared__ float lists[kMaxBlocks * kTopKMax];
+  __shared__ Entry kept[kTopKMaxCandidates];
   __shared__ int kept_count, tie_unlisted;
   for (int e = int(threadIdx.x); e < blocks * k; e += kThreads) lists[e] = __ldcg(&ws.value[e / k][e % k]);
   if (threadIdx.x == 0) kept_count = 0, tie_unlisted = 0;
@@ -128,12 +128,12 @@ __global__ void __launch_bounds__(kThreads) top_k_candidates_kernel(TopKCandidat
     const int index = __ldcg(&ws.index[e / k][e % k]);
     if (index >= 0 && value >= kth && value != -INFINITY) {
       const int slot = atomicAdd(&kept_count, 1);
-      if (slot < kMaxCandidates) kept[slot] = {value, index};
+      if (slot < kTopKMaxCandidates) kept[slot] = {value, index};
     }
   }
   __syncthreads();
   const int n = kept_count;
-  const bool fits = !tie_unlisted && n <= a.max_candidates;
+  const bool fits = !tie_unlisted && n <= kTopKMaxCandidates;
   if (threadIdx.x == 0) {
     a.out[0] = fits ? n : -1;
     a.out[1] = any_nan ? 1 : 0;

@@ -7,14 +7,18 @@
 
 namespace qvl::cuda {
 
+constexpr int kTopKMax = 64;              // the largest top-k the kernel takes
+constexpr int kTopKMaxCandidates = 128;   // the most ids it hands back (ties can keep more than k)
+
 struct TopKCandidatesArgs {
   const float* logits;
   int64_t count;       // the vocabulary: 0 < count <= top_k_candidates_max_count()
-  int top_k;           // 0 < top_k <= 64, top_k < count
+  int top_k;           // 0 < top_k <= kTopKMax, top_k < count
   double temperature;  // > 0
-  int max_candidates;  // <= 128
-  int64_t* out;        // {n or -1, NaN seen}, then n pairs (id, the value's f32 bits) in id order: 2 + 2·max_candidates
-  void* workspace;     // top_k_candidates_workspace_bytes(), zeroed once by the caller; every call leaves it zeroed
+  // {n, NaN seen}, then n pairs (id, the value's f32 bits) in id order: 2 + 2·kTopKMaxCandidates. n -1: more than
+  // kTopKMaxCandidates, or a tie at the k-th largest that a block did not list. With NaN seen, n means nothing.
+  int64_t* out;
+  void* workspace;  // top_k_candidates_workspace_bytes(), zeroed once by the caller; each call leaves its counter zero
 };
 
 int64_t top_k_candidates_max_count();

@@ -89,6 +89,19 @@ void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tenso
   write_indices(out, result);
 }
 
+namespace {
+class FinishedRead final : public PendingRead {
+public:
+  explicit FinishedRead(Tensor t) : t_(std::move(t)) {}
+  Tensor get() override { return std::move(t_); }
+
+private:
+  Tensor t_;
+};
+}  // namespace
+
+std::unique_ptr<PendingRead> Backend::read_later(const Tensor& t) { return std::make_unique<FinishedRead>(to_host(t)); }
+
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {
   if (x.dtype() != DType::F32) fail("add_blended_rows: x must be f32 rows");
   if (table.device() != x.device() || (table.dtype() != DType::F32 && table.dtype() != DType::BF16 && table.dtype() != DType::F16))

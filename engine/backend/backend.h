@@ -88,17 +88,16 @@ void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
 void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
 
 // Sampling's temperature and top-k applied where the logits are (Backend::top_k_candidates): what the host's
-// sampler would draw from (core/top_k.h), handed back as a few hundred bytes instead of the whole row.
+// sampler would draw from (core/top_k.h), handed back as 2 KB instead of the whole row (the 2B's 608 KB).
 struct TopKSpec {
   static constexpr int64_t kMaxTopK = 64;         // larger top-k samples on the host from the logits
   static constexpr int64_t kMaxCandidates = 128;  // top-k's ties can keep more than k
   int64_t vocabulary = 0;  // the first `vocabulary` logits (0 < vocabulary <= the row)
   int64_t top_k = 0;       // 0 < top_k <= kMaxTopK and < vocabulary
   double temperature = 1;  // > 0
-  bool operator==(const TopKSpec&) const = default;
   // The result's layout, int64 on the backend: {count, 1 if a logit was NaN else 0}, then `count` pairs (id, the
   // value's f32 bits) in id order. count -1: the candidates did not fit kMaxCandidates, or (a backend's own kernel)
-  // ties it could not count; the caller samples from the logits.
+  // ties it could not count; the caller samples from the logits. With the NaN flag set, count means nothing.
   static constexpr int64_t kSlots = 2 + 2 * kMaxCandidates;
 };
 void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Tensor& out);
@@ -108,6 +107,14 @@ struct TopKResult {
   std::vector<TopKCandidate> candidates;
 };
 TopKResult read_top_k_candidates(const Tensor& host);
+
+// A copy of a backend's tensor to the host, queued behind the work queued before it (Backend::read_later); get()
+// waits for it and hands it over (once).
+class PendingRead {
+public:
+  virtual ~PendingRead() = default;
+  virtual Tensor get() = 0;
+};
 
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
 // in device tensors written before each replay (token id, position, rotary rows).
@@ -280,6 +287,9 @@ public:
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;
+  // to_host, collected later: the host may queue more work before it waits (a decode step queued while the one before
+  // it picks). Default: copied now.
+  virtual std::unique_ptr<PendingRead> read_later(const Tensor& t);
   // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.
   virtual Tensor alloc_indices(int64_t count) = 0;
   virtual void write_indices(Tensor& dst, std::span<const int64_t> values) = 0;

@@ -142,6 +142,7 @@ Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host
                             const VisionInjection* vision, KvCache& cache, Returns returns) {
   const auto s = int64_t(ids.size());
   if (s == 0) fail("decoder: no tokens to run");
+  if (!queued_.empty()) fail("decoder: a pass while ", queued_.size(), " queued steps are not taken");
   if (returns == Returns::Pick && !pick_.on()) fail("decoder: a pick was asked for with the step pick off");
   if (returns == Returns::Pick && s != 1) fail("decoder: a pick is handed back by one-token passes, not by ", s, " tokens");
   if (cache.length_ + s > cache.capacity_)
@@ -206,7 +207,8 @@ const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b,
 // The result on the host; where top-k's candidates did not fit (TopKSpec), the logits instead.
 Tensor TextDecoder::hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const {
   Tensor out = be.to_host(result(part, b, returns));
-  if (returns == Returns::Pick && pick_.top_k > 0 && out.data<int64_t>()[0] < 0) return be.to_host(b.logits);
+  if (has_head(part) && returns == Returns::Pick && pick_.top_k > 0 && out.data<int64_t>()[0] < 0)
+    return be.to_host(b.logits);
   return out;
 }
 
@@ -226,7 +228,9 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       step.sin = be.alloc({1, c_.head_dim});
       step.buffers = allocate(part, 1, has_head(part) && pick_.on());
       if (!in.rows) {
-        step.ids = be.alloc_indices(1);
+        // With the greedy pick the step embeds the id in the pick's first slot: the host writes it there, or (a step
+        // queued ahead, queue_step) the step before leaves its pick there.
+        step.ids = pick_.on() && pick_.top_k == 0 ? step.buffers.pick.slice_rows(0, 1) : be.alloc_indices(1);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
@@ -251,6 +255,45 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
   be.replay(*step.work);
   return hand_back(be, part, step.buffers, returns);
 }
+
+bool TextDecoder::can_queue_steps(const KvCache& cache) const {
+  if (parts_.size() != 1 || !pick_.on() || pick_.top_k != 0 || tap_.layer >= 0 || !record_decode_steps_) return false;
+  const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[0];
+  return recorded && recorded->work && recorded->pick == pick_ && recorded->tap.same_as(tap_);
+}
+
+void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache) {
+  if (!can_queue_steps(cache))
+    fail("decoder: steps are queued only where a greedy one-token step on one part is recorded, with no tap");
+  if (id == kPickedOnDevice && queued_.empty()) fail("decoder: a step queued ahead needs a queued step before it");
+  if (id != kPickedOnDevice && (id < 0 || id >= w_.embed_tokens.rows()))
+    fail("decoder: token id ", id, " is outside the embedding table");
+  const int64_t past = cache.length_ + int64_t(queued_.size());
+  if (past + 1 > cache.capacity_) fail("the conversation needs ", past + 1, " tokens but the context holds ", cache.capacity_);
+  Backend& be = *parts_[0].backend;
+  RecordedDecodeStep& step = *cache.decode_steps_[0];
+  if (id != kPickedOnDevice) {
+    const int64_t id64 = id;
+    be.write_indices(step.ids, {&id64, 1});
+  }
+  be.write_indices(step.past, {&past, 1});
+  be.write(step.cos, cos_host);
+  be.write(step.sin, sin_host);
+  be.replay(*step.work);
+  queued_.push_back(be.read_later(step.buffers.pick));  // copied before the next queued step overwrites it
+}
+
+Tensor TextDecoder::take_step(KvCache& cache) {
+  if (queued_.empty()) fail("decoder: no step is queued");
+  const std::unique_ptr<PendingRead> read = std::move(queued_.front());
+  queued_.pop_front();
+  Tensor pick = read->get();
+  stop_if_requested(stop_);  // as forward: a pick made after a stop is never returned
+  ++cache.length_;
+  return pick;
+}
+
+void TextDecoder::drop_queued_steps() { queued_.clear(); }
 
 // One layer: q, k, v = proj(norm(x)); q/k head norms, RoPE, cache append; attention; x += o(attn);
 // x += down(swiglu(norm(x))). Each projection states its norm and residual; the backend decides whether a norm runs

@@ -2,6 +2,7 @@
 // The Qwen3-VL text decoder (reference spec section 5): GQA attention with per-head q/k RMSNorm before the
 // interleaved multimodal RoPE, SwiGLU MLP, DeepStack injection after the first layers, tied or untied head.
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <span>
 #include <vector>
@@ -124,6 +125,18 @@ public:
   };
   void set_step_pick(StepPick pick) { pick_ = pick; }
   const StepPick& step_pick() const { return pick_; }
+  // Decoding ahead: where a greedy one-token step on one part is recorded for this cache (and no tap is on), a step
+  // is queued (queue_step) and its pick collected later (take_step), so the step for the next token can be queued
+  // before this one's pick is read, its token taken from that pick on the device (id kPickedOnDevice). The host's
+  // wait, its relaunch and its work between steps then overlap the GPU's step (docs/performance.md). A queued step
+  // writes the cache at cache.length() + the steps queued before it; the cache grows when take_step hands its pick
+  // back. Steps left queued are dropped (drop_queued_steps, or with the decoder): their positions stay past the
+  // cache's length, to be written again.
+  static constexpr int32_t kPickedOnDevice = -1;
+  bool can_queue_steps(const KvCache& cache) const;
+  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache);
+  Tensor take_step(KvCache& cache);  // the oldest queued step's pick (2 int64 on the host), as forward returns it
+  void drop_queued_steps();
   // The tap for the one-token steps from now on (layer -1: none).
   void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
   const AttentionTapSpec& attention_tap() const { return tap_; }
@@ -153,6 +166,7 @@ private:
   const std::atomic<bool>* stop_ = nullptr;
   AttentionTapSpec tap_;
   StepPick pick_;
+  std::deque<std::unique_ptr<PendingRead>> queued_;  // the queued steps' picks, oldest first
 };
 
 }  // namespace qvl

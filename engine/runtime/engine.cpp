@@ -607,6 +607,7 @@ private:
                                                result.image_grids, model_.config.vision.spatial_merge_size),
                            model_.config.text.num_hidden_layers, model_.config.text.num_attention_heads);
     const bool picked_on_backend = decoder.step_pick().on();
+    bool queued_next = false;  // the step for the next token is queued already (decoding ahead)
     for (int64_t step = 0; step < max_new_tokens; ++step) {
       check_mapped_weights();  // before a token computed from a truncated file's zeros is shown
       const auto timed = [&](auto&& pick) {
@@ -621,6 +622,7 @@ private:
           const int64_t* pick = logits.data<int64_t>();
           if (decoder.step_pick().top_k == 0) return sampler.take_pick(pick[0], pick[1] != 0);
           const TopKResult found = read_top_k_candidates(logits);
+          if (!found.fitted && !found.nan) fail("decode: top-k's candidates did not fit and no logits came back");
           return sampler.next_from_candidates(found.candidates, found.nan);
         });
       } else {  // the prompt's logits, or a step's whose top-k candidates did not fit
@@ -652,15 +654,33 @@ private:
         break;
       }
       if (step + 1 == max_new_tokens) break;
-      // Decode positions: cache index + rope delta, the same on all three axes.
-      const int64_t pos = cache.length() + rope_delta;
-      const std::array<std::vector<int64_t>, 3> p{{{pos}, {pos}, {pos}}};
-      auto [c, s] = text_rope_tables(model_.config.text, p, 0, 1);
+      // Decode positions: cache index + rope delta, the same on all three axes (`ahead`: a step queued after this one).
+      const auto rope_at = [&](int64_t ahead) {
+        const int64_t pos = cache.length() + ahead + rope_delta;
+        return text_rope_tables(model_.config.text, {{{pos}, {pos}, {pos}}}, 0, 1);
+      };
       const int32_t id = next;
       tapper.follow(unpack_view(view_.load()));
       try {
-        logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache,
-                                 picked_on_backend ? TextDecoder::Returns::Pick : TextDecoder::Returns::Logits);
+        if (queued_next || decoder.can_queue_steps(cache)) {
+          // Decoding ahead (TextDecoder::queue_step): the step for `next` (queued last time round, its token the pick
+          // on the device, or now), then the one after it before this one's pick is read.
+          if (!queued_next) {
+            const auto [c, s] = rope_at(0);
+            decoder.queue_step(id, c, s, cache);
+          }
+          queued_next = step + 2 < max_new_tokens && cache.length() + 2 <= cache.capacity() &&
+                        decoder.can_queue_steps(cache);
+          if (queued_next) {
+            const auto [c, s] = rope_at(1);
+            decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+          }
+          logits = decoder.take_step(cache);
+        } else {
+          const auto [c, s] = rope_at(0);
+          logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache,
+                                   picked_on_backend ? TextDecoder::Returns::Pick : TextDecoder::Returns::Logits);
+        }
       } catch (const Cancelled&) {  // stopped inside the step: the answer ends with the tokens shown
         result.stop_reason = "cancelled";
         break;
@@ -668,6 +688,7 @@ private:
       if (sink) tapper.deliver(*sink, step);
       ++result.timing.decode_steps;
     }
+    decoder.drop_queued_steps();  // a step queued for a token after the answer's last: never taken
     const std::string tail = detok.finish();
     result.text += tail;
     if (sink && !tail.empty()) sink->on_token(-1, tail);

@@ -33,6 +33,8 @@ double Sampler::uniform() {  // splitmix64 -> [0, 1)
 }
 
 namespace {
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
 [[noreturn]] void fail_nan_logits() {
   fail("the model produced NaN logits: its weights hold NaN or Inf values, or its activations overflowed");
 }
@@ -53,7 +55,6 @@ int32_t Sampler::take_pick(int64_t index, bool nan) const {
 }
 
 int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> history, std::size_t answer_start) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // The ids that may be picked: all, or those the tokenizer knows (the rest stay as they are, unread).
   const std::span<float> logits(all_logits.data(), std::size_t(vocabulary(int64_t(all_logits.size()))));
   if (logits.empty()) fail("sampler: no logits to pick from");
@@ -103,7 +104,7 @@ bool Sampler::top_k_only(int64_t max_top_k) const {
 int32_t Sampler::next_from_candidates(std::span<const TopKCandidate> candidates, bool nan) {
   if (nan) fail_nan_logits();
   candidates_.clear();
-  float best = -std::numeric_limits<float>::infinity();
+  float best = kNegInf;
   for (const TopKCandidate& c : candidates) {
     candidates_.push_back({double(c.value), c.id});
     best = std::max(best, c.value);

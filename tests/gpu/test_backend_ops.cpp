@@ -7,6 +7,7 @@
 // --profile native|sm61|both (default both). Exit codes: 0 all passed, 1 a case failed, 77 no usable GPU (CTest
 // reports the test as skipped, with the reason printed).
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -420,11 +421,25 @@ struct Runner {
     }
   }
 
-  // Top-k's candidates found on the GPU against the CPU's (core/top_k.h): the same ids and value bits, or -1 from the
-  // GPU only where the CPU's set holds more than k (a tie at the k-th largest the kernel could not count). Rows below,
-  // at and above one block's 2,048 values, the 2B's 151,936, and the kernel's most (262,144); k 1, 20, 64; ties inside
-  // one block and across blocks, -inf, every value equal, NaN, the largest past the vocabulary.
+  // Top-k's candidates found on the GPU against the CPU's (core/top_k.h): the same ids and value bits, and -1 exactly
+  // where the kernel must give up (more than 128, or one of its blocks of 2,048 holding more than k values at or above
+  // the k-th largest: it lists k + 1, so a tie it did not list). Rows below, at and above one block, the 2B's 151,936,
+  // and the kernel's most (262,144); k 1, 20, 64; ties inside one block and across blocks, values one ulp apart that
+  // the temperature rounds together, -inf, every value -inf or equal, +inf, NaN, the largest past the vocabulary.
   void top_k_candidates() {
+    const auto kernel_gives_up = [](const Tensor& row, const TopKSpec& spec, const std::vector<int64_t>& c) {
+      if (c[0] < 0) return true;
+      if (c[0] < spec.top_k) return false;  // fewer than k values above -inf: the k-th largest is -inf
+      float kth = std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < c[0]; ++i) kth = std::min(kth, std::bit_cast<float>(uint32_t(c[std::size_t(3 + 2 * i)])));
+      for (int64_t block = 0; block < spec.vocabulary; block += 2048) {
+        int64_t at_or_above = 0;
+        for (int64_t i = block; i < std::min(block + 2048, spec.vocabulary); ++i)
+          at_or_above += float(double(row.data<float>()[i]) / spec.temperature) >= kth;
+        if (at_or_above > spec.top_k) return true;
+      }
+      return false;
+    };
     const auto found = [&](Backend& be, const Tensor& host, const TopKSpec& spec) {
       Tensor out = be.alloc_indices(TopKSpec::kSlots);
       be.top_k_candidates(&be == &cpu ? host : gpu.from_host(host), spec, out);
@@ -440,18 +455,26 @@ struct Runner {
             if (i < n) t.data<float>()[i] = v;
           return t;
         };
-        std::vector<std::pair<int64_t, float>> in_one_block, across_blocks, many_minus_inf;
+        std::vector<std::pair<int64_t, float>> in_one_block, across_blocks, many_minus_inf, ulps_apart;
         for (int64_t i = 0; i < k + 3; ++i) in_one_block.push_back({n / 2 / 2048 * 2048 + 7 * i, 9.0f});
         for (int64_t i = 0; i < k + 3; ++i) across_blocks.push_back({(i * 2053 + 5) % n, i < k / 2 ? 12.0f : 9.0f});
         for (int64_t i = 0; i < n; i += 2) many_minus_inf.push_back({i, -inf});
-        Tensor equal = Tensor::empty(DType::F32, {1, n});
-        std::fill_n(equal.data<float>(), n, 0.25f);
+        float close = 30.0f;
+        for (int64_t i = 0; i < k + 3; ++i, close = std::nextafter(close, inf)) ulps_apart.push_back({(i * 4099 + 3) % n, close});
+        const auto filled = [&](float v) {
+          Tensor t = Tensor::empty(DType::F32, {1, n});
+          std::fill_n(t.data<float>(), n, v);
+          return t;
+        };
         const std::vector<std::pair<std::string, Tensor>> rows{
             {"random", random({1, n})},
             {"k + 3 equal largest in one block", set(in_one_block)},
             {"ties at the k-th across blocks", set(across_blocks)},
             {"every other value -inf", set(many_minus_inf)},
-            {"every value equal", equal},
+            {"values one ulp apart", set(ulps_apart)},
+            {"every value -inf", filled(-inf)},
+            {"every value equal", filled(0.25f)},
+            {"+inf twice", set({{n / 4, inf}, {n / 2, inf}})},
             {"NaN", set({{n / 3, std::nanf("")}})},
             {"the largest past the vocabulary", set({{n - 1, 99.0f}})}};
         for (const auto& [name, row] : rows) {
@@ -462,8 +485,8 @@ struct Runner {
             const std::vector<int64_t> g = found(gpu, row, spec), c = found(cpu, row, spec);
             const bool nan = c[1] != 0;  // then only the flag matters: the sampler fails
             const bool ok = nan ? g[1] == c[1]
-                                : g[1] == 0 && (g[0] == -1 ? (c[0] == -1 || c[0] > k)
-                                                           : std::equal(g.begin(), g.begin() + 2 + 2 * std::max<int64_t>(g[0], 0), c.begin()));
+                                : g[1] == 0 && (g[0] == -1) == kernel_gives_up(row, spec, c) &&
+                                      (g[0] == -1 || std::equal(g.begin(), g.begin() + 2 + 2 * std::max<int64_t>(g[0], 0), c.begin()));
             ++cases;
             if (!ok) ++failures;
             std::printf("  %-64s %lld/%lld %lld/%lld  %s\n",

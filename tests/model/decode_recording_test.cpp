@@ -105,5 +105,56 @@ TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
   EXPECT_EQ(cache.length(), 0);  // refused before anything ran
 }
 
+// Decoding ahead: steps queued with the next one's token taken from the pick on the device (queue_step, take_step)
+// hand back the picks that forward's steps hand back, one at a time, and a queued step that is dropped leaves the
+// cache as it was: forward's next step after it gives the same pick as without it.
+TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothing) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
+  const auto gpu = make_cuda_backend();
+  const ModelWeights weights = bind_weights(model, *gpu);
+  const std::vector<int32_t> prompt{101, 2024, 77, 4242, 9, 880, 15, 3};
+  std::array<std::vector<int64_t>, 3> axes;
+  for (int64_t p = 0; p < 24; ++p)
+    for (auto& a : axes) a.push_back(p);
+  const auto tables = [&](int64_t begin) { return text_rope_tables(model.config.text, axes, std::size_t(begin), 1); };
+  const auto start = [&](TextDecoder& decoder, KvCache& cache) {
+    decoder.set_step_pick({weights.text.lm_head.rows()});
+    const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, prompt.size());
+    return largest(decoder.forward(prompt, cos, sin, nullptr, cache).to_f32_vector());
+  };
+  const auto step = [&](TextDecoder& decoder, KvCache& cache, int32_t id) {
+    const auto [c, s] = tables(cache.length());
+    return int32_t(decoder.forward(std::span(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick).data<int64_t>()[0]);
+  };
+  TextDecoder reference(*gpu, model.config, weights.text);
+  KvCache reference_cache(*gpu, model.config.text, 24);
+  std::vector<int32_t> ids{start(reference, reference_cache)};
+  for (int i = 0; i < 8; ++i) ids.push_back(step(reference, reference_cache, ids.back()));
+
+  TextDecoder decoder(*gpu, model.config, weights.text);
+  KvCache cache(*gpu, model.config.text, 24);
+  ASSERT_EQ(start(decoder, cache), ids[0]);
+  EXPECT_FALSE(decoder.can_queue_steps(cache));  // nothing recorded yet
+  ASSERT_EQ(step(decoder, cache, ids[0]), ids[1]);  // records the step
+  ASSERT_TRUE(decoder.can_queue_steps(cache));
+  const auto [c0, s0] = tables(cache.length());
+  decoder.queue_step(ids[1], c0, s0, cache);
+  for (std::size_t i = 2; i <= 6; ++i) {  // the step for ids[i - 1] is queued; queue the one for ids[i], take one
+    const auto [c, s] = tables(cache.length() + 1);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+    EXPECT_EQ(decoder.take_step(cache).data<int64_t>()[0], ids[i]) << "step " << i;
+    EXPECT_EQ(cache.length(), int64_t(prompt.size() + i));
+  }
+  EXPECT_THROW(step(decoder, cache, ids[6]), Error);  // a pass while a step is queued
+  decoder.drop_queued_steps();  // the step for ids[6], queued: it ran, its position is past the cache's length
+  const auto [c6, s6] = tables(cache.length());
+  decoder.queue_step(ids[6] == 5 ? 6 : 5, c6, s6, cache);  // another token at that position, dropped too
+  decoder.drop_queued_steps();
+  EXPECT_EQ(step(decoder, cache, ids[6]), ids[7]);
+  EXPECT_EQ(step(decoder, cache, ids[7]), ids[8]);
+  EXPECT_EQ(cache.length(), reference_cache.length());
+}
+
 }  // namespace
 }  // namespace qvl

@@ -102,33 +102,54 @@ TEST_F(Split, APromptInChunksGivesTheWholePromptsLogits) {
   }
 }
 
-// With the greedy pick on, the decode steps of a split decoder hand back {index, NaN seen} (int64) from the head's
-// part, the first index of the largest of the logits the same steps give without it; the prefill still gives logits.
-TEST_F(Split, GreedyPicksComeFromTheHeadsPartAsTheLogitsLargest) {
+// With a step pick on, the decode steps of a split decoder hand back from the head's part what the same steps' logits
+// give: greedy's {index, NaN seen} (the first index of the largest), or top-k's candidates (core/top_k.h over those
+// logits); where the candidates do not fit (a temperature so high that every value rounds to 0: all tie), the logits
+// themselves. The prefill still gives logits.
+TEST_F(Split, StepPicksComeFromTheHeadsPartAsTheLogitsGive) {
   const int64_t layers = config.text.num_hidden_layers;
   const ModelWeights weights = bind_weights(model, split_at(2));
   const std::vector<DecoderPart> parts{{gpu_stand_in.get(), 0, 2}, {host.get(), 2, layers}};
   const auto logits = run(parts, weights.text, 64);
-  KvCache cache(parts, config.text, 32);
-  TextDecoder decoder(parts, config, weights.text);
   const int64_t vocabulary = weights.text.lm_head.rows() - 3;  // the last rows are not candidates
-  decoder.set_step_pick({vocabulary});
   std::array<std::vector<int64_t>, 3> axes;
   for (int64_t p = 0; p < 24; ++p)
     for (auto& a : axes) a.push_back(p);
   const auto [cos, sin] = text_rope_tables(config.text, axes, 0, prompt.size());
-  const Tensor prefill = decoder.forward(prompt, cos, sin, &vision, cache);
-  EXPECT_EQ(prefill.to_f32_vector(), logits[0]);
-  std::size_t step = 1;
-  for (int32_t id : {7, 4242, 99}) {
-    const auto [c, s] = text_rope_tables(config.text, axes, std::size_t(cache.length()), 1);
-    const Tensor pick = decoder.forward(std::span(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
-    ASSERT_EQ(pick.dtype(), DType::I64);
-    ASSERT_EQ(pick.numel(), 2);
-    const std::vector<float>& expected = logits[step++];
-    const auto largest = std::max_element(expected.begin(), expected.begin() + vocabulary) - expected.begin();
-    EXPECT_EQ(pick.data<int64_t>()[0], largest) << "step " << step - 1;
-    EXPECT_EQ(pick.data<int64_t>()[1], 0);
+  using StepPick = TextDecoder::StepPick;
+  for (const StepPick& pick : {StepPick{vocabulary}, StepPick{vocabulary, 20, 0.7}, StepPick{vocabulary, 20, 1e300}}) {
+    SCOPED_TRACE("top-k " + std::to_string(pick.top_k) + ", temperature " + std::to_string(pick.temperature));
+    KvCache cache(parts, config.text, 32);
+    TextDecoder decoder(parts, config, weights.text);
+    decoder.set_step_pick(pick);
+    const Tensor prefill = decoder.forward(prompt, cos, sin, &vision, cache);
+    EXPECT_EQ(prefill.to_f32_vector(), logits[0]);
+    std::size_t step = 1;
+    for (int32_t id : {7, 4242, 99}) {
+      const auto [c, s] = text_rope_tables(config.text, axes, std::size_t(cache.length()), 1);
+      const Tensor got = decoder.forward(std::span(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
+      const std::vector<float>& expected = logits[step++];
+      if (pick.temperature > 1e100) {  // every candidate ties: more than fit
+        ASSERT_EQ(got.dtype(), DType::F32);
+        EXPECT_EQ(got.to_f32_vector(), expected);
+      } else if (pick.top_k > 0) {
+        ASSERT_EQ(got.dtype(), DType::I64);
+        const TopKResult found = read_top_k_candidates(got);
+        ASSERT_TRUE(found.fitted);
+        EXPECT_FALSE(found.nan);
+        std::vector<float> row(expected.begin(), expected.begin() + vocabulary);
+        std::vector<float> heap;
+        std::vector<TopKCandidate> kept;
+        temperature_top_k(row, pick.temperature, pick.top_k, heap, [&](float v, int32_t i) { kept.push_back({v, i}); });
+        EXPECT_EQ(found.candidates, kept) << "step " << step - 1;
+      } else {
+        ASSERT_EQ(got.dtype(), DType::I64);
+        ASSERT_EQ(got.numel(), 2);
+        const auto largest = std::max_element(expected.begin(), expected.begin() + vocabulary) - expected.begin();
+        EXPECT_EQ(got.data<int64_t>()[0], largest) << "step " << step - 1;
+        EXPECT_EQ(got.data<int64_t>()[1], 0);
+      }
+    }
   }
 }
 

@@ -440,6 +440,20 @@ TEST(Engine, PicksOnTheBackendGiveTheHostsTokens) {
       EXPECT_EQ(engine->generate(on_host).generated_ids, b.generated_ids);
       EXPECT_EQ(engine->generate(on_backend).generated_ids, a.generated_ids);  // the same turn again
     }
+  // Greedy, then sampled, in one kept conversation: the recorded step is recorded again with the other pick.
+  for (const std::string& device : devices) {
+    SCOPED_TRACE(device + ", greedy then sampled in one conversation");
+    const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{device});
+    GenerateRequest on_backend = text_request("Pick, please.", 12);
+    on_backend.ignore_eos = true;
+    on_backend.conversation_id = "on the backend";
+    GenerateRequest on_host = on_backend;
+    on_host.keep_step_logits = true;
+    on_host.conversation_id = "on the host";
+    EXPECT_EQ(engine->generate(on_backend).generated_ids, engine->generate(on_host).generated_ids);
+    on_backend.sampling = on_host.sampling = sampled;
+    EXPECT_EQ(engine->generate(on_backend).generated_ids, engine->generate(on_host).generated_ids);
+  }
 }
 
 TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {

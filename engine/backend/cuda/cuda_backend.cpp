@@ -251,6 +251,12 @@ Tensor CudaBackend::to_host(const Tensor& t) {
   return h;
 }
 
+std::unique_ptr<PendingRead> CudaBackend::read_later(const Tensor& t) {
+  if (t.device() == Device::CPU || t.nbytes() > PendingReads::kSlotBytes) return Backend::read_later(t);
+  if (ctx_.recording) fail("CUDA backend: a result cannot be read back while recording");
+  return pending_reads_.start(t, ctx_.stream);
+}
+
 Tensor CudaBackend::alloc_indices(int64_t count) {
   return ctx_.device_tensor(DType::I64, {count}, pool::Owner::Activations);
 }

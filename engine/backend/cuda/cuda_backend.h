@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "cuda_context.h"
 #include "cuda_timing.h"
+#include "pending_reads.h"
 #include "elementwise.cuh"
 #include "gemv.cuh"
 #include "gemv_quantized.cuh"
@@ -62,6 +63,7 @@ public:
   void project_then_heads(const Projection& p, const HeadNormRopeAppend& op) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
+  std::unique_ptr<PendingRead> read_later(const Tensor& t) override;
   Tensor alloc_indices(int64_t count) override;
   void write_indices(Tensor& dst, std::span<const int64_t> values) override;
   void write(Tensor& dst, const Tensor& host) override;
@@ -159,7 +161,8 @@ private:
   std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
-  Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (likewise)
+  Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
+  PendingReads pending_reads_;    // read_later's page-locked slots
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
   // project_then_heads: the attention prologue gemm_packed may run from its packed rows (it clears this when it has).

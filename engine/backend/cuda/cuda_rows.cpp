@@ -178,6 +178,9 @@ void CudaBackend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& 
                     ctx_.overlapped_launches, ctx_.stream);
 }
 
+static_assert(cuda::kTopKMax == TopKSpec::kMaxTopK && cuda::kTopKMaxCandidates == TopKSpec::kMaxCandidates,
+              "the kernel's bounds are the op's");
+
 void CudaBackend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) {
   check_top_k_candidates(logits, spec, out);
   if (logits.device() != Device::CUDA) fail("top_k_candidates: the logits must be on the GPU");
@@ -185,8 +188,8 @@ void CudaBackend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, T
     fail("top_k_candidates: ", spec.vocabulary, " logits, more than the kernel takes (", cuda::top_k_candidates_max_count(), ")");
   const GpuTimer timer = timed([&] { return op_cost::make("top_k_candidates", double(spec.vocabulary) * 4, 0); });
   cuda::top_k_candidates({.logits = logits.data<float>(), .count = spec.vocabulary, .top_k = int(spec.top_k),
-                          .temperature = spec.temperature, .max_candidates = int(TopKSpec::kMaxCandidates),
-                          .out = out.data<int64_t>(), .workspace = top_k_workspace_.raw()},
+                          .temperature = spec.temperature, .out = out.data<int64_t>(),
+                          .workspace = top_k_workspace_.raw()},
                          ctx_.overlapped_launches, ctx_.stream);
 }
 

@@ -1,0 +1,61 @@
+#include "pending_reads.h"
+
+#include <cstring>
+
+#include "common.cuh"
+#include "core/error.h"
+
+namespace qvl {
+
+class PendingReads::Read final : public PendingRead {
+public:
+  Read(Slot& slot, uint64_t ticket, DType dtype, Shape shape)
+      : slot_(slot), ticket_(ticket), dtype_(dtype), shape_(std::move(shape)) {}
+  ~Read() override { release(); }
+  Tensor get() override {
+    if (slot_.holder != ticket_) fail("CUDA backend: a read collected twice");
+    CUDA_CHECK(cudaEventSynchronize(slot_.done));
+    Tensor h = Tensor::empty(dtype_, shape_);
+    std::memcpy(h.raw(), slot_.host, h.nbytes());
+    release();
+    return h;
+  }
+
+private:
+  void release() {
+    if (slot_.holder == ticket_) slot_.holder = 0;
+  }
+  Slot& slot_;
+  uint64_t ticket_;
+  DType dtype_;
+  Shape shape_;
+};
+
+PendingReads::PendingReads() {
+  void* p = nullptr;
+  CUDA_CHECK(cudaHostAlloc(&p, kSlots * kSlotBytes, cudaHostAllocDefault));
+  base_ = static_cast<char*>(p);
+  for (int i = 0; i < kSlots; ++i) {
+    slots_[std::size_t(i)].host = base_ + std::size_t(i) * kSlotBytes;
+    CUDA_CHECK(cudaEventCreateWithFlags(&slots_[std::size_t(i)].done, cudaEventDisableTiming));
+  }
+}
+
+PendingReads::~PendingReads() {
+  // No checks: after a device fault every call fails, and a destructor must not throw.
+  for (Slot& s : slots_) cudaEventDestroy(s.done);
+  cudaFreeHost(base_);
+}
+
+std::unique_ptr<PendingRead> PendingReads::start(const Tensor& device, cudaStream_t stream) {
+  if (device.nbytes() > kSlotBytes) fail("CUDA backend: a read of ", device.nbytes(), " bytes to collect later (at most ", kSlotBytes, ")");
+  Slot& slot = slots_[std::size_t(next_)];
+  if (slot.holder) fail("CUDA backend: ", kSlots, " reads are waiting to be collected");
+  next_ = (next_ + 1) % kSlots;
+  CUDA_CHECK(cudaMemcpyAsync(slot.host, device.raw(), device.nbytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_CHECK(cudaEventRecord(slot.done, stream));
+  slot.holder = ++reads_;
+  return std::make_unique<Read>(slot, slot.holder, device.dtype(), device.shape());
+}
+
+}  // namespace qvl

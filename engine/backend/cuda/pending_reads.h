@@ -1,0 +1,41 @@
+#pragma once
+// Small copies to the host collected later (Backend::read_later): a decode step's pick, read while the next step is
+// already queued behind it. A few page-locked slots, each with an event; a slot is taken again once its read was
+// collected or dropped (a dropped read's copy may still land: the next copy into the slot is queued after it).
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace qvl {
+
+class PendingReads {
+public:
+  static constexpr int kSlots = 4;
+  static constexpr std::size_t kSlotBytes = 4096;  // a pick (16 bytes) or top-k's candidates (2,064)
+  PendingReads();
+  ~PendingReads();
+  PendingReads(const PendingReads&) = delete;
+  PendingReads& operator=(const PendingReads&) = delete;
+
+  // Queues the copy of `device` (at most kSlotBytes) on `stream`. Throws where every slot holds an uncollected read.
+  std::unique_ptr<PendingRead> start(const Tensor& device, cudaStream_t stream);
+
+private:
+  struct Slot {
+    char* host = nullptr;
+    cudaEvent_t done = nullptr;
+    uint64_t holder = 0;  // the read that holds the slot (0: none)
+  };
+  class Read;
+  char* base_ = nullptr;
+  std::array<Slot, kSlots> slots_{};
+  int next_ = 0;
+  uint64_t reads_ = 0;
+};
+
+}  // namespace qvl
