@@ -93,14 +93,23 @@ namespace {
 class FinishedRead final : public PendingRead {
 public:
   explicit FinishedRead(Tensor t) : t_(std::move(t)) {}
-  Tensor get() override { return std::move(t_); }
+  Tensor get() override {
+    if (taken_) fail("a read collected twice");
+    taken_ = true;
+    return std::move(t_);
+  }
 
 private:
   Tensor t_;
+  bool taken_ = false;
 };
 }  // namespace
 
-std::unique_ptr<PendingRead> Backend::read_later(const Tensor& t) { return std::make_unique<FinishedRead>(to_host(t)); }
+std::unique_ptr<PendingRead> Backend::read_later(const Tensor& t) {
+  Tensor h = to_host(t);
+  if (h.raw() == t.raw()) h = h.to(h.dtype());  // a host backend's own tensor: copied, as a later read would not be
+  return std::make_unique<FinishedRead>(std::move(h));
+}
 
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend) {
   if (x.dtype() != DType::F32) fail("add_blended_rows: x must be f32 rows");

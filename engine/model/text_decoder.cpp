@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/cancel.h"
 #include "core/error.h"
@@ -230,7 +231,8 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       if (!in.rows) {
         // With the greedy pick the step embeds the id in the pick's first slot: the host writes it there, or (a step
         // queued ahead, queue_step) the step before leaves its pick there.
-        step.ids = pick_.on() && pick_.top_k == 0 ? step.buffers.pick.slice_rows(0, 1) : be.alloc_indices(1);
+        step.ids = has_head(part) && pick_.on() && pick_.top_k == 0 ? step.buffers.pick.slice_rows(0, 1)
+                                                                      : be.alloc_indices(1);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
@@ -243,21 +245,26 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
     step.work = be.end_recording();
     ++cache.recordings_;
   }
-  if (in.rows) {
-    be.write(step.buffers.x, *in.rows);
-  } else {
-    const int64_t id64 = in.ids[0];
-    be.write_indices(step.ids, {&id64, 1});
-  }
+  if (in.rows) be.write(step.buffers.x, *in.rows);
+  replay_at(be, step, in.rows ? std::nullopt : std::optional<int64_t>(in.ids[0]), past, cos_host, sin_host);
+  return hand_back(be, part, step.buffers, returns);
+}
+
+// A recorded step's inputs written (the token id where one is given) and the step replayed.
+void TextDecoder::replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
+                            const Tensor& cos_host, const Tensor& sin_host) {
+  if (id) be.write_indices(step.ids, {&*id, 1});
   be.write_indices(step.past, {&past, 1});
   be.write(step.cos, cos_host);
   be.write(step.sin, sin_host);
   be.replay(*step.work);
-  return hand_back(be, part, step.buffers, returns);
 }
 
 bool TextDecoder::can_queue_steps(const KvCache& cache) const {
-  if (parts_.size() != 1 || !pick_.on() || pick_.top_k != 0 || tap_.layer >= 0 || !record_decode_steps_) return false;
+  // The pick feeds the embedding on the device: it must be a row of the table (untied checkpoints may differ).
+  if (parts_.size() != 1 || !pick_.on() || pick_.top_k != 0 || tap_.layer >= 0 || !record_decode_steps_ ||
+      pick_.vocabulary > w_.embed_tokens.rows())
+    return false;
   const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[0];
   return recorded && recorded->work && recorded->pick == pick_ && recorded->tap.same_as(tap_);
 }
@@ -265,6 +272,8 @@ bool TextDecoder::can_queue_steps(const KvCache& cache) const {
 void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache) {
   if (!can_queue_steps(cache))
     fail("decoder: steps are queued only where a greedy one-token step on one part is recorded, with no tap");
+  if (!queued_.empty() && &cache != queued_for_) fail("decoder: steps are queued for another cache");
+  if (queued_.size() >= kMaxQueued) fail("decoder: ", kMaxQueued, " steps are queued already");
   if (id == kPickedOnDevice && queued_.empty()) fail("decoder: a step queued ahead needs a queued step before it");
   if (id != kPickedOnDevice && (id < 0 || id >= w_.embed_tokens.rows()))
     fail("decoder: token id ", id, " is outside the embedding table");
@@ -272,19 +281,14 @@ void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& s
   if (past + 1 > cache.capacity_) fail("the conversation needs ", past + 1, " tokens but the context holds ", cache.capacity_);
   Backend& be = *parts_[0].backend;
   RecordedDecodeStep& step = *cache.decode_steps_[0];
-  if (id != kPickedOnDevice) {
-    const int64_t id64 = id;
-    be.write_indices(step.ids, {&id64, 1});
-  }
-  be.write_indices(step.past, {&past, 1});
-  be.write(step.cos, cos_host);
-  be.write(step.sin, sin_host);
-  be.replay(*step.work);
+  replay_at(be, step, id == kPickedOnDevice ? std::nullopt : std::optional<int64_t>(id), past, cos_host, sin_host);
   queued_.push_back(be.read_later(step.buffers.pick));  // copied before the next queued step overwrites it
+  queued_for_ = &cache;
 }
 
 Tensor TextDecoder::take_step(KvCache& cache) {
   if (queued_.empty()) fail("decoder: no step is queued");
+  if (&cache != queued_for_) fail("decoder: the steps were queued for another cache");
   const std::unique_ptr<PendingRead> read = std::move(queued_.front());
   queued_.pop_front();
   Tensor pick = read->get();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -133,6 +134,7 @@ public:
   // back. Steps left queued are dropped (drop_queued_steps, or with the decoder): their positions stay past the
   // cache's length, to be written again.
   static constexpr int32_t kPickedOnDevice = -1;
+  static constexpr std::size_t kMaxQueued = 2;  // the step being handled and the one after it
   bool can_queue_steps(const KvCache& cache) const;
   void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache);
   Tensor take_step(KvCache& cache);  // the oldest queued step's pick (2 int64 on the host), as forward returns it
@@ -151,6 +153,8 @@ private:
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
   const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
   Tensor hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const;
+  static void replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
+                        const Tensor& cos, const Tensor& sin);
   DecoderActivations allocate(std::size_t part, int64_t rows, bool pick);
   Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
                       const VisionInjection* vision, KvCache& cache, Returns returns);
@@ -167,6 +171,7 @@ private:
   AttentionTapSpec tap_;
   StepPick pick_;
   std::deque<std::unique_ptr<PendingRead>> queued_;  // the queued steps' picks, oldest first
+  const KvCache* queued_for_ = nullptr;               // the cache they write
 };
 
 }  // namespace qvl

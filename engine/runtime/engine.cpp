@@ -661,15 +661,17 @@ private:
       };
       const int32_t id = next;
       tapper.follow(unpack_view(view_.load()));
+      bool ran_ahead = false;  // a queued step carries no tap, even where the view has just asked for one
       try {
         if (queued_next || decoder.can_queue_steps(cache)) {
+          ran_ahead = true;
           // Decoding ahead (TextDecoder::queue_step): the step for `next` (queued last time round, its token the pick
           // on the device, or now), then the one after it before this one's pick is read.
           if (!queued_next) {
             const auto [c, s] = rope_at(0);
             decoder.queue_step(id, c, s, cache);
           }
-          queued_next = step + 2 < max_new_tokens && cache.length() + 2 <= cache.capacity() &&
+          queued_next = step + 2 < max_new_tokens && cache.length() + 2 <= cache.capacity() &&  // (the room: defensive)
                         decoder.can_queue_steps(cache);
           if (queued_next) {
             const auto [c, s] = rope_at(1);
@@ -685,7 +687,7 @@ private:
         result.stop_reason = "cancelled";
         break;
       }
-      if (sink) tapper.deliver(*sink, step);
+      if (sink && !ran_ahead) tapper.deliver(*sink, step);
       ++result.timing.decode_steps;
     }
     decoder.drop_queued_steps();  // a step queued for a token after the answer's last: never taken

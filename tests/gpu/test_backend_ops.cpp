@@ -7,8 +7,8 @@
 // --profile native|sm61|both (default both). Exit codes: 0 all passed, 1 a case failed, 77 no usable GPU (CTest
 // reports the test as skipped, with the reason printed).
 #include <algorithm>
-#include <bit>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>

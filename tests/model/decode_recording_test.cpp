@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <set>
 
 #include "backend/cuda_plugin.h"
 #include "backend/registry.h"
@@ -103,6 +104,11 @@ TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
   decoder.set_step_pick({weights.text.lm_head.rows()});
   EXPECT_THROW(decoder.forward(two, cos, sin, nullptr, cache, TextDecoder::Returns::Pick), Error);
   EXPECT_EQ(cache.length(), 0);  // refused before anything ran
+  // Steps are queued only where a step is recorded (never on the CPU).
+  EXPECT_FALSE(decoder.can_queue_steps(cache));
+  const auto [c1, s1] = text_rope_tables(model.config.text, axes, 0, 1);
+  EXPECT_THROW(decoder.queue_step(5, c1, s1, cache), Error);
+  EXPECT_THROW(decoder.take_step(cache), Error);
 }
 
 // Decoding ahead: steps queued with the next one's token taken from the pick on the device (queue_step, take_step)
@@ -131,6 +137,8 @@ TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothi
   KvCache reference_cache(*gpu, model.config.text, 24);
   std::vector<int32_t> ids{start(reference, reference_cache)};
   for (int i = 0; i < 8; ++i) ids.push_back(step(reference, reference_cache, ids.back()));
+  // A token read from the device and a stale one would agree where the answer repeats one token throughout.
+  ASSERT_GT(std::set<int32_t>(ids.begin() + 1, ids.begin() + 7).size(), 1u);
 
   TextDecoder decoder(*gpu, model.config, weights.text);
   KvCache cache(*gpu, model.config.text, 24);
@@ -147,6 +155,19 @@ TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothi
     EXPECT_EQ(cache.length(), int64_t(prompt.size() + i));
   }
   EXPECT_THROW(step(decoder, cache, ids[6]), Error);  // a pass while a step is queued
+  {
+    const auto [c, s] = tables(cache.length() + 1);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);  // two queued: the most
+    EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache), Error);
+    KvCache other(*gpu, model.config.text, 24);
+    EXPECT_THROW(decoder.take_step(other), Error);  // queued for `cache`
+  }
+  decoder.drop_queued_steps();
+  {
+    const auto [c, s] = tables(cache.length());
+    EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache), Error);  // nothing queued before it
+    decoder.queue_step(ids[6], c, s, cache);
+  }
   decoder.drop_queued_steps();  // the step for ids[6], queued: it ran, its position is past the cache's length
   const auto [c6, s6] = tables(cache.length());
   decoder.queue_step(ids[6] == 5 ? 6 : 5, c6, s6, cache);  // another token at that position, dropped too

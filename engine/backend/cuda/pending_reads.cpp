@@ -42,8 +42,12 @@ PendingReads::PendingReads() {
 }
 
 PendingReads::~PendingReads() {
-  // No checks: after a device fault every call fails, and a destructor must not throw.
-  for (Slot& s : slots_) cudaEventDestroy(s.done);
+  // No checks: after a device fault every call fails, and a destructor must not throw. A dropped read's copy may
+  // still be on its way into a slot: waited for before the memory goes.
+  for (Slot& s : slots_) {
+    cudaEventSynchronize(s.done);
+    cudaEventDestroy(s.done);
+  }
   cudaFreeHost(base_);
 }
 
