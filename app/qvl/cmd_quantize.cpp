@@ -25,12 +25,11 @@ int run_quantize(const std::vector<std::string>& argv) {
   if (args.has("out") == args.has("dequantize-to")) fail("qvl quantize: give exactly one of --out or --dequantize-to");
   const ModelFolder model = ModelFolder::open(args.get("model"));
   if (args.has("out") && !args.has("weights")) fail("qvl quantize: --weights q8 or q4 names the format to write");
-  if (const std::string w = args.get("weights"); w == "bf16" || w == "auto")  // choices of generate and bench
-    fail("qvl quantize: --weights ", w, " is not a format to write; choose q8 or q4 (every choice: ",
+  if (const std::string w = args.get("weights", "bf16"); args.has("out") && (w == "bf16" || w == "auto"))
+    fail("qvl quantize: --weights ", w, " is not a format to write; choose q8 or q4 (every choice: ",  // generate's
          WeightPolicy::quantised_names(), ")");
   const WeightPolicy policy = WeightPolicy::from_name(args.get("weights", "bf16"));
   if (args.has("out")) {
-    if (!policy.quantise) fail("qvl quantize: --weights q8 or q4 names the format to write");
     write_quantized_model(model, *policy.quantise, args.get("out"), args.has("overwrite"));
     std::printf("wrote %s (%s)\n", args.get("out").c_str(), policy.quantise->name().c_str());
   } else {

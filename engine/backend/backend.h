@@ -194,8 +194,10 @@ struct BackendLimits {
   // Its multi-row products read 16-bit copies of their inputs (cuBLAS on 16-bit weights; the memory plan counts
   // them). The SM61 profile's tiled GEMM and the CPU read f32 rows.
   bool narrows_product_inputs = false;
-  // top_k_candidates takes rows of at most this many logits (the CUDA kernel's grid: 262,144).
-  int64_t top_k_max_vocabulary = INT64_MAX;
+  // Decode steps find top-k's candidates here for rows of at most this many logits (the CUDA kernel's grid:
+  // 262,144). 0: a backend whose logits are on the host already, where the sampler selects in place (the op's default
+  // would copy the row first).
+  int64_t top_k_max_vocabulary = 0;
 };
 
 // The physical device behind a backend, where there is one (a Vulkan device is matched to it by the UUID).

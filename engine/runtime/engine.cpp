@@ -671,8 +671,7 @@ private:
             const auto [c, s] = rope_at(0);
             decoder.queue_step(id, c, s, cache);
           }
-          queued_next = step + 2 < max_new_tokens && cache.length() + 2 <= cache.capacity() &&  // (the room: defensive)
-                        decoder.can_queue_steps(cache);
+          queued_next = step + 2 < max_new_tokens && decoder.can_queue_steps(cache);  // (queue_step checks the room)
           if (queued_next) {
             const auto [c, s] = rope_at(1);
             decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);

@@ -414,7 +414,8 @@ TEST(Engine, AGpuThatFailsToInitialiseFallsBackOrFailsClearly) {
 }
 
 // Greedy decoding picks on the backend (the decode steps hand back 16 bytes, not the logits), and sampling at the
-// models' default settings (temperature 0.7, top-k 20, top-p 0.8) finds top-k's candidates there; either gives the
+// models' default settings (temperature 0.7, top-k 20, top-p 0.8) finds top-k's candidates there on a GPU (the CPU
+// samples its own logits in place); either gives the
 // tokens the host gives from the logits (a request that keeps the step logits samples on the host). Sent again in one
 // conversation, the prompt's last token is a one-token prefill pass (its logits for the first token), then the decode
 // steps pick: on a GPU both replay one recording (tests/model/decode_recording_test.cpp counts them).
