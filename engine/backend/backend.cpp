@@ -89,6 +89,27 @@ void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tenso
   write_indices(out, result);
 }
 
+static_assert(TopKSpec::kMaxCandidates == int64_t(kMaxSmallDraw), "every fitted result is a small draw");
+
+void check_draw_from_candidates(const Tensor& candidates, double top_p, const Tensor& state, const Tensor& drawn) {
+  if (candidates.dtype() != DType::I64 || candidates.numel() != TopKSpec::kSlots)
+    fail("draw_from_candidates: the candidates must be a top_k_candidates result of ", TopKSpec::kSlots, " indices");
+  if (!(top_p > 0 && top_p <= 1)) fail("draw_from_candidates: top_p must be in (0, 1], not ", top_p);
+  for (const Tensor* t : {&state, &drawn})
+    if (t->dtype() != DType::I64 || t->numel() != 1 || t->device() != candidates.device())
+      fail("draw_from_candidates: the state and the draw must be one index each on the candidates' device");
+}
+
+void Backend::draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) {
+  check_draw_from_candidates(candidates, top_p, state, drawn);
+  const TopKResult found = read_top_k_candidates(to_host(candidates));
+  auto rng = uint64_t(to_host(state).data<int64_t>()[0]);
+  const int64_t id = found.fitted && !found.nan ? qvl::draw_from_candidates(found.candidates, top_p, rng) : 0;
+  const int64_t bits = int64_t(rng);
+  write_indices(state, {&bits, 1});
+  write_indices(drawn, {&id, 1});
+}
+
 namespace {
 class FinishedRead final : public PendingRead {
 public:

@@ -107,6 +107,9 @@ struct TopKResult {
   std::vector<TopKCandidate> candidates;
 };
 TopKResult read_top_k_candidates(const Tensor& host);
+// draw_from_candidates' arguments: a TopKSpec result, 0 < top_p <= 1, one index each for the state and the draw, all
+// on one device.
+void check_draw_from_candidates(const Tensor& candidates, double top_p, const Tensor& state, const Tensor& drawn);
 
 // A copy of a backend's tensor to the host, queued behind the work queued before it (Backend::read_later); get()
 // waits for it and hands it over (once).
@@ -128,6 +131,11 @@ public:
 struct FaultInjection {
   int64_t out_of_memory_at = 0;  // the nth device allocation from now fails as out-of-memory (0: none)
   bool lose_device = false;      // the device stops working now, as a GPU that fell off the bus or was reset
+  // Sampling on the device, for steps recorded from now on (the host's fallbacks): every top_k_candidates result
+  // says the candidates did not fit; every draw_from_candidates draws one random number late (its token is then not
+  // the host's).
+  bool candidates_do_not_fit = false;
+  bool draws_one_late = false;
 };
 
 struct MemoryReport {
@@ -357,6 +365,12 @@ public:
   // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row. Default: read the row back and
   // select on the host (a backend that records work overrides it, as greedy_pick).
   virtual void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out);
+  // Sampling's top-p and draw over a top_k_candidates result where it lies: `drawn` (1 int64) = the id core/top_k.h's
+  // draw_from_candidates gives from `state` (1 int64: the splitmix64 state, Sampler::draw_state), which it advances
+  // as that does; 0 with the state kept where the candidates did not fit or a logit was NaN (the host samples from
+  // the logits, or fails). So a step queued after this one embeds the token the host's sampler will draw, before the
+  // host has read anything (TextDecoder::queue_step). Default: read back and draw on the host.
+  virtual void draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn);
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,

@@ -2,6 +2,7 @@
 // Sampling's temperature, then top-k, as transformers applies them: the candidates a draw is made from. The sampler
 // (runtime/sampler.cpp) runs this on the host, and Backend::top_k_candidates runs it where the logits are (its
 // reference; kernels/top_k_candidates.cu on a GPU), so candidates found on the device are the ones the host finds.
+// The draw from a few candidates (draw_from_candidates) is likewise the sampler's and Backend::draw_from_candidates'.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -40,5 +41,17 @@ bool temperature_top_k(std::span<float> logits, double temperature, int64_t top_
     if (logits[i] >= kth && logits[i] != kNegInf) visit(logits[i], int32_t(i));
   return true;
 }
+
+// The sampler's random numbers: splitmix64, advanced one step, as a double in [0, 1) (53 bits).
+double next_uniform(uint64_t& state);
+
+// Top-p, then a draw, over at most kMaxSmallDraw candidates in id order (the values core/top_k.h's selection kept):
+// each value's likelihood exp(value - the largest) in double; where top_p < 1, the most likely kept (ties: the lower
+// id first) up to and including the first whose mass, added in that order, reaches top_p of the total (transformers'
+// rule); then next_uniform(state) times the kept mass, walked off in id order. No candidate: id 0, the state as it
+// was. This is the sampler's draw for few candidates and the reference of Backend::draw_from_candidates: a device
+// repeats it step for step (kernels/draw_from_candidates.cu), so only exp's last bit can differ.
+constexpr std::size_t kMaxSmallDraw = 128;
+int32_t draw_from_candidates(std::span<const TopKCandidate> candidates, double top_p, uint64_t& state);
 
 }  // namespace qvl

@@ -28,6 +28,7 @@ struct TextDecoder::Position {
 // embeds the token itself; otherwise the hidden state is written into buffers.x before each replay.
 struct RecordedDecodeStep {
   Tensor ids, past, cos, sin;
+  Tensor draw_state;  // a sampled pick's: the state its draw on the device starts from (queue_step writes it)
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
   AttentionTapSpec tap;              // the tap recorded into `work`
@@ -35,6 +36,12 @@ struct RecordedDecodeStep {
 };
 
 namespace {
+
+// A sampled pick (StepPick::top_k > 0): top-k's candidates (TopKSpec's layout), then the id drawn from them on the
+// device, then the state of that draw's random numbers (Backend::draw_from_candidates).
+constexpr int64_t kDrawnSlot = TopKSpec::kSlots, kDrawStateSlot = TopKSpec::kSlots + 1;
+constexpr int64_t kSampledPickSlots = TopKSpec::kSlots + 2;
+Tensor pick_slot(const Tensor& pick, int64_t at) { return pick.slice_rows(at, at + 1); }
 
 // The injection on `be`: as it is where the vision tower ran there (or no backend was named), else copied.
 VisionInjection on_backend(const VisionInjection& v, Backend& be) {
@@ -136,7 +143,7 @@ DecoderActivations TextDecoder::allocate(std::size_t part, int64_t s, bool pick)
           be.alloc({s, hkv, d}),     be.alloc({s, hkv, d}),    attn,
           be.alloc({s, hidden}),     gate_up.slice_rows(0, s), gate_up.slice_rows(s, 2 * s),
           Tensor(),                  has_head(part) ? be.alloc({1, w_.lm_head.rows()}) : Tensor(),
-          pick ? be.alloc_indices(pick_.top_k > 0 ? TopKSpec::kSlots : 2) : Tensor(), Tensor()};
+          pick ? be.alloc_indices(pick_.top_k > 0 ? kSampledPickSlots : 2) : Tensor(), Tensor()};
 }
 
 Tensor TextDecoder::forward(std::span<const int32_t> ids, const Tensor& cos_host, const Tensor& sin_host,
@@ -229,10 +236,11 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       step.sin = be.alloc({1, c_.head_dim});
       step.buffers = allocate(part, 1, has_head(part) && pick_.on());
       if (!in.rows) {
-        // With the greedy pick the step embeds the id in the pick's first slot: the host writes it there, or (a step
-        // queued ahead, queue_step) the step before leaves its pick there.
-        step.ids = has_head(part) && pick_.on() && pick_.top_k == 0 ? step.buffers.pick.slice_rows(0, 1)
-                                                                      : be.alloc_indices(1);
+        // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
+        // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
+        step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
+                   : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
+        if (has_head(part) && pick_.top_k > 0) step.draw_state = pick_slot(step.buffers.pick, kDrawStateSlot);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
@@ -262,14 +270,15 @@ void TextDecoder::replay_at(Backend& be, RecordedDecodeStep& step, std::optional
 
 bool TextDecoder::can_queue_steps(const KvCache& cache) const {
   // The pick feeds the embedding on the device: it must be a row of the table (untied checkpoints may differ).
-  if (parts_.size() != 1 || !pick_.on() || pick_.top_k != 0 || tap_.layer >= 0 || !record_decode_steps_ ||
+  if (parts_.size() != 1 || !pick_.on() || tap_.layer >= 0 || !record_decode_steps_ ||
       pick_.vocabulary > w_.embed_tokens.rows())
     return false;
   const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[0];
   return recorded && recorded->work && recorded->pick == pick_ && recorded->tap.same_as(tap_);
 }
 
-void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache) {
+void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache,
+                             uint64_t draw_state) {
   if (!can_queue_steps(cache))
     fail("decoder: steps are queued only where a greedy one-token step on one part is recorded, with no tap");
   if (!queued_.empty() && &cache != queued_for_) fail("decoder: steps are queued for another cache");
@@ -281,6 +290,10 @@ void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& s
   if (past + 1 > cache.capacity_) fail("the conversation needs ", past + 1, " tokens but the context holds ", cache.capacity_);
   Backend& be = *parts_[0].backend;
   RecordedDecodeStep& step = *cache.decode_steps_[0];
+  if (id != kPickedOnDevice && pick_.top_k > 0) {  // the device's draws go on from where the host's sampler is
+    const auto bits = int64_t(draw_state);
+    be.write_indices(step.draw_state, {&bits, 1});
+  }
   replay_at(be, step, id == kPickedOnDevice ? std::nullopt : std::optional<int64_t>(id), past, cos_host, sin_host);
   queued_.push_back(be.read_later(step.buffers.pick));  // copied before the next queued step overwrites it
   queued_for_ = &cache;
@@ -293,9 +306,19 @@ Tensor TextDecoder::take_step(KvCache& cache) {
   queued_.pop_front();
   Tensor pick = read->get();
   stop_if_requested(stop_);  // as forward: a pick made after a stop is never returned
+  if (pick_.top_k > 0 && pick.data<int64_t>()[0] < 0) {  // the candidates did not fit: the logits are needed,
+    drop_queued_steps();                                  // and the step queued after this one has overwritten them
+    return {};
+  }
   ++cache.length_;
   return pick;
 }
+
+int64_t TextDecoder::picked_on_device(const Tensor& pick) const {
+  return pick.data<int64_t>()[pick_.top_k > 0 ? kDrawnSlot : 0];
+}
+
+TopKResult TextDecoder::candidates(const Tensor& pick) { return read_top_k_candidates(pick.slice_rows(0, TopKSpec::kSlots)); }
 
 void TextDecoder::drop_queued_steps() { queued_.clear(); }
 
@@ -349,8 +372,12 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   const Tensor last = b.x.slice_rows(s - 1, s);
   be.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
   if (!b.pick.numel()) return;
-  if (pick_.top_k > 0) be.top_k_candidates(b.logits, {pick_.vocabulary, pick_.top_k, pick_.temperature}, b.pick);
-  else be.greedy_pick(b.logits, pick_.vocabulary, b.pick);
+  if (pick_.top_k == 0) return be.greedy_pick(b.logits, pick_.vocabulary, b.pick);
+  Tensor candidates = b.pick.slice_rows(0, TopKSpec::kSlots), drawn = pick_slot(b.pick, kDrawnSlot),
+         draw_state = pick_slot(b.pick, kDrawStateSlot);
+  be.top_k_candidates(b.logits, {pick_.vocabulary, pick_.top_k, pick_.temperature}, candidates);
+  // Drawn here too, for a step queued after this one (queue_step); a pass not queued leaves the draw unused.
+  be.draw_from_candidates(candidates, pick_.top_p, draw_state, drawn);
 }
 
 }  // namespace qvl

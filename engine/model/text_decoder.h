@@ -102,7 +102,8 @@ public:
               AttentionWindow window = {});
   // What a pass hands back: the last position's logits (host f32), or (one-token passes with a step pick on) the
   // pick made on the backend, the logits staying there: greedy's {index, 1 if NaN was seen} (2 int64 on the host), or
-  // top-k's candidates (TopKSpec::kSlots int64, read_top_k_candidates); where those did not fit, the logits (f32).
+  // top-k's candidates and the device's draw from them (TopKSpec::kSlots + 2 int64: candidates(), picked_on_device());
+  // where the candidates did not fit, the logits (f32).
   enum class Returns { Logits, Pick };
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns what `returns` asks for.
@@ -113,32 +114,42 @@ public:
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
   // The next token chosen on the backend from now on (vocabulary > 0; 0: off): the recorded one-token step ends
-  // with Backend::greedy_pick (top_k 0) or Backend::top_k_candidates over the first `vocabulary` logits, whatever a
-  // call asks for (the prompt's last pass may be one token and want the logits; the steps after it replay the same
-  // recording and take the pick), and forward(..., Returns::Pick) hands the pick back. Set it before the prompt's
-  // passes: a step recorded with another pick is recorded again.
+  // with Backend::greedy_pick (top_k 0) or Backend::top_k_candidates and Backend::draw_from_candidates over the
+  // first `vocabulary` logits, whatever a call asks for (the prompt's last pass may be one token and want the logits;
+  // the steps after it replay the same recording and take the pick), and forward(..., Returns::Pick) hands the pick
+  // back. Set it before the prompt's passes: a step recorded with another pick is recorded again.
   struct StepPick {
     int64_t vocabulary = 0;  // 0: off
     int64_t top_k = 0;       // 0: greedy; else top-k's candidates at `temperature` (TopKSpec's bounds)
     double temperature = 1;
+    double top_p = 1;        // a sampled pick's draw on the device: the sampler's top_p
     bool on() const { return vocabulary > 0; }
     bool operator==(const StepPick&) const = default;
   };
   void set_step_pick(StepPick pick) { pick_ = pick; }
   const StepPick& step_pick() const { return pick_; }
-  // Decoding ahead: where a greedy one-token step on one part is recorded for this cache (and no tap is on), a step
-  // is queued (queue_step) and its pick collected later (take_step), so the step for the next token can be queued
-  // before this one's pick is read, its token taken from that pick on the device (id kPickedOnDevice). The host's
-  // wait, its relaunch and its work between steps then overlap the GPU's step (docs/performance.md). A queued step
-  // writes the cache at cache.length() + the steps queued before it; the cache grows when take_step hands its pick
-  // back. Steps left queued are dropped (drop_queued_steps, or with the decoder): their positions stay past the
-  // cache's length, to be written again.
+  // Decoding ahead: where a one-token step with a pick on one part is recorded for this cache (and no tap is on), a
+  // step is queued (queue_step) and its pick collected later (take_step), so the step for the next token can be
+  // queued before this one's pick is read, its token the one picked on the device (id kPickedOnDevice): greedy's
+  // pick, or a sampled pick's draw from `draw_state` (Sampler::draw_state, written where the id is given) on. The
+  // host's wait, its relaunch and its work between steps then overlap the GPU's step (docs/performance.md). The host
+  // still picks from what take_step hands back; where its token is not picked_on_device() (a sampled draw whose
+  // last bit differed), the step queued with that one is dropped. A queued step writes the cache at cache.length() +
+  // the steps queued before it; the cache grows when take_step hands its pick back. Steps left queued are dropped
+  // (drop_queued_steps, or with the decoder): their positions stay past the cache's length, to be written again.
   static constexpr int32_t kPickedOnDevice = -1;
   static constexpr std::size_t kMaxQueued = 2;  // the step being handled and the one after it
   bool can_queue_steps(const KvCache& cache) const;
-  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache);
-  Tensor take_step(KvCache& cache);  // the oldest queued step's pick (2 int64 on the host), as forward returns it
+  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache, uint64_t draw_state = 0);
+  // The oldest queued step's pick, as forward returns it; empty where a sampled step's candidates did not fit (the
+  // logits are needed, and the step after it has overwritten them): then nothing is taken, the steps after it are
+  // dropped, and the caller runs the step again with forward.
+  Tensor take_step(KvCache& cache);
   void drop_queued_steps();
+  // A pick's token as the device picked it: what a step queued after it embeds.
+  int64_t picked_on_device(const Tensor& pick) const;
+  // A sampled pick's candidates (top_k > 0).
+  static TopKResult candidates(const Tensor& pick);
   // The tap for the one-token steps from now on (layer -1: none).
   void set_attention_tap(AttentionTapSpec tap) { tap_ = std::move(tap); }
   const AttentionTapSpec& attention_tap() const { return tap_; }

@@ -42,7 +42,7 @@ TextDecoder::StepPick step_pick(const Sampler& sampler, const GenerateRequest& r
   if (sampler.greedy_only()) return {vocabulary};
   if (sampler.top_k_only(TopKSpec::kMaxTopK) && sampler.top_k() < vocabulary &&
       vocabulary <= head.limits().top_k_max_vocabulary)
-    return {vocabulary, sampler.top_k(), sampler.temperature()};
+    return {vocabulary, sampler.top_k(), sampler.temperature(), sampler.top_p()};
   return {};
 }
 
@@ -621,7 +621,7 @@ private:
         next = timed([&] {
           const int64_t* pick = logits.data<int64_t>();
           if (decoder.step_pick().top_k == 0) return sampler.take_pick(pick[0], pick[1] != 0);
-          const TopKResult found = read_top_k_candidates(logits);
+          const TopKResult found = TextDecoder::candidates(logits);
           if (!found.fitted && !found.nan) fail("decode: top-k's candidates did not fit and no logits came back");
           return sampler.next_from_candidates(found.candidates, found.nan);
         });
@@ -634,6 +634,12 @@ private:
         }
         next = timed([&] { return sampler.next(scores, history, result.prompt_ids.size()); });
         if (request.keep_step_logits && step > 0) result.last_step_logits.assign(scores.begin(), scores.end());
+      }
+      // The step queued for the token picked on the device is this token's (a sampled draw differs only where exp's
+      // last bit did on the device): else it is dropped, and this token's queued below.
+      if (queued_next && next != decoder.picked_on_device(logits)) {
+        decoder.drop_queued_steps();
+        queued_next = false;
       }
       history.push_back(next);
       result.generated_ids.push_back(next);
@@ -669,7 +675,7 @@ private:
           // on the device, or now), then the one after it before this one's pick is read.
           if (!queued_next) {
             const auto [c, s] = rope_at(0);
-            decoder.queue_step(id, c, s, cache);
+            decoder.queue_step(id, c, s, cache, sampler.draw_state());
           }
           queued_next = step + 2 < max_new_tokens && decoder.can_queue_steps(cache);  // (queue_step checks the room)
           if (queued_next) {
@@ -677,6 +683,11 @@ private:
             decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
           }
           logits = decoder.take_step(cache);
+          if (!logits.numel()) {  // top-k's candidates did not fit: this step again, handing back its logits
+            queued_next = false;
+            const auto [c, s] = rope_at(0);
+            logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
+          }
         } else {
           const auto [c, s] = rope_at(0);
           logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache,

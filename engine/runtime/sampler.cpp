@@ -25,13 +25,6 @@ Sampler::Sampler(const SamplingOptions& options, std::size_t vocabulary)
     fail("frequency_penalty must be from -2 to 2, not ", options.frequency_penalty);
 }
 
-double Sampler::uniform() {  // splitmix64 -> [0, 1)
-  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return double((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
-
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
@@ -84,16 +77,12 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
     const FirstMax pick = first_max(logits);
     return take_pick(int64_t(pick.index), pick.nan);
   }
-  // The candidates as (probability, id) pairs in id order, kept between tokens (151,936 of them without top-k: no
-  // allocation a token).
-  candidates_.clear();
-  float best = kNegInf;
-  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_, [&](float v, int32_t id) {
-    candidates_.push_back({double(v), id});
-    best = std::max(best, v);
-  });
+  // The candidates in id order, kept between tokens (151,936 of them without top-k: no allocation a token).
+  found_.clear();
+  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_,
+                                         [&](float v, int32_t id) { found_.push_back({v, id}); });
   if (!numbers) fail_nan_logits();
-  return draw(best);
+  return draw(found_);
 }
 
 bool Sampler::top_k_only(int64_t max_top_k) const {
@@ -103,17 +92,19 @@ bool Sampler::top_k_only(int64_t max_top_k) const {
 
 int32_t Sampler::next_from_candidates(std::span<const TopKCandidate> candidates, bool nan) {
   if (nan) fail_nan_logits();
+  return draw(candidates);
+}
+
+int32_t Sampler::draw(std::span<const TopKCandidate> found) {
+  // A few candidates (top-k's): the draw a backend repeats where the logits are (core/top_k.h).
+  if (found.size() <= kMaxSmallDraw) return draw_from_candidates(found, options_.top_p, state_);
+  // Many (top-k off): the same rule, top-p's set found by selection instead of ranking every pair.
   candidates_.clear();
   float best = kNegInf;
-  for (const TopKCandidate& c : candidates) {
+  for (const TopKCandidate& c : found) {
     candidates_.push_back({double(c.value), c.id});
     best = std::max(best, c.value);
   }
-  return draw(best);
-}
-
-int32_t Sampler::draw(float best) {
-  if (candidates_.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
   double total = 0;
   for (Candidate& c : candidates_) total += c.p = std::exp(c.p - double(best));
   const auto more_likely = [](const Candidate& a, const Candidate& b) {  // ties: the lower id first
@@ -149,7 +140,7 @@ int32_t Sampler::draw(float best) {
   }
   // The draw walks the candidates in id order: a tiny change of the logits (a kept conversation's prefill against a
   // whole one's, 1e-6) moves the draw's boundaries a little, never reorders the walk, so a seed gives the same answer.
-  double point = uniform() * total;
+  double point = next_uniform(state_) * total;
   for (const Candidate& c : candidates_)
     if ((point -= c.p) < 0) return c.id;
   return candidates_.back().id;

@@ -42,9 +42,13 @@ public:
   bool top_k_only(int64_t max_top_k) const;
   int64_t top_k() const { return options_.top_k; }
   double temperature() const { return options_.temperature; }
+  double top_p() const { return options_.top_p; }
   // next() from the candidates a backend found (in id order; `nan`: a logit was NaN): the same token for the same
   // logits and the same state.
   int32_t next_from_candidates(std::span<const TopKCandidate> candidates, bool nan);
+  // The state of the draws' random numbers (core/top_k.h's next_uniform): a backend that draws where the logits are
+  // (Backend::draw_from_candidates) starts from it and makes the draws this sampler makes next.
+  uint64_t draw_state() const { return state_; }
 
 private:
   SamplingOptions options_;
@@ -54,11 +58,11 @@ private:
     double p;  // the logit, then its probability (unnormalised)
     int32_t id;
   };
-  std::vector<Candidate> candidates_;  // in id order; reused from token to token
-  std::vector<Candidate> selection_;       // top-p's working copy
-  std::vector<float> heap_;                // top-k's k largest logits so far (a min-heap)
-  double uniform();
-  int32_t draw(float best);  // top-p over candidates_ (`best`: the largest value), then the draw
+  std::vector<TopKCandidate> found_;  // temperature and top-k's candidates, in id order; reused from token to token
+  std::vector<Candidate> candidates_;  // many candidates' likelihoods, in id order
+  std::vector<Candidate> selection_;   // top-p's working copy
+  std::vector<float> heap_;            // top-k's k largest logits so far (a min-heap)
+  int32_t draw(std::span<const TopKCandidate> found);  // top-p over the candidates (id order), then the draw
 };
 
 }  // namespace qvl

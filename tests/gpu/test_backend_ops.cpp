@@ -498,6 +498,48 @@ struct Runner {
       }
   }
 
+  // Top-p and the draw on the GPU against the CPU's (core/top_k.h): the same id and the same state after, bit for
+  // bit, for 0 to 128 candidates (random values, equal ones, +inf, values far apart), top_p 1, 0.8, 0.3 and 1e-9 and
+  // several states; a result that did not fit (-1) or saw NaN draws 0 and keeps the state.
+  void draw_from_candidates() {
+    std::mt19937_64 rng(2026);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    const auto run = [&](Backend& be, const std::vector<int64_t>& block, double top_p, uint64_t state) {
+      Tensor candidates = be.alloc_indices(TopKSpec::kSlots), state_t = be.alloc_indices(1), drawn = be.alloc_indices(1);
+      be.write_indices(candidates, block);
+      const auto bits = int64_t(state);
+      be.write_indices(state_t, {&bits, 1});
+      be.draw_from_candidates(candidates, top_p, state_t, drawn);
+      return std::pair(be.to_host(drawn).data<int64_t>()[0], be.to_host(state_t).data<int64_t>()[0]);
+    };
+    const float inf = std::numeric_limits<float>::infinity();
+    for (const int64_t n : {0, 1, 2, 20, 64, 128})
+      for (const std::string kind : {"random", "equal", "two +inf", "far apart", "not fitted", "NaN seen"}) {
+        std::vector<int64_t> block(TopKSpec::kSlots, 0);
+        block[0] = kind == "not fitted" ? -1 : n;
+        block[1] = kind == "NaN seen" ? 1 : 0;
+        int64_t id = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          id += 1 + int64_t(rng() % 5000);  // ids rise: the result's id order
+          float v = kind == "equal" ? 1.5f : kind == "far apart" ? normal(rng) * 40.0f : normal(rng);
+          if (kind == "two +inf" && (i == n / 3 || i == n - 1)) v = inf;
+          block[std::size_t(2 + 2 * i)] = id;
+          block[std::size_t(3 + 2 * i)] = int64_t(std::bit_cast<uint32_t>(v));
+        }
+        for (const double top_p : {1.0, 0.8, 0.3, 1e-9})
+          for (const uint64_t seed : {1ull, 77ull, 0x9e3779b97f4a7c15ull}) {
+            const auto g = run(gpu, block, top_p, seed), c = run(cpu, block, top_p, seed);
+            const bool ok = g == c;
+            ++cases;
+            if (!ok) ++failures;
+            std::printf("  %-64s %lld/%lld  %s\n",
+                        ("draw_from_candidates " + kind + " n=" + std::to_string(n) + " top_p=" + std::to_string(top_p) +
+                         " seed=" + std::to_string(seed % 1000)).c_str(),
+                        (long long)g.first, (long long)c.first, ok ? "OK" : "FAIL");
+          }
+      }
+  }
+
   void norms_and_elementwise() {
     for (int64_t rows : {1, 5, 300})
       for (int64_t width : {1, 16, 100, 1024, 2048, 5000}) {
@@ -1156,6 +1198,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.fused_norms_match_unfused();
   r.greedy_pick();
   r.top_k_candidates();
+  r.draw_from_candidates();
   r.rows_ops();
   r.qk_norm_rope_append();
   r.project_then_heads();
@@ -1206,6 +1249,8 @@ void perf(Backend& gpu) {
       Tensor pick = gpu.alloc_indices(2), candidates = gpu.alloc_indices(TopKSpec::kSlots);
       gpu.greedy_pick(logits, vocab, pick);
       gpu.top_k_candidates(logits, {vocab, 20, 0.7}, candidates);  // the Qwen models' default sampling
+      Tensor state = gpu.alloc_indices(1), drawn = gpu.alloc_indices(1);
+      gpu.draw_from_candidates(candidates, 0.8, state, drawn);
     }
   };
   // The same decode and prefill products with q8 and q4 weights (random, quantised on the host).

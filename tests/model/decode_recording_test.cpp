@@ -14,6 +14,7 @@
 #include "model/rope.h"
 #include "model/text_decoder.h"
 #include "model/weights.h"
+#include "runtime/sampler.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -174,6 +175,67 @@ TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothi
   decoder.drop_queued_steps();
   EXPECT_EQ(step(decoder, cache, ids[6]), ids[7]);
   EXPECT_EQ(step(decoder, cache, ids[7]), ids[8]);
+  EXPECT_EQ(cache.length(), reference_cache.length());
+}
+
+// Sampled decoding ahead: a sampled step also draws its token on the device (Backend::draw_from_candidates, from the
+// sampler's state), and the step queued after it embeds that token. The host's sampler, drawing from the candidates
+// take_step hands back, draws those very tokens, and they are the tokens of sampled steps run one at a time.
+TEST(DecodeRecording, SampledStepsQueuedAheadEmbedTheHostsDraws) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
+  const auto gpu = make_cuda_backend();
+  const ModelWeights weights = bind_weights(model, *gpu);
+  const std::vector<int32_t> prompt{101, 2024, 77, 4242, 9, 880, 15, 3};
+  std::array<std::vector<int64_t>, 3> axes;
+  for (int64_t p = 0; p < 24; ++p)
+    for (auto& a : axes) a.push_back(p);
+  const auto tables = [&](int64_t begin) { return text_rope_tables(model.config.text, axes, std::size_t(begin), 1); };
+  SamplingOptions options;
+  options.temperature = 0.9, options.top_k = 40, options.top_p = 0.9, options.seed = 3;
+  const TextDecoder::StepPick pick{weights.text.lm_head.rows(), 40, 0.9, 0.9};
+  const auto start = [&](TextDecoder& decoder, KvCache& cache, Sampler& sampler) {
+    decoder.set_step_pick(pick);
+    const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, prompt.size());
+    std::vector<float> logits = decoder.forward(prompt, cos, sin, nullptr, cache).to_f32_vector();
+    return sampler.next(logits, {});
+  };
+  const auto draw = [&](TextDecoder& decoder, Sampler& sampler, const Tensor& taken) {
+    EXPECT_EQ(taken.dtype(), DType::I64);
+    const TopKResult found = decoder.candidates(taken);
+    EXPECT_TRUE(found.fitted);
+    return sampler.next_from_candidates(found.candidates, found.nan);
+  };
+  const auto step = [&](TextDecoder& decoder, KvCache& cache, Sampler& sampler, int32_t id) {
+    const auto [c, s] = tables(cache.length());
+    return draw(decoder, sampler, decoder.forward(std::span(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick));
+  };
+  TextDecoder reference(*gpu, model.config, weights.text);
+  KvCache reference_cache(*gpu, model.config.text, 24);
+  Sampler reference_sampler(options);
+  std::vector<int32_t> ids{start(reference, reference_cache, reference_sampler)};
+  for (int i = 0; i < 8; ++i) ids.push_back(step(reference, reference_cache, reference_sampler, ids.back()));
+  ASSERT_GT(std::set<int32_t>(ids.begin(), ids.end()).size(), 3u);  // draws, not one token throughout
+
+  TextDecoder decoder(*gpu, model.config, weights.text);
+  KvCache cache(*gpu, model.config.text, 24);
+  Sampler sampler(options);
+  ASSERT_EQ(start(decoder, cache, sampler), ids[0]);
+  ASSERT_EQ(step(decoder, cache, sampler, ids[0]), ids[1]);  // records the step
+  ASSERT_TRUE(decoder.can_queue_steps(cache));
+  const auto [c0, s0] = tables(cache.length());
+  decoder.queue_step(ids[1], c0, s0, cache, sampler.draw_state());
+  for (std::size_t i = 2; i <= 7; ++i) {  // the step for ids[i - 1] is queued; queue the one for ids[i], take one
+    const auto [c, s] = tables(cache.length() + 1);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+    const Tensor taken = decoder.take_step(cache);
+    ASSERT_TRUE(taken.numel());
+    const int32_t drawn = draw(decoder, sampler, taken);
+    EXPECT_EQ(drawn, ids[i]) << "step " << i;
+    EXPECT_EQ(decoder.picked_on_device(taken), drawn) << "step " << i;
+  }
+  decoder.drop_queued_steps();  // the step for ids[7]: run, never taken
+  EXPECT_EQ(step(decoder, cache, sampler, ids[7]), ids[8]);
   EXPECT_EQ(cache.length(), reference_cache.length());
 }
 

@@ -134,7 +134,7 @@ TEST_F(Split, StepPicksComeFromTheHeadsPartAsTheLogitsGive) {
         EXPECT_EQ(got.to_f32_vector(), expected);
       } else if (pick.top_k > 0) {
         ASSERT_EQ(got.dtype(), DType::I64);
-        const TopKResult found = read_top_k_candidates(got);
+        const TopKResult found = TextDecoder::candidates(got);
         ASSERT_TRUE(found.fitted);
         EXPECT_FALSE(found.nan);
         std::vector<float> row(expected.begin(), expected.begin() + vocabulary);

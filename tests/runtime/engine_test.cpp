@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "backend/cuda_plugin.h"
@@ -455,6 +456,32 @@ TEST(Engine, PicksOnTheBackendGiveTheHostsTokens) {
     on_backend.sampling = on_host.sampling = sampled;
     EXPECT_EQ(engine->generate(on_backend).generated_ids, engine->generate(on_host).generated_ids);
   }
+}
+
+// Sampled decoding runs ahead on a GPU: the step for the next token is queued with the token drawn on the device
+// (TextDecoder::queue_step). The host's draw decides. Where the device's token is not the host's, the queued step is
+// dropped; where top-k's candidates did not fit, the step runs again for its logits. Both forced here (injected
+// faults): every draw one random number late, every result "did not fit"; the tokens are the host's either way.
+TEST(Engine, SampledDecodingAheadFallsBackToTheHostsDraws) {
+  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{"cuda"});
+  GenerateRequest request = text_request("Draw, please.", 20);
+  request.sampling.temperature = 0.9, request.sampling.top_k = 40, request.sampling.top_p = 0.9;
+  request.sampling.seed = 3;
+  request.ignore_eos = true;
+  GenerateRequest on_host = request;
+  on_host.keep_step_logits = true;  // sampled on the host from the logits
+  const std::vector<int32_t> expected = engine->generate(on_host).generated_ids;
+  ASSERT_EQ(expected.size(), 20u);
+  ASSERT_GT(std::set<int32_t>(expected.begin(), expected.end()).size(), 3u);  // draws, not one token throughout
+  EXPECT_EQ(engine->generate(request).generated_ids, expected);
+  for (const FaultInjection& fault : {FaultInjection{.draws_one_late = true}, FaultInjection{.candidates_do_not_fit = true}}) {
+    SCOPED_TRACE(fault.draws_one_late ? "draws one late" : "candidates do not fit");
+    engine->inject_fault(fault);  // recorded into each new request's step
+    EXPECT_EQ(engine->generate(request).generated_ids, expected);
+    engine->inject_fault({});
+  }
+  EXPECT_EQ(engine->generate(request).generated_ids, expected);
 }
 
 TEST(Engine, ReplayedDecodeStepsGiveTheSameTokensAsLaunchedOnes) {

@@ -3,15 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/top_k.h"
 #include "runtime/sampler.h"
 
 namespace qvl {
@@ -185,6 +188,63 @@ TEST(Sampler, TopPOverManyCandidatesKeepsTheSortedPrefix) {
   double kept_mass = 0;
   for (int id : kept) kept_mass += std::exp(double(logits[std::size_t(id)]));
   EXPECT_NEAR(drawn[most] / 20000.0, std::exp(double(logits[std::size_t(most)])) / kept_mass, 0.01);
+}
+
+// A few candidates (top-k's): core/top_k.h's draw, which the GPU repeats, keeps transformers' top-p set (the most
+// likely, ties by the lower id, while the mass before them is under top_p), takes one random number (none where there
+// is no candidate) and walks the kept ids in id order: the token a sort of the same candidates gives.
+TEST(Sampler, AFewCandidatesDrawAsASortOfThemSays) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::size_t n = 1 + rng() % kMaxSmallDraw;
+    const bool tied = trial % 3 == 0;  // values on a coarse grid: many equal likelihoods
+    std::vector<TopKCandidate> candidates;
+    int32_t id = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      id += 1 + int32_t(rng() % 1000);
+      const float v = normal(rng);
+      candidates.push_back({tied ? std::round(v) : v, id});
+    }
+    const double top_p = std::array{1.0, 0.95, 0.5, 0.1}[std::size_t(trial % 4)];
+    uint64_t state = uint64_t(trial) * 12345 + 1, expected_state = state;
+    const double u = next_uniform(expected_state);
+    float best = -INFINITY;
+    for (const TopKCandidate& c : candidates) best = std::max(best, c.value);
+    std::vector<double> p;
+    for (const TopKCandidate& c : candidates) p.push_back(std::exp(double(c.value) - double(best)));
+    std::vector<std::size_t> by_likelihood(n);
+    std::iota(by_likelihood.begin(), by_likelihood.end(), std::size_t(0));
+    std::sort(by_likelihood.begin(), by_likelihood.end(), [&](std::size_t a, std::size_t b) {
+      return p[a] > p[b] || (p[a] == p[b] && candidates[a].id < candidates[b].id);
+    });
+    double total = 0;
+    for (double x : p) total += x;
+    std::vector<bool> kept(n, false);
+    double before = 0;
+    for (std::size_t i : by_likelihood) {
+      if (before >= top_p * total) break;
+      kept[i] = true;
+      before += p[i];
+    }
+    double kept_mass = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (kept[i]) kept_mass += p[i];
+    double point = u * kept_mass;
+    int32_t expected = 0;
+    for (std::size_t i = 0; i < n; ++i)
+      if (kept[i]) {
+        expected = candidates[i].id;
+        if ((point -= p[i]) < 0) break;
+      }
+    ASSERT_EQ(draw_from_candidates(candidates, top_p, state), expected) << "trial " << trial;
+    ASSERT_EQ(state, expected_state) << "trial " << trial;  // one random number a draw
+  }
+  uint64_t state = 42;
+  EXPECT_EQ(draw_from_candidates({}, 0.5, state), 0);  // nothing to draw from: id 0, no random number taken
+  EXPECT_EQ(state, 42u);
+  std::vector<TopKCandidate> too_many(kMaxSmallDraw + 1, TopKCandidate{1.0f, 0});
+  EXPECT_THROW(draw_from_candidates(too_many, 0.5, state), Error);
 }
 
 TEST(Sampler, RepetitionPenaltyScalesSeenTokensOnce) {

@@ -95,6 +95,7 @@ std::string CudaBackend::device_error() {
 
 void CudaBackend::inject_fault(const FaultInjection& fault) {
   ctx_.pool->fail_allocation(fault.out_of_memory_at);
+  sampling_faults_ = fault;
   if (fault.lose_device) {  // a trap poisons the context for good, as a lost device does: every later call fails
     cuda::trap(ctx_.stream);
     cudaStreamSynchronize(ctx_.stream);

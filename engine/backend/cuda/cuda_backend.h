@@ -100,6 +100,7 @@ public:
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
   void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
   void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
+  void draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) override;
 
 private:
   template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }
@@ -161,6 +162,7 @@ private:
   std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
+  FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
   PendingReads pending_reads_;    // read_later's page-locked slots
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32

@@ -9,6 +9,7 @@
 #include "dequantize.cuh"
 #include "greedy_pick.cuh"
 #include "top_k_candidates.cuh"
+#include "draw_from_candidates.cuh"
 #include "norm.cuh"
 #include "patchify.cuh"
 #include "rope.cuh"
@@ -191,6 +192,18 @@ void CudaBackend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, T
                           .temperature = spec.temperature, .out = out.data<int64_t>(),
                           .workspace = top_k_workspace_.raw()},
                          ctx_.overlapped_launches, ctx_.stream);
+  if (sampling_faults_.candidates_do_not_fit) CUDA_CHECK(cudaMemsetAsync(out.raw(), 0xff, sizeof(int64_t), ctx_.stream));
+}
+
+void CudaBackend::draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) {
+  check_draw_from_candidates(candidates, top_p, state, drawn);
+  if (candidates.device() != Device::CUDA) fail("draw_from_candidates: the candidates must be on the GPU");
+  const GpuTimer timer = timed([&] { return op_cost::make("draw_from_candidates", double(TopKSpec::kSlots) * 8, 0); });
+  const cuda::DrawFromCandidatesArgs args{.candidates = candidates.data<int64_t>(), .top_p = top_p,
+                                          .state = reinterpret_cast<uint64_t*>(state.data<int64_t>()),
+                                          .drawn = drawn.data<int64_t>()};
+  if (sampling_faults_.draws_one_late) cuda::draw_from_candidates(args, ctx_.overlapped_launches, ctx_.stream);
+  cuda::draw_from_candidates(args, ctx_.overlapped_launches, ctx_.stream);
 }
 
 void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {

@@ -16,7 +16,7 @@ namespace qvl {
 class PendingReads {
 public:
   static constexpr int kSlots = 4;
-  static constexpr std::size_t kSlotBytes = 4096;  // a pick (16 bytes) or top-k's candidates (2,064)
+  static constexpr std::size_t kSlotBytes = 4096;  // a pick (16 bytes) or a sampled one (top-k's candidates and the draw: 2,080)
   PendingReads();
   ~PendingReads();
   PendingReads(const PendingReads&) = delete;
