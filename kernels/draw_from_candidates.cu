@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kThreads) draw_from_candidates_kernel(DrawFrom
   if (t % 32 == 0) warp_best[t / 32] = best;
   __syncthreads();
   best = fmaxf(fmaxf(warp_best[0], warp_best[1]), fmaxf(warp_best[2], warp_best[3]));
-  if (t < n) p[t] = exp(double(v) - double(best));
+  if (t < n) p[t] = v == best ? 1.0 : exp(double(v) - double(best));  // core/top_k.h's likelihood
   __syncthreads();
   if (a.top_p < 1.0 && t < n) {
     int r = 0;

@@ -40,7 +40,7 @@ int32_t draw_from_candidates(std::span<const TopKCandidate> candidates, double t
   for (const TopKCandidate& c : candidates) best = std::max(best, c.value);
   std::array<double, kMaxSmallDraw> p;
   double total = 0;
-  for (std::size_t i = 0; i < n; ++i) total += p[i] = std::exp(double(candidates[i].value) - double(best));
+  for (std::size_t i = 0; i < n; ++i) total += p[i] = likelihood(candidates[i].value, best);
   std::size_t kept_ranks = n;  // the candidates ranked below it are dropped
   std::array<std::size_t, kMaxSmallDraw> rank;
   if (top_p < 1.0) {

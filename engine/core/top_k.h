@@ -45,8 +45,14 @@ bool temperature_top_k(std::span<float> logits, double temperature, int64_t top_
 // The sampler's random numbers: splitmix64, advanced one step, as a double in [0, 1) (53 bits).
 double next_uniform(uint64_t& state);
 
+// A kept value's likelihood against the largest: exp(value - largest) in double, and 1 for the largest itself (so an
+// +inf value is certain where exp(inf - inf) would be NaN, and the others are 0; the same as exp elsewhere).
+inline double likelihood(float value, float largest) {
+  return value == largest ? 1.0 : std::exp(double(value) - double(largest));
+}
+
 // Top-p, then a draw, over at most kMaxSmallDraw candidates in id order (the values core/top_k.h's selection kept):
-// each value's likelihood exp(value - the largest) in double; where top_p < 1, the most likely kept (ties: the lower
+// each value's likelihood; where top_p < 1, the most likely kept (ties: the lower
 // id first) up to and including the first whose mass, added in that order, reaches top_p of the total (transformers'
 // rule); then next_uniform(state) times the kept mass, walked off in id order. No candidate: id 0, the state as it
 // was. This is the sampler's draw for few candidates and the reference of Backend::draw_from_candidates: a device

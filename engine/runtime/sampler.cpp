@@ -99,14 +99,14 @@ int32_t Sampler::draw(std::span<const TopKCandidate> found) {
   // A few candidates (top-k's): the draw a backend repeats where the logits are (core/top_k.h).
   if (found.size() <= kMaxSmallDraw) return draw_from_candidates(found, options_.top_p, state_);
   // Many (top-k off): the same rule, top-p's set found by selection instead of ranking every pair.
-  candidates_.clear();
   float best = kNegInf;
-  for (const TopKCandidate& c : found) {
-    candidates_.push_back({double(c.value), c.id});
-    best = std::max(best, c.value);
-  }
+  for (const TopKCandidate& c : found) best = std::max(best, c.value);
+  candidates_.clear();
   double total = 0;
-  for (Candidate& c : candidates_) total += c.p = std::exp(c.p - double(best));
+  for (const TopKCandidate& c : found) {
+    candidates_.push_back({likelihood(c.value, best), c.id});
+    total += candidates_.back().p;
+  }
   const auto more_likely = [](const Candidate& a, const Candidate& b) {  // ties: the lower id first
     return a.p > b.p || (a.p == b.p && a.id < b.id);
   };

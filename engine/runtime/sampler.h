@@ -55,7 +55,7 @@ private:
   std::size_t vocabulary_;
   uint64_t state_;
   struct Candidate {
-    double p;  // the logit, then its probability (unnormalised)
+    double p;  // its likelihood (core/top_k.h): the probability, unnormalised
     int32_t id;
   };
   std::vector<TopKCandidate> found_;  // temperature and top-k's candidates, in id order; reused from token to token

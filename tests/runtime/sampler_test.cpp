@@ -241,6 +241,12 @@ TEST(Sampler, AFewCandidatesDrawAsASortOfThemSays) {
     ASSERT_EQ(state, expected_state) << "trial " << trial;  // one random number a draw
   }
   uint64_t state = 42;
+  // +inf values are certain and the rest never drawn (exp(inf - inf) would make every likelihood NaN).
+  const std::vector<TopKCandidate> with_inf{{1.0f, 3}, {INFINITY, 8}, {2.0f, 9}, {INFINITY, 12}};
+  std::set<int32_t> drawn;
+  for (int i = 0; i < 200; ++i) drawn.insert(draw_from_candidates(with_inf, 0.9, state));
+  EXPECT_EQ(drawn, (std::set<int32_t>{8, 12}));
+  state = 42;
   EXPECT_EQ(draw_from_candidates({}, 0.5, state), 0);  // nothing to draw from: id 0, no random number taken
   EXPECT_EQ(state, 42u);
   std::vector<TopKCandidate> too_many(kMaxSmallDraw + 1, TopKCandidate{1.0f, 0});
