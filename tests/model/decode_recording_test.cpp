@@ -112,24 +112,35 @@ TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
   EXPECT_THROW(decoder.take_step(cache), Error);
 }
 
-// Decoding ahead: steps queued with the next one's token taken from the pick on the device (queue_step, take_step)
-// hand back the picks that forward's steps hand back, one at a time, and a queued step that is dropped leaves the
-// cache as it was: forward's next step after it gives the same pick as without it.
-TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothing) {
-  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+// The demo model on the GPU, a prompt and positions counting up: decoding ahead's tests.
+class QueuedSteps : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
+    gpu = make_cuda_backend();
+    weights = bind_weights(model, *gpu);
+    for (int64_t p = 0; p < 24; ++p)
+      for (auto& a : axes) a.push_back(p);
+  }
+  std::pair<Tensor, Tensor> tables(int64_t begin, int64_t count = 1) const {
+    return text_rope_tables(model.config.text, axes, std::size_t(begin), std::size_t(count));
+  }
   const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
-  const auto gpu = make_cuda_backend();
-  const ModelWeights weights = bind_weights(model, *gpu);
+  std::unique_ptr<Backend> gpu;
+  ModelWeights weights;
+  std::array<std::vector<int64_t>, 3> axes;
   // A prompt whose greedy answer changes token (most of the demo model's answers to raw ids repeat one: on the CPU
   // this one's are 3046, 105257, 65770, 65770, 140610, ...).
   const std::vector<int32_t> prompt{40, 1075, 311, 2506, 264, 3364, 911, 13};
-  std::array<std::vector<int64_t>, 3> axes;
-  for (int64_t p = 0; p < 24; ++p)
-    for (auto& a : axes) a.push_back(p);
-  const auto tables = [&](int64_t begin) { return text_rope_tables(model.config.text, axes, std::size_t(begin), 1); };
+};
+
+// Decoding ahead: steps queued with the next one's token taken from the pick on the device (queue_step, take_step)
+// hand back the picks that forward's steps hand back, one at a time, and a queued step that is dropped leaves the
+// cache as it was: forward's next step after it gives the same pick as without it.
+TEST_F(QueuedSteps, HandBackForwardsPicksAndADroppedOneChangesNothing) {
   const auto start = [&](TextDecoder& decoder, KvCache& cache) {
     decoder.set_step_pick({weights.text.lm_head.rows()});
-    const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, prompt.size());
+    const auto [cos, sin] = tables(0, int64_t(prompt.size()));
     return largest(decoder.forward(prompt, cos, sin, nullptr, cache).to_f32_vector());
   };
   const auto step = [&](TextDecoder& decoder, KvCache& cache, int32_t id) {
@@ -183,22 +194,13 @@ TEST(DecodeRecording, QueuedStepsHandBackForwardsPicksAndADroppedOneChangesNothi
 // Sampled decoding ahead: a sampled step also draws its token on the device (Backend::draw_from_candidates, from the
 // sampler's state), and the step queued after it embeds that token. The host's sampler, drawing from the candidates
 // take_step hands back, draws those very tokens, and they are the tokens of sampled steps run one at a time.
-TEST(DecodeRecording, SampledStepsQueuedAheadEmbedTheHostsDraws) {
-  if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
-  const ModelFolder model = ModelFolder::open(test::resource_dir() / "models" / "demo-tiny");
-  const auto gpu = make_cuda_backend();
-  const ModelWeights weights = bind_weights(model, *gpu);
-  const std::vector<int32_t> prompt{101, 2024, 77, 4242, 9, 880, 15, 3};
-  std::array<std::vector<int64_t>, 3> axes;
-  for (int64_t p = 0; p < 24; ++p)
-    for (auto& a : axes) a.push_back(p);
-  const auto tables = [&](int64_t begin) { return text_rope_tables(model.config.text, axes, std::size_t(begin), 1); };
+TEST_F(QueuedSteps, SampledOnesEmbedTheHostsDraws) {
   SamplingOptions options;
   options.temperature = 0.9, options.top_k = 40, options.top_p = 0.9, options.seed = 3;
   const TextDecoder::StepPick pick{weights.text.lm_head.rows(), 40, 0.9, 0.9};
   const auto start = [&](TextDecoder& decoder, KvCache& cache, Sampler& sampler) {
     decoder.set_step_pick(pick);
-    const auto [cos, sin] = text_rope_tables(model.config.text, axes, 0, prompt.size());
+    const auto [cos, sin] = tables(0, int64_t(prompt.size()));
     std::vector<float> logits = decoder.forward(prompt, cos, sin, nullptr, cache).to_f32_vector();
     return sampler.next(logits, {});
   };
