@@ -131,9 +131,9 @@ public:
 struct FaultInjection {
   int64_t out_of_memory_at = 0;  // the nth device allocation from now fails as out-of-memory (0: none)
   bool lose_device = false;      // the device stops working now, as a GPU that fell off the bus or was reset
-  // Sampling on the device, for steps recorded from now on (the host's fallbacks): every top_k_candidates result
-  // says the candidates did not fit; every draw_from_candidates draws one random number late (its token is then not
-  // the host's).
+  // Sampling on a GPU, for the host's fallbacks: every top_k_candidates result issued from now on says the
+  // candidates did not fit; every draw_from_candidates draws one random number late (its token then mostly not the
+  // host's). A step recorded meanwhile keeps the fault; the CPU ignores both.
   bool candidates_do_not_fit = false;
   bool draws_one_late = false;
 };
@@ -368,8 +368,8 @@ public:
   // Sampling's top-p and draw over a top_k_candidates result where it lies: `drawn` (1 int64) = the id core/top_k.h's
   // draw_from_candidates gives from `state` (1 int64: the splitmix64 state, Sampler::draw_state), which it advances
   // as that does; 0 with the state kept where the candidates did not fit or a logit was NaN (the host samples from
-  // the logits, or fails). So a step queued after this one embeds the token the host's sampler will draw, before the
-  // host has read anything (TextDecoder::queue_step). Default: read back and draw on the host.
+  // the logits, or fails). So a step queued after this one embeds the token the host's sampler will draw (all but
+  // always: the host checks), before the host has read anything (TextDecoder::queue_step). Default: on the host.
   virtual void draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn);
 
   // ---- Recording ----

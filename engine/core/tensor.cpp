@@ -79,6 +79,18 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   return t;
 }
 
+Tensor Tensor::reinterpreted(DType dtype, Shape shape, std::size_t byte_offset) const {
+  const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
+  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > nbytes() || bytes > nbytes() - byte_offset)
+    fail("reinterpreted: ", shape_to_string(shape), " ", dtype_name(dtype), " at byte ", byte_offset, " of ", nbytes());
+  Tensor t = *this;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = shape_numel(t.shape_);
+  t.data_ = static_cast<char*>(data_) + byte_offset;
+  return t;
+}
+
 Tensor Tensor::to(DType dtype) const {
   if (device_ != Device::CPU) fail("Tensor::to: only CPU tensors can be converted on the host");
   Tensor out = empty(dtype, shape_);

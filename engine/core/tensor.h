@@ -49,6 +49,9 @@ public:
   Tensor reshaped(Shape shape) const;
   // Rows [begin, end) of the first dimension, sharing storage (a weight's q/k/v parts, a cache prefix).
   Tensor slice_rows(int64_t begin, int64_t end) const;
+  // Bytes [byte_offset, + the shape's) of this tensor seen as elements of another type, sharing storage (a recorded
+  // step's inputs of several types in one buffer, written in one copy). The offset must suit the type's alignment.
+  Tensor reinterpreted(DType dtype, Shape shape, std::size_t byte_offset) const;
   // A new CPU tensor of another element type (f32/f16/bf16 rounding like PyTorch).
   Tensor to(DType dtype) const;
   // All elements as f32 (CPU, floating types only).

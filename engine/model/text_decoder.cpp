@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "core/cancel.h"
@@ -25,9 +26,14 @@ struct TextDecoder::Position {
 };
 
 // The inputs and activations of a recorded decode step, alive as long as its cache. `ids` is set where the part
-// embeds the token itself; otherwise the hidden state is written into buffers.x before each replay.
+// embeds the token itself; otherwise the hidden state is written into buffers.x before each replay. The position and
+// the rotary rows are views of one buffer, `inputs`, written in one copy before each replay (three copies in the
+// stream between two replays cost ~2-6 µs each on the H200, docs/performance.md): the position, a slot of padding,
+// then cos and sin (16-byte aligned, for the kernels' vector loads).
 struct RecordedDecodeStep {
-  Tensor ids, past, cos, sin;
+  static constexpr std::size_t kCosAt = 16;  // bytes into `inputs`
+  Tensor ids, inputs, past, cos, sin;
+  std::size_t sin_at = 0;
   Tensor draw_state;  // a sampled pick's: the state its draw on the device starts from (queue_step writes it)
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
@@ -231,9 +237,12 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
   if (!step.work) {
     try {
       // Inputs and activations outlive the recording: its kernels use these addresses at every replay.
-      step.past = be.alloc_indices(1);
-      step.cos = be.alloc({1, c_.head_dim});
-      step.sin = be.alloc({1, c_.head_dim});
+      const auto row_bytes = std::size_t(c_.head_dim * 4 + 15) / 16 * 16;
+      step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
+      step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
+      step.past = step.inputs.slice_rows(0, 1);
+      step.cos = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, RecordedDecodeStep::kCosAt);
+      step.sin = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, step.sin_at);
       step.buffers = allocate(part, 1, has_head(part) && pick_.on());
       if (!in.rows) {
         // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
@@ -262,25 +271,37 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
 void TextDecoder::replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
                             const Tensor& cos_host, const Tensor& sin_host) {
   if (id) be.write_indices(step.ids, {&*id, 1});
-  be.write_indices(step.past, {&past, 1});
-  be.write(step.cos, cos_host);
-  be.write(step.sin, sin_host);
+  std::vector<int64_t> inputs(std::size_t(step.inputs.numel()), 0);
+  inputs[0] = past;
+  const auto put = [&](const Tensor& row, std::size_t at) {
+    if (row.dtype() != DType::F32 || row.numel() != step.cos.numel())
+      fail("decoder: a rotary row must be ", step.cos.numel(), " f32 values");
+    std::memcpy(reinterpret_cast<char*>(inputs.data()) + at, row.raw(), row.nbytes());
+  };
+  put(cos_host, RecordedDecodeStep::kCosAt);
+  put(sin_host, step.sin_at);
+  be.write_indices(step.inputs, inputs);
   be.replay(*step.work);
 }
 
-bool TextDecoder::can_queue_steps(const KvCache& cache) const {
+bool TextDecoder::steps_may_run_ahead() const {
   // The pick feeds the embedding on the device: it must be a row of the table (untied checkpoints may differ).
-  if (parts_.size() != 1 || !pick_.on() || tap_.layer >= 0 || !record_decode_steps_ ||
-      pick_.vocabulary > w_.embed_tokens.rows())
-    return false;
+  return parts_.size() == 1 && pick_.on() && tap_.layer < 0 && record_decode_steps_ &&
+         pick_.vocabulary <= w_.embed_tokens.rows();
+}
+
+bool TextDecoder::can_queue_steps(const KvCache& cache) const {
+  if (!steps_may_run_ahead()) return false;
   const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[0];
   return recorded && recorded->work && recorded->pick == pick_ && recorded->tap.same_as(tap_);
 }
 
 void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache,
-                             uint64_t draw_state) {
+                             std::optional<uint64_t> draw_state) {
   if (!can_queue_steps(cache))
-    fail("decoder: steps are queued only where a greedy one-token step on one part is recorded, with no tap");
+    fail("decoder: steps are queued only where a one-token step with a pick on one part is recorded, with no tap");
+  if (id != kPickedOnDevice && pick_.top_k > 0 && !draw_state)
+    fail("decoder: a sampled step queued with its token needs the sampler's draw state");
   if (!queued_.empty() && &cache != queued_for_) fail("decoder: steps are queued for another cache");
   if (queued_.size() >= kMaxQueued) fail("decoder: ", kMaxQueued, " steps are queued already");
   if (id == kPickedOnDevice && queued_.empty()) fail("decoder: a step queued ahead needs a queued step before it");
@@ -291,7 +312,7 @@ void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& s
   Backend& be = *parts_[0].backend;
   RecordedDecodeStep& step = *cache.decode_steps_[0];
   if (id != kPickedOnDevice && pick_.top_k > 0) {  // the device's draws go on from where the host's sampler is
-    const auto bits = int64_t(draw_state);
+    const auto bits = int64_t(*draw_state);
     be.write_indices(step.draw_state, {&bits, 1});
   }
   replay_at(be, step, id == kPickedOnDevice ? std::nullopt : std::optional<int64_t>(id), past, cos_host, sin_host);
@@ -376,8 +397,9 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   Tensor candidates = b.pick.slice_rows(0, TopKSpec::kSlots), drawn = pick_slot(b.pick, kDrawnSlot),
          draw_state = pick_slot(b.pick, kDrawStateSlot);
   be.top_k_candidates(b.logits, {pick_.vocabulary, pick_.top_k, pick_.temperature}, candidates);
-  // Drawn here too, for a step queued after this one (queue_step); a pass not queued leaves the draw unused.
-  be.draw_from_candidates(candidates, pick_.top_p, draw_state, drawn);
+  // Drawn here too, for a step queued after this one (queue_step; a pass not queued leaves the draw unused), where
+  // steps may be queued at all.
+  if (steps_may_run_ahead()) be.draw_from_candidates(candidates, pick_.top_p, draw_state, drawn);
 }
 
 }  // namespace qvl

@@ -102,8 +102,8 @@ public:
               AttentionWindow window = {});
   // What a pass hands back: the last position's logits (host f32), or (one-token passes with a step pick on) the
   // pick made on the backend, the logits staying there: greedy's {index, 1 if NaN was seen} (2 int64 on the host), or
-  // top-k's candidates and the device's draw from them (TopKSpec::kSlots + 2 int64: candidates(), picked_on_device());
-  // where the candidates did not fit, the logits (f32).
+  // top-k's candidates and the device's draw from them (TopKSpec::kSlots + 2 int64: candidates(), and the draw for
+  // queued steps, picked_on_device()); where the candidates did not fit, the logits (f32).
   enum class Returns { Logits, Pick };
   // Runs `ids` at positions [cache.length(), cache.length() + ids.size()) with the given rotary tables
   // ([S, head_dim] host f32), appends their keys/values, and returns what `returns` asks for.
@@ -140,13 +140,15 @@ public:
   static constexpr int32_t kPickedOnDevice = -1;
   static constexpr std::size_t kMaxQueued = 2;  // the step being handled and the one after it
   bool can_queue_steps(const KvCache& cache) const;
-  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache, uint64_t draw_state = 0);
+  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache,
+                  std::optional<uint64_t> draw_state = std::nullopt);
   // The oldest queued step's pick, as forward returns it; empty where a sampled step's candidates did not fit (the
   // logits are needed, and the step after it has overwritten them): then nothing is taken, the steps after it are
   // dropped, and the caller runs the step again with forward.
   Tensor take_step(KvCache& cache);
   void drop_queued_steps();
-  // A pick's token as the device picked it: what a step queued after it embeds.
+  // A pick's token as the device picked it: what a step queued after it embeds (a sampled one's draw means something
+  // only in a pick take_step hands back: queue_step wrote the state it started from).
   int64_t picked_on_device(const Tensor& pick) const;
   // A sampled pick's candidates (top_k > 0).
   static TopKResult candidates(const Tensor& pick);
@@ -162,6 +164,7 @@ private:
     const Tensor* rows = nullptr;
   };
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
+  bool steps_may_run_ahead() const;  // can_queue_steps less the recording it needs
   const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
   Tensor hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const;
   static void replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,

@@ -640,6 +640,7 @@ private:
       if (queued_next && next != decoder.picked_on_device(logits)) {
         decoder.drop_queued_steps();
         queued_next = false;
+        ++result.timing.steps_redone;
       }
       history.push_back(next);
       result.generated_ids.push_back(next);
@@ -681,10 +682,12 @@ private:
           if (queued_next) {
             const auto [c, s] = rope_at(1);
             decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+            ++result.timing.steps_ahead;
           }
           logits = decoder.take_step(cache);
           if (!logits.numel()) {  // top-k's candidates did not fit: this step again, handing back its logits
             queued_next = false;
+            ++result.timing.steps_redone;
             const auto [c, s] = rope_at(0);
             logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
           }

@@ -86,6 +86,20 @@ TEST(DType, ShapesRejectNegativeAndOverflowingSizes) {
   EXPECT_THROW(Tensor::empty(DType::F32, {4}).reshaped({3}), Error);
 }
 
+// A tensor's bytes seen as another type share its storage; a view past its end or off the type's alignment fails.
+TEST(DType, ReinterpretedViewsShareStorageWithinBounds) {
+  Tensor buffer = Tensor::zeros(DType::I64, {6});  // 48 bytes: an index, a slot, then 8 floats
+  Tensor floats = buffer.reinterpreted(DType::F32, {2, 4}, 16);
+  floats.data<float>()[5] = 1.5f;
+  float back;
+  std::memcpy(&back, reinterpret_cast<const char*>(buffer.data<int64_t>()) + 16 + 5 * sizeof(float), sizeof back);
+  EXPECT_EQ(back, 1.5f);
+  EXPECT_EQ(floats.numel(), 8);
+  EXPECT_THROW(buffer.reinterpreted(DType::F32, {2, 4}, 20), Error);  // one float past the end
+  EXPECT_THROW(buffer.reinterpreted(DType::F32, {1}, 2), Error);      // not on a float's boundary
+  EXPECT_THROW(buffer.reinterpreted(DType::I64, {1}, 64), Error);     // past the end altogether
+}
+
 TEST(DType, NamesRoundTrip) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I64, DType::I32, DType::I16, DType::I8,
                   DType::U8, DType::Bool}) {

@@ -502,7 +502,7 @@ struct Runner {
   // bit, for 0 to 128 candidates (random values, equal ones, +inf, values far apart), top_p 1, 0.8, 0.3 and 1e-9 and
   // several states; a result that did not fit (-1) or saw NaN draws 0 and keeps the state.
   void draw_from_candidates() {
-    std::mt19937_64 rng(2026);
+    std::mt19937_64 gen(2026);
     std::normal_distribution<float> normal(0.0f, 3.0f);
     const auto run = [&](Backend& be, const std::vector<int64_t>& block, double top_p, uint64_t state) {
       Tensor candidates = be.alloc_indices(TopKSpec::kSlots), state_t = be.alloc_indices(1), drawn = be.alloc_indices(1);
@@ -520,8 +520,8 @@ struct Runner {
         block[1] = kind == "NaN seen" ? 1 : 0;
         int64_t id = 0;
         for (int64_t i = 0; i < n; ++i) {
-          id += 1 + int64_t(rng() % 5000);  // ids rise: the result's id order
-          float v = kind == "equal" ? 1.5f : kind == "far apart" ? normal(rng) * 40.0f : normal(rng);
+          id += 1 + int64_t(gen() % 5000);  // ids rise: the result's id order
+          float v = kind == "equal" ? 1.5f : kind == "far apart" ? normal(gen) * 40.0f : normal(gen);
           if (kind == "two +inf" && (i == n / 3 || i == n - 1)) v = inf;
           block[std::size_t(2 + 2 * i)] = id;
           block[std::size_t(3 + 2 * i)] = int64_t(std::bit_cast<uint32_t>(v));

@@ -241,6 +241,27 @@ TEST_F(QueuedSteps, SampledOnesEmbedTheHostsDraws) {
   decoder.drop_queued_steps();  // the step for ids[7]: run, never taken
   EXPECT_EQ(step(decoder, cache, sampler, ids[7]), ids[8]);
   EXPECT_EQ(cache.length(), reference_cache.length());
+
+  // Candidates that did not fit (forced): take_step hands back nothing and takes nothing; forward then gives the logits.
+  gpu->inject_fault({.candidates_do_not_fit = true});
+  TextDecoder unfitted(*gpu, model.config, weights.text);
+  KvCache unfitted_cache(*gpu, model.config.text, 24);
+  Sampler unfitted_sampler(options);
+  start(unfitted, unfitted_cache, unfitted_sampler);
+  const auto [c1, s1] = tables(unfitted_cache.length());
+  EXPECT_EQ(unfitted.forward(std::span(&ids[0], 1), c1, s1, nullptr, unfitted_cache, TextDecoder::Returns::Pick).dtype(),
+            DType::F32);  // recorded with the fault
+  const int64_t length = unfitted_cache.length();
+  const auto [c2, s2] = tables(length);
+  unfitted.queue_step(ids[1], c2, s2, unfitted_cache, unfitted_sampler.draw_state());
+  const auto [c3, s3] = tables(length + 1);
+  unfitted.queue_step(TextDecoder::kPickedOnDevice, c3, s3, unfitted_cache);
+  EXPECT_EQ(unfitted.take_step(unfitted_cache).numel(), 0);
+  EXPECT_EQ(unfitted_cache.length(), length);
+  const Tensor again = unfitted.forward(std::span(&ids[1], 1), c2, s2, nullptr, unfitted_cache, TextDecoder::Returns::Pick);
+  EXPECT_EQ(again.dtype(), DType::F32);  // the logits; the step after it was dropped with the rest
+  EXPECT_EQ(unfitted_cache.length(), length + 1);
+  gpu->inject_fault({});
 }
 
 }  // namespace

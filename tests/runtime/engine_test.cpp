@@ -474,12 +474,17 @@ TEST(Engine, SampledDecodingAheadFallsBackToTheHostsDraws) {
   const std::vector<int32_t> expected = engine->generate(on_host).generated_ids;
   ASSERT_EQ(expected.size(), 20u);
   ASSERT_GT(std::set<int32_t>(expected.begin(), expected.end()).size(), 3u);  // draws, not one token throughout
-  EXPECT_EQ(engine->generate(request).generated_ids, expected);
+  const GenerateResult ahead = engine->generate(request);
+  EXPECT_EQ(ahead.generated_ids, expected);
+  EXPECT_GE(ahead.timing.steps_ahead, 15);  // every step after the first two ran ahead
+  EXPECT_EQ(ahead.timing.steps_redone, 0);
   for (const FaultInjection& fault : {FaultInjection{.draws_one_late = true}, FaultInjection{.candidates_do_not_fit = true}}) {
     SCOPED_TRACE(fault.draws_one_late ? "draws one late" : "candidates do not fit");
     engine->inject_fault(fault);  // recorded into each new request's step
-    EXPECT_EQ(engine->generate(request).generated_ids, expected);
+    const GenerateResult faulty = engine->generate(request);
     engine->inject_fault({});
+    EXPECT_EQ(faulty.generated_ids, expected);
+    EXPECT_GE(faulty.timing.steps_redone, 10);  // the fallback taken (a late draw may still hit the host's token)
   }
   EXPECT_EQ(engine->generate(request).generated_ids, expected);
 }

@@ -223,7 +223,7 @@ TEST(Sampler, AFewCandidatesDrawAsASortOfThemSays) {
     std::vector<bool> kept(n, false);
     double before = 0;
     for (std::size_t i : by_likelihood) {
-      if (before >= top_p * total) break;
+      if (top_p < 1.0 && before >= top_p * total) break;
       kept[i] = true;
       before += p[i];
     }
@@ -239,6 +239,14 @@ TEST(Sampler, AFewCandidatesDrawAsASortOfThemSays) {
       }
     ASSERT_EQ(draw_from_candidates(candidates, top_p, state), expected) << "trial " << trial;
     ASSERT_EQ(state, expected_state) << "trial " << trial;  // one random number a draw
+    if (trial % 10 == 0) {  // the sampler's own draw from such candidates is this one, from its state on
+      SamplingOptions o;
+      o.temperature = 1.0, o.top_k = 64, o.top_p = top_p, o.seed = uint64_t(trial);
+      Sampler sampler(o);
+      uint64_t from = sampler.draw_state();
+      ASSERT_EQ(sampler.next_from_candidates(candidates, false), draw_from_candidates(candidates, top_p, from));
+      ASSERT_EQ(sampler.draw_state(), from);
+    }
   }
   uint64_t state = 42;
   // +inf values are certain and the rest never drawn (exp(inf - inf) would make every likelihood NaN).

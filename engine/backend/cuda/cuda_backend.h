@@ -162,8 +162,8 @@ private:
   std::unique_ptr<DeviceInterop> interop_;
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
-  FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
+  FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
   PendingReads pending_reads_;    // read_later's page-locked slots
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
