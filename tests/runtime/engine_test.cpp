@@ -484,7 +484,9 @@ TEST(Engine, SampledDecodingAheadFallsBackToTheHostsDraws) {
     const GenerateResult faulty = engine->generate(request);
     engine->inject_fault({});
     EXPECT_EQ(faulty.generated_ids, expected);
-    EXPECT_GE(faulty.timing.steps_redone, 10);  // the fallback taken (a late draw may still hit the host's token)
+    // The fallback taken: every step run again where nothing fits; a late draw, where it missed the host's token (on
+    // the demo model's peaked answers it hits it often: 6 of 19 steps missed in one run).
+    EXPECT_GE(faulty.timing.steps_redone, fault.candidates_do_not_fit ? 15 : 1);
   }
   EXPECT_EQ(engine->generate(request).generated_ids, expected);
 }
