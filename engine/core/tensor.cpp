@@ -80,8 +80,9 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::reinterpreted(DType dtype, Shape shape, std::size_t byte_offset) const {
-  const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
-  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > nbytes() || bytes > nbytes() - byte_offset)
+  const int64_t count = shape_numel(shape);  // compared in elements: a byte count could wrap
+  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > nbytes() ||
+      std::size_t(count) > (nbytes() - byte_offset) / dtype_size(dtype))
     fail("reinterpreted: ", shape_to_string(shape), " ", dtype_name(dtype), " at byte ", byte_offset, " of ", nbytes());
   Tensor t = *this;
   t.dtype_ = dtype;

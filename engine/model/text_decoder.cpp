@@ -28,7 +28,7 @@ struct TextDecoder::Position {
 // The inputs and activations of a recorded decode step, alive as long as its cache. `ids` is set where the part
 // embeds the token itself; otherwise the hidden state is written into buffers.x before each replay. The position and
 // the rotary rows are views of one buffer, `inputs`, written in one copy before each replay (three copies in the
-// stream between two replays cost ~2-6 µs each on the H200, docs/performance.md): the position, a slot of padding,
+// stream between two replays cost ~2-8 µs each on the H200, docs/performance.md): the position, a slot of padding,
 // then cos and sin (16-byte aligned, for the kernels' vector loads).
 struct RecordedDecodeStep {
   static constexpr std::size_t kCosAt = 16;  // bytes into `inputs`

@@ -80,8 +80,8 @@ struct GenerateTiming {
   int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
   int64_t cached_images = 0;  // of the images the kept conversation did not hold, those whose features were kept
   int64_t decode_steps = 0;  // tokens decoded in decode_ms (the first token comes from the prefill)
-  // Decoding ahead (TextDecoder::queue_step): the steps queued before the token before them was read, and of those
-  // the ones run in vain (dropped where the host's token was not the device's, or run again for their logits).
+  // Decoding ahead (TextDecoder::queue_step): the steps queued before the token before them was read, and the steps
+  // dropped (the host's token was not the device's) or run again (top-k's candidates did not fit: their logits).
   int64_t steps_ahead = 0, steps_redone = 0;
   double sample_ms = 0;      // of decode_ms, the host sampler's (penalties, temperature, top-k/p and the draw, every
                              // token; a greedy pick made on the backend is in the step's time, this ~0)

@@ -98,6 +98,7 @@ TEST(DType, ReinterpretedViewsShareStorageWithinBounds) {
   EXPECT_THROW(buffer.reinterpreted(DType::F32, {2, 4}, 20), Error);  // one float past the end
   EXPECT_THROW(buffer.reinterpreted(DType::F32, {1}, 2), Error);      // not on a float's boundary
   EXPECT_THROW(buffer.reinterpreted(DType::I64, {1}, 64), Error);     // past the end altogether
+  EXPECT_THROW(buffer.reinterpreted(DType::I64, {int64_t(1) << 61}, 0), Error);  // 2^64 bytes: no wrap to 0
 }
 
 TEST(DType, NamesRoundTrip) {
