@@ -260,13 +260,16 @@ std::shared_ptr<Job> ApiServer::enqueue(ChatRequest request, std::string* refusa
 }
 
 namespace {
-// The endpoints by the method they take: another method gets 405, not 404 (/v1/models/ID answers its own 404s).
+// The endpoints by the method they take: another method gets 405, not 404 (/v1/models/ID too, whatever the ID: a
+// model this server does not have is its GET's 404).
 constexpr std::pair<std::string_view, std::string_view> kEndpoints[] = {
     {"/v1/chat/completions", "POST"}, {"/v1/models", "GET"}, {"/health", "GET"}};
+constexpr std::string_view kModelPath = "/v1/models/";  // followed by a model's id
 
 std::string method_of(const std::string& path) {  // "" for no such endpoint
   for (const auto& [endpoint, method] : kEndpoints)
     if (path == endpoint) return std::string(method);
+  if (path.size() > kModelPath.size() && path.compare(0, kModelPath.size(), kModelPath) == 0) return "GET";
   return "";
 }
 

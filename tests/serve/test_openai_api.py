@@ -526,8 +526,9 @@ class DefaultServerTest(ApiTestCase):
         status, headers, body = self.server.request_json("POST", "/v1/models", {})
         self.assertEqual(status, 405, body)
         self.assertEqual(headers.get("allow"), "GET")
-        # Without a body too (it was 411, asked for a Content-Length), and for /health.
-        for path in ("/v1/models", "/health"):
+        # Without a body too (it was 411, asked for a Content-Length), for /health and for a model by its id (it was
+        # 404, as if the path did not exist).
+        for path in ("/v1/models", "/health", "/v1/models/demo-shapes", "/v1/models/no-such-model"):
             status, headers, body = self.server.request_json("POST", path)
             self.assertEqual(status, 405, body)
             self.assertEqual(headers.get("allow"), "GET")
