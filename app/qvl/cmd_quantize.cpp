@@ -25,10 +25,11 @@ int run_quantize(const std::vector<std::string>& argv) {
   if (args.has("out") == args.has("dequantize-to")) fail("qvl quantize: give exactly one of --out or --dequantize-to");
   const ModelFolder model = ModelFolder::open(args.get("model"));
   if (args.has("out") && !args.has("weights")) fail("qvl quantize: --weights q8 or q4 names the format to write");
-  if (const std::string w = args.get("weights", "bf16"); args.has("out") && (w == "bf16" || w == "auto"))
-    fail("qvl quantize: --weights ", w, " is not a format to write; choose q8 or q4 (every choice: ",  // generate's
+  const std::string weights = args.get("weights", "bf16");
+  if (args.has("out") && (weights == "bf16" || weights == "auto"))
+    fail("qvl quantize: --weights ", weights, " is not a format to write; choose q8 or q4 (every choice: ",  // generate's
          WeightPolicy::quantised_names(), ")");
-  const WeightPolicy policy = WeightPolicy::from_name(args.get("weights", "bf16"));
+  const WeightPolicy policy = WeightPolicy::from_name(weights);
   if (args.has("out")) {
     write_quantized_model(model, *policy.quantise, args.get("out"), args.has("overwrite"));
     std::printf("wrote %s (%s)\n", args.get("out").c_str(), policy.quantise->name().c_str());

@@ -269,7 +269,7 @@ constexpr std::string_view kModelPath = "/v1/models/";  // followed by a model's
 std::string method_of(const std::string& path) {  // "" for no such endpoint
   for (const auto& [endpoint, method] : kEndpoints)
     if (path == endpoint) return std::string(method);
-  if (path.size() > kModelPath.size() && path.compare(0, kModelPath.size(), kModelPath) == 0) return "GET";
+  if (path.size() > kModelPath.size() && path.starts_with(kModelPath)) return "GET";
   return "";
 }
 
@@ -368,7 +368,7 @@ void ApiServer::route() {
   http_->Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, models_json(options_.model_id, started_));
   });
-  http_->Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
+  http_->Get(std::string(kModelPath) + "(.+)", [this](const httplib::Request& req, httplib::Response& res) {
     if (req.matches[1] == options_.model_id)
       send_json(res, 200, models_json(options_.model_id, started_)["data"][0]);
     else

@@ -87,7 +87,7 @@ Tensor Tensor::reinterpreted(DType dtype, Shape shape, std::size_t byte_offset) 
   Tensor t = *this;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.numel_ = shape_numel(t.shape_);
+  t.numel_ = count;
   t.data_ = static_cast<char*>(data_) + byte_offset;
   return t;
 }

@@ -52,10 +52,10 @@ inline double likelihood(float value, float largest) {
 }
 
 // Top-p, then a draw, over at most kMaxSmallDraw candidates in id order (the values core/top_k.h's selection kept):
-// each value's likelihood; where top_p < 1, the most likely kept (ties: the lower
-// id first) up to and including the first whose mass, added in that order, reaches top_p of the total (transformers'
-// rule); then next_uniform(state) times the kept mass, walked off in id order. No candidate: id 0, the state as it
-// was. This is the sampler's draw for few candidates and the reference of Backend::draw_from_candidates: a device
+// each value's likelihood; where top_p < 1, the most likely kept (ties: the lower id first) up to and including the
+// first whose mass, added in that order, reaches top_p of the total (transformers' rule); then next_uniform(state)
+// times the kept mass, walked off in id order. No candidate: id 0, the state as it was. This is the sampler's draw
+// from top-k's candidates where there are at most 128, and the reference of Backend::draw_from_candidates: a device
 // repeats it step for step (kernels/draw_from_candidates.cu), so only exp's last bit can differ.
 constexpr std::size_t kMaxSmallDraw = 128;
 int32_t draw_from_candidates(std::span<const TopKCandidate> candidates, double top_p, uint64_t& state);

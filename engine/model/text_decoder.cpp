@@ -34,7 +34,7 @@ struct RecordedDecodeStep {
   static constexpr std::size_t kCosAt = 16;  // bytes into `inputs`
   Tensor ids, inputs, past, cos, sin;
   std::size_t sin_at = 0;
-  Tensor draw_state;  // a sampled pick's: the state its draw on the device starts from (queue_step writes it)
+  std::vector<int64_t> host_inputs;  // `inputs` as written, reused from step to step
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
   AttentionTapSpec tap;              // the tap recorded into `work`
@@ -240,6 +240,7 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
       const auto row_bytes = std::size_t(c_.head_dim * 4 + 15) / 16 * 16;
       step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
       step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
+      step.host_inputs.assign(std::size_t(step.inputs.numel()), 0);
       step.past = step.inputs.slice_rows(0, 1);
       step.cos = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, RecordedDecodeStep::kCosAt);
       step.sin = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, step.sin_at);
@@ -249,7 +250,6 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
         // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
         step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
                    : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
-        if (has_head(part) && pick_.top_k > 0) step.draw_state = pick_slot(step.buffers.pick, kDrawStateSlot);
         be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
       }
       run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
@@ -271,16 +271,15 @@ Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tenso
 void TextDecoder::replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
                             const Tensor& cos_host, const Tensor& sin_host) {
   if (id) be.write_indices(step.ids, {&*id, 1});
-  std::vector<int64_t> inputs(std::size_t(step.inputs.numel()), 0);
-  inputs[0] = past;
+  step.host_inputs[0] = past;
   const auto put = [&](const Tensor& row, std::size_t at) {
     if (row.dtype() != DType::F32 || row.numel() != step.cos.numel())
       fail("decoder: a rotary row must be ", step.cos.numel(), " f32 values");
-    std::memcpy(reinterpret_cast<char*>(inputs.data()) + at, row.raw(), row.nbytes());
+    std::memcpy(reinterpret_cast<char*>(step.host_inputs.data()) + at, row.raw(), row.nbytes());
   };
   put(cos_host, RecordedDecodeStep::kCosAt);
   put(sin_host, step.sin_at);
-  be.write_indices(step.inputs, inputs);
+  be.write_indices(step.inputs, step.host_inputs);
   be.replay(*step.work);
 }
 
@@ -313,7 +312,8 @@ void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& s
   RecordedDecodeStep& step = *cache.decode_steps_[0];
   if (id != kPickedOnDevice && pick_.top_k > 0) {  // the device's draws go on from where the host's sampler is
     const auto bits = int64_t(*draw_state);
-    be.write_indices(step.draw_state, {&bits, 1});
+    Tensor state = pick_slot(step.buffers.pick, kDrawStateSlot);
+    be.write_indices(state, {&bits, 1});
   }
   replay_at(be, step, id == kPickedOnDevice ? std::nullopt : std::optional<int64_t>(id), past, cos_host, sin_host);
   queued_.push_back(be.read_later(step.buffers.pick));  // copied before the next queued step overwrites it

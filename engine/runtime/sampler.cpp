@@ -77,12 +77,23 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
     const FirstMax pick = first_max(logits);
     return take_pick(int64_t(pick.index), pick.nan);
   }
-  // The candidates in id order, kept between tokens (151,936 of them without top-k: no allocation a token).
-  found_.clear();
-  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_,
-                                         [&](float v, int32_t id) { found_.push_back({v, id}); });
+  // The candidates in id order, kept between tokens: top-k's few as they are, or (top-k off or large: 151,936 of
+  // them) straight into the many-candidate draw's buffer, with no allocation a token.
+  if (options_.top_k > 0 && std::size_t(options_.top_k) <= kMaxSmallDraw) {
+    found_.clear();
+    const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_,
+                                           [&](float v, int32_t id) { found_.push_back({v, id}); });
+    if (!numbers) fail_nan_logits();
+    return draw(found_);  // (ties can keep more than kMaxSmallDraw)
+  }
+  candidates_.clear();
+  float best = kNegInf;
+  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_, [&](float v, int32_t id) {
+    candidates_.push_back({double(v), id});
+    best = std::max(best, v);
+  });
   if (!numbers) fail_nan_logits();
-  return draw(found_);
+  return draw_many(best);
 }
 
 bool Sampler::top_k_only(int64_t max_top_k) const {
@@ -98,15 +109,20 @@ int32_t Sampler::next_from_candidates(std::span<const TopKCandidate> candidates,
 int32_t Sampler::draw(std::span<const TopKCandidate> found) {
   // A few candidates (top-k's): the draw a backend repeats where the logits are (core/top_k.h).
   if (found.size() <= kMaxSmallDraw) return draw_from_candidates(found, options_.top_p, state_);
-  // Many (top-k off): the same rule, top-p's set found by selection instead of ranking every pair.
-  float best = kNegInf;
-  for (const TopKCandidate& c : found) best = std::max(best, c.value);
   candidates_.clear();
-  double total = 0;
+  float best = kNegInf;
   for (const TopKCandidate& c : found) {
-    candidates_.push_back({likelihood(c.value, best), c.id});
-    total += candidates_.back().p;
+    candidates_.push_back({double(c.value), c.id});
+    best = std::max(best, c.value);
   }
+  return draw_many(best);
+}
+
+int32_t Sampler::draw_many(float best) {
+  // Many (top-k off or over 128): the same rule, top-p's set found by selection instead of ranking every pair.
+  if (candidates_.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
+  double total = 0;
+  for (Candidate& c : candidates_) total += c.p = likelihood(float(c.p), best);
   const auto more_likely = [](const Candidate& a, const Candidate& b) {  // ties: the lower id first
     return a.p > b.p || (a.p == b.p && a.id < b.id);
   };

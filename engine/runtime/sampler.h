@@ -58,11 +58,12 @@ private:
     double p;  // its likelihood (core/top_k.h): the probability, unnormalised
     int32_t id;
   };
-  std::vector<TopKCandidate> found_;  // temperature and top-k's candidates, in id order; reused from token to token
-  std::vector<Candidate> candidates_;  // many candidates' likelihoods, in id order
+  std::vector<TopKCandidate> found_;  // top-k's few candidates, in id order; reused from token to token
+  std::vector<Candidate> candidates_;  // many candidates' values, then likelihoods, in id order
   std::vector<Candidate> selection_;   // top-p's working copy
   std::vector<float> heap_;            // top-k's k largest logits so far (a min-heap)
   int32_t draw(std::span<const TopKCandidate> found);  // top-p over the candidates (id order), then the draw
+  int32_t draw_many(float best);  // draw() over candidates_ (their values; `best`: the largest)
 };
 
 }  // namespace qvl
