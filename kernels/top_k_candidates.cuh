@@ -1,6 +1,7 @@
 #pragma once
 // Sampling's temperature and top-k on the device (Backend::top_k_candidates): the candidates core/top_k.h finds on
-// the host, handed back as at most a few hundred int64 instead of the whole row of logits.
+// the host, handed back as at most a few hundred int64 instead of the whole row of logits; and, where asked, top-p
+// and the draw from them in the same launch (draw_from_candidates.cuh).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -19,6 +20,14 @@ struct TopKCandidatesArgs {
   // kTopKMaxCandidates, or a tie at the k-th largest that a block did not list. With NaN seen, n means nothing.
   int64_t* out;
   void* workspace;  // top_k_candidates_workspace_bytes(), zeroed once by the caller; each call leaves its counter zero
+  // The draw (null: none): the id core/top_k.h's draw_from_candidates gives from `out`'s candidates with top_p and
+  // the splitmix64 `state`, which it advances; 0, the state kept, where they did not fit or a NaN was seen.
+  int64_t* drawn = nullptr;
+  uint64_t* state = nullptr;
+  double top_p = 1;  // (0, 1]
+  // Faults a test asks for (FaultInjection): the candidates said not to fit; random numbers skipped before a draw.
+  bool give_up = false;
+  int skipped_draws = 0;
 };
 
 int64_t top_k_candidates_max_count();

@@ -48,6 +48,11 @@ void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Te
     fail("top_k_candidates: the temperature must be a finite positive number, not ", spec.temperature);
   if (out.dtype() != DType::I64 || out.numel() != TopKSpec::kSlots || out.device() != logits.device())
     fail("top_k_candidates: the result must be ", TopKSpec::kSlots, " indices on the logits' device");
+  if (!spec.drawn && !spec.draw_state) return;
+  if (!(spec.top_p > 0 && spec.top_p <= 1)) fail("top_k_candidates: top_p must be in (0, 1], not ", spec.top_p);
+  for (const Tensor* t : {spec.draw_state, spec.drawn})
+    if (!t || t->dtype() != DType::I64 || t->numel() != 1 || t->device() != logits.device())
+      fail("top_k_candidates: a draw's state and id must be one index each on the logits' device");
 }
 
 TopKResult read_top_k_candidates(const Tensor& host) {
@@ -87,28 +92,16 @@ void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tenso
   result[0] = !numbers ? 0 : count > TopKSpec::kMaxCandidates ? -1 : count;
   result[1] = numbers ? 0 : 1;
   write_indices(out, result);
+  if (!spec.drawn) return;
+  auto state = uint64_t(to_host(*spec.draw_state).data<int64_t>()[0]);
+  const TopKResult found = read_top_k_candidates(to_host(out));
+  const int64_t id = found.fitted && !found.nan ? draw_from_candidates(found.candidates, spec.top_p, state) : 0;
+  const auto bits = int64_t(state);
+  write_indices(*spec.draw_state, {&bits, 1});
+  write_indices(*spec.drawn, {&id, 1});
 }
 
 static_assert(TopKSpec::kMaxCandidates == int64_t(kMaxSmallDraw), "every fitted result is a small draw");
-
-void check_draw_from_candidates(const Tensor& candidates, double top_p, const Tensor& state, const Tensor& drawn) {
-  if (candidates.dtype() != DType::I64 || candidates.numel() != TopKSpec::kSlots)
-    fail("draw_from_candidates: the candidates must be a top_k_candidates result of ", TopKSpec::kSlots, " indices");
-  if (!(top_p > 0 && top_p <= 1)) fail("draw_from_candidates: top_p must be in (0, 1], not ", top_p);
-  for (const Tensor* t : {&state, &drawn})
-    if (t->dtype() != DType::I64 || t->numel() != 1 || t->device() != candidates.device())
-      fail("draw_from_candidates: the state and the draw must be one index each on the candidates' device");
-}
-
-void Backend::draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) {
-  check_draw_from_candidates(candidates, top_p, state, drawn);
-  const TopKResult found = read_top_k_candidates(to_host(candidates));
-  auto rng = uint64_t(to_host(state).data<int64_t>()[0]);
-  const int64_t id = found.fitted && !found.nan ? qvl::draw_from_candidates(found.candidates, top_p, rng) : 0;
-  const int64_t bits = int64_t(rng);
-  write_indices(state, {&bits, 1});
-  write_indices(drawn, {&id, 1});
-}
 
 namespace {
 class FinishedRead final : public PendingRead {

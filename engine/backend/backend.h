@@ -88,7 +88,8 @@ void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
 void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
 
 // Sampling's temperature and top-k applied where the logits are (Backend::top_k_candidates): what the host's
-// sampler would draw from (core/top_k.h), handed back as 2 KB instead of the whole row (the 2B's 608 KB).
+// sampler would draw from (core/top_k.h), handed back as 2 KB instead of the whole row (the 2B's 608 KB); and, where
+// `drawn` is given, top-p and the draw from them there too.
 struct TopKSpec {
   static constexpr int64_t kMaxTopK = 64;         // larger top-k samples on the host from the logits
   static constexpr int64_t kMaxCandidates = 128;  // top-k's ties can keep more than k
@@ -99,6 +100,15 @@ struct TopKSpec {
   // value's f32 bits) in id order. count -1: the candidates did not fit kMaxCandidates, or (a backend's own kernel)
   // ties it could not count; the caller samples from the logits. With the NaN flag set, count means nothing.
   static constexpr int64_t kSlots = 2 + 2 * kMaxCandidates;
+  // The draw (optional; one int64 each on the logits' device): `drawn` = the id core/top_k.h's draw_from_candidates
+  // gives from the candidates with `top_p` (0 < top_p <= 1) and `draw_state` (the splitmix64 state,
+  // Sampler::draw_state), which it advances as that does; 0 with the state kept where the candidates did not fit or
+  // a logit was NaN (the host samples from the logits, or fails). So a step queued after this one embeds the token
+  // the host's sampler will draw (all but always: the host checks), before the host has read anything
+  // (TextDecoder::queue_step).
+  double top_p = 1;
+  Tensor* draw_state = nullptr;
+  Tensor* drawn = nullptr;
 };
 void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Tensor& out);
 // The candidates in a TopKSpec result read back to the host (empty with count -1: see `fitted`).
@@ -107,9 +117,6 @@ struct TopKResult {
   std::vector<TopKCandidate> candidates;
 };
 TopKResult read_top_k_candidates(const Tensor& host);
-// draw_from_candidates' arguments: a TopKSpec result, 0 < top_p <= 1, one index each for the state and the draw, all
-// on one device.
-void check_draw_from_candidates(const Tensor& candidates, double top_p, const Tensor& state, const Tensor& drawn);
 
 // A copy of a backend's tensor to the host, queued behind the work queued before it (Backend::read_later); get()
 // waits for it and hands it over (once).
@@ -132,7 +139,7 @@ struct FaultInjection {
   int64_t out_of_memory_at = 0;  // the nth device allocation from now fails as out-of-memory (0: none)
   bool lose_device = false;      // the device stops working now, as a GPU that fell off the bus or was reset
   // Sampling on a GPU, for the host's fallbacks: every top_k_candidates result issued from now on says the
-  // candidates did not fit; every draw_from_candidates draws one random number late (its token then mostly not the
+  // candidates did not fit; every draw it makes draws one random number late (its token then mostly not the
   // host's). A step recorded meanwhile keeps the fault; the CPU ignores both.
   bool candidates_do_not_fit = false;
   bool draws_one_late = false;
@@ -362,15 +369,10 @@ public:
   // (so a backend that records work overrides it: to_host cannot be recorded).
   virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
   // Sampling's temperature and top-k over one f32 row of logits, into `out` (TopKSpec::kSlots int64 on this backend,
-  // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row. Default: read the row back and
-  // select on the host (a backend that records work overrides it, as greedy_pick).
+  // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row; then the draw from them where the
+  // spec asks for it. Default: read the row back and select and draw on the host (a backend that records work
+  // overrides it, as greedy_pick).
   virtual void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out);
-  // Sampling's top-p and draw over a top_k_candidates result where it lies: `drawn` (1 int64) = the id core/top_k.h's
-  // draw_from_candidates gives from `state` (1 int64: the splitmix64 state, Sampler::draw_state), which it advances
-  // as that does; 0 with the state kept where the candidates did not fit or a logit was NaN (the host samples from
-  // the logits, or fails). So a step queued after this one embeds the token the host's sampler will draw (all but
-  // always: the host checks), before the host has read anything (TextDecoder::queue_step). Default: on the host.
-  virtual void draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn);
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,

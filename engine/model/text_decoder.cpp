@@ -44,7 +44,7 @@ struct RecordedDecodeStep {
 namespace {
 
 // A sampled pick (StepPick::top_k > 0): top-k's candidates (TopKSpec's layout), then the id drawn from them on the
-// device, then the state of that draw's random numbers (Backend::draw_from_candidates).
+// device, then the state of that draw's random numbers (TopKSpec's draw).
 constexpr int64_t kDrawnSlot = TopKSpec::kSlots, kDrawStateSlot = TopKSpec::kSlots + 1;
 constexpr int64_t kSampledPickSlots = TopKSpec::kSlots + 2;
 Tensor pick_slot(const Tensor& pick, int64_t at) { return pick.slice_rows(at, at + 1); }
@@ -396,10 +396,11 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   if (pick_.top_k == 0) return be.greedy_pick(b.logits, pick_.vocabulary, b.pick);
   Tensor candidates = b.pick.slice_rows(0, TopKSpec::kSlots), drawn = pick_slot(b.pick, kDrawnSlot),
          draw_state = pick_slot(b.pick, kDrawStateSlot);
-  be.top_k_candidates(b.logits, {pick_.vocabulary, pick_.top_k, pick_.temperature}, candidates);
-  // Drawn here too, for a step queued after this one (queue_step; a pass not queued leaves the draw unused), where
+  TopKSpec spec{pick_.vocabulary, pick_.top_k, pick_.temperature};
+  // Drawn there too, for a step queued after this one (queue_step; a pass not queued leaves the draw unused), where
   // steps may be queued at all.
-  if (steps_may_run_ahead()) be.draw_from_candidates(candidates, pick_.top_p, draw_state, drawn);
+  if (steps_may_run_ahead()) spec.top_p = pick_.top_p, spec.draw_state = &draw_state, spec.drawn = &drawn;
+  be.top_k_candidates(b.logits, spec, candidates);
 }
 
 }  // namespace qvl

@@ -421,11 +421,34 @@ struct Runner {
     }
   }
 
+  // What top_k_candidates gives on `be` for a host row: the result's slots, then, where a draw is asked for (top_p >
+  // 0), the id drawn and the state after it.
+  struct TopKFound {
+    std::vector<int64_t> slots;
+    int64_t drawn = -1, state = -1;
+    bool operator==(const TopKFound&) const = default;
+  };
+  TopKFound top_k_found(Backend& be, const Tensor& host, TopKSpec spec, uint64_t seed) {
+    Tensor out = be.alloc_indices(TopKSpec::kSlots), state = be.alloc_indices(1), drawn = be.alloc_indices(1);
+    if (spec.top_p > 0) {
+      const auto bits = int64_t(seed);
+      be.write_indices(state, {&bits, 1});
+      spec.draw_state = &state, spec.drawn = &drawn;
+    }
+    be.top_k_candidates(&be == &cpu ? host : gpu.from_host(host), spec, out);
+    const Tensor h = be.to_host(out);
+    TopKFound found{std::vector<int64_t>(h.data<int64_t>(), h.data<int64_t>() + TopKSpec::kSlots)};
+    if (spec.top_p > 0) found.drawn = be.to_host(drawn).data<int64_t>()[0], found.state = be.to_host(state).data<int64_t>()[0];
+    return found;
+  }
+
   // Top-k's candidates found on the GPU against the CPU's (core/top_k.h): the same ids and value bits, and -1 exactly
   // where the kernel must give up (more than 128, or one of its blocks of 2,048 holding more than k values at or above
   // the k-th largest: it lists k + 1, so a tie it did not list). Rows below, at and above one block, the 2B's 151,936,
   // and the kernel's most (262,144); k 1, 20, 64; ties inside one block and across blocks, values one ulp apart that
-  // the temperature rounds together, -inf, every value -inf or equal, +inf, NaN, the largest past the vocabulary.
+  // the temperature rounds together, -inf, every value -inf or equal, +inf, NaN, the largest past the vocabulary,
+  // both zeros. Each case twice: the candidates alone, and with the draw from them (top-p 0.8, then 1), whose id and
+  // state must be the CPU's too.
   void top_k_candidates() {
     const auto kernel_gives_up = [](const Tensor& row, const TopKSpec& spec, const std::vector<int64_t>& c) {
       if (c[0] < 0) return true;
@@ -440,12 +463,6 @@ struct Runner {
       }
       return false;
     };
-    const auto found = [&](Backend& be, const Tensor& host, const TopKSpec& spec) {
-      Tensor out = be.alloc_indices(TopKSpec::kSlots);
-      be.top_k_candidates(&be == &cpu ? host : gpu.from_host(host), spec, out);
-      const Tensor h = be.to_host(out);
-      return std::vector<int64_t>(h.data<int64_t>(), h.data<int64_t>() + TopKSpec::kSlots);
-    };
     const float inf = std::numeric_limits<float>::infinity();
     for (const int64_t n : {100, 2048, 2049, 151936, 262144})
       for (const int64_t k : {1, 20, 64}) {
@@ -455,12 +472,13 @@ struct Runner {
             if (i < n) t.data<float>()[i] = v;
           return t;
         };
-        std::vector<std::pair<int64_t, float>> in_one_block, across_blocks, many_minus_inf, ulps_apart;
+        std::vector<std::pair<int64_t, float>> in_one_block, across_blocks, many_minus_inf, ulps_apart, zeros;
         for (int64_t i = 0; i < k + 3; ++i) in_one_block.push_back({n / 2 / 2048 * 2048 + 7 * i, 9.0f});
         for (int64_t i = 0; i < k + 3; ++i) across_blocks.push_back({(i * 2053 + 5) % n, i < k / 2 ? 12.0f : 9.0f});
         for (int64_t i = 0; i < n; i += 2) many_minus_inf.push_back({i, -inf});
         float close = 30.0f;
         for (int64_t i = 0; i < k + 3; ++i, close = std::nextafter(close, inf)) ulps_apart.push_back({(i * 4099 + 3) % n, close});
+        for (int64_t i = 0; i < n; ++i) zeros.push_back({i, i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : -1.0f});
         const auto filled = [&](float v) {
           Tensor t = Tensor::empty(DType::F32, {1, n});
           std::fill_n(t.data<float>(), n, v);
@@ -476,66 +494,74 @@ struct Runner {
             {"every value equal", filled(0.25f)},
             {"+inf twice", set({{n / 4, inf}, {n / 2, inf}})},
             {"NaN", set({{n / 3, std::nanf("")}})},
-            {"the largest past the vocabulary", set({{n - 1, 99.0f}})}};
+            {"the largest past the vocabulary", set({{n - 1, 99.0f}})},
+            {"0, -0 and -1", set(zeros)}};
         for (const auto& [name, row] : rows) {
           const int64_t vocabulary = name == "the largest past the vocabulary" ? n - 1 : n;
           if (k >= vocabulary) continue;
-          for (const double temperature : {0.7, 1.3}) {
-            const TopKSpec spec{vocabulary, k, temperature};
-            const std::vector<int64_t> g = found(gpu, row, spec), c = found(cpu, row, spec);
-            const bool nan = c[1] != 0;  // then only the flag matters: the sampler fails
-            const bool ok = nan ? g[1] == c[1]
-                                : g[1] == 0 && (g[0] == -1) == kernel_gives_up(row, spec, c) &&
-                                      (g[0] == -1 || std::equal(g.begin(), g.begin() + 2 + 2 * std::max<int64_t>(g[0], 0), c.begin()));
-            ++cases;
-            if (!ok) ++failures;
-            std::printf("  %-64s %lld/%lld %lld/%lld  %s\n",
-                        ("top_k_candidates " + name + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                         " t=" + (temperature < 1 ? "0.7" : "1.3")).c_str(),
-                        (long long)g[0], (long long)g[1], (long long)c[0], (long long)c[1], ok ? "OK" : "FAIL");
-          }
+          for (const double temperature : {0.7, 1.3})
+            for (const double top_p : {0.0, temperature < 1 ? 0.8 : 1.0}) {  // 0: no draw
+              TopKSpec spec{vocabulary, k, temperature};
+              spec.top_p = top_p;
+              const uint64_t seed = 77 + uint64_t(n + k);
+              const TopKFound g = top_k_found(gpu, row, spec, seed), c = top_k_found(cpu, row, spec, seed);
+              const bool nan = c.slots[1] != 0;  // then only the flag matters: the sampler fails
+              const bool gives_up = g.slots[0] == -1;
+              bool ok = nan ? g.slots[1] == c.slots[1]
+                            : g.slots[1] == 0 && gives_up == kernel_gives_up(row, spec, c.slots) &&
+                                  (gives_up || std::equal(g.slots.begin(), g.slots.begin() + 2 + 2 * std::max<int64_t>(g.slots[0], 0),
+                                                          c.slots.begin()));
+              // The draw: the CPU's where the kernel kept the CPU's candidates; none (0, the state kept) where it gave
+              // up or saw NaN.
+              if (top_p > 0)
+                ok = ok && (nan || gives_up ? g.drawn == 0 && g.state == int64_t(seed)
+                                            : g.drawn == c.drawn && g.state == c.state);
+              ++cases;
+              if (!ok) ++failures;
+              std::printf("  %-72s %lld/%lld %lld/%lld %s %s\n",
+                          ("top_k_candidates " + name + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                           " t=" + (temperature < 1 ? "0.7" : "1.3") + (top_p > 0 ? " +draw" : "")).c_str(),
+                          (long long)g.slots[0], (long long)g.slots[1], (long long)c.slots[0], (long long)c.slots[1],
+                          top_p > 0 ? (std::to_string(g.drawn) + "/" + std::to_string(c.drawn)).c_str() : "",
+                          ok ? "OK" : "FAIL");
+            }
         }
       }
   }
 
-  // Top-p and the draw on the GPU against the CPU's (core/top_k.h): the same id and the same state after, bit for
-  // bit, for 0 to 128 candidates (random values, equal ones, +inf, values far apart), top_p 1, 0.8, 0.3 and 1e-9 and
-  // several states; a result that did not fit (-1) or saw NaN draws 0 and keeps the state.
+  // Top-p and the draw (top_k_candidates' draw) on the GPU against the CPU's (core/top_k.h's draw_from_candidates
+  // after its selection): the same id and the same state after, bit for bit, for 0 to 128 candidates (random values,
+  // equal ones, +inf, values far apart; the rest of the row -inf, top-k the candidates' count or 64), top_p 1, 0.8,
+  // 0.3 and 1e-9, several states; candidates that did not fit (200 equal values) or a NaN draw 0 and keep the state.
   void draw_from_candidates() {
     std::mt19937_64 gen(2026);
     std::normal_distribution<float> normal(0.0f, 3.0f);
-    const auto run = [&](Backend& be, const std::vector<int64_t>& block, double top_p, uint64_t state) {
-      Tensor candidates = be.alloc_indices(TopKSpec::kSlots), state_t = be.alloc_indices(1), drawn = be.alloc_indices(1);
-      be.write_indices(candidates, block);
-      const auto bits = int64_t(state);
-      be.write_indices(state_t, {&bits, 1});
-      be.draw_from_candidates(candidates, top_p, state_t, drawn);
-      return std::pair(be.to_host(drawn).data<int64_t>()[0], be.to_host(state_t).data<int64_t>()[0]);
-    };
     const float inf = std::numeric_limits<float>::infinity();
-    for (const int64_t n : {0, 1, 2, 20, 64, 128})
-      for (const std::string kind : {"random", "equal", "two +inf", "far apart", "not fitted", "NaN seen"}) {
-        std::vector<int64_t> block(TopKSpec::kSlots, 0);
-        block[0] = kind == "not fitted" ? -1 : n;
-        block[1] = kind == "NaN seen" ? 1 : 0;
-        int64_t id = 0;
+    const int64_t vocabulary = 151936;
+    for (const int64_t n : {0, 1, 2, 20, 64, 128, 200})
+      for (const std::string kind : {"random", "equal", "two +inf", "far apart", "NaN seen"}) {
+        if ((n > TopKSpec::kMaxTopK && kind != "equal") || (n == 0 && kind != "random")) continue;  // distinct: <= k
+        Tensor row = Tensor::empty(DType::F32, {1, vocabulary});
+        std::fill_n(row.data<float>(), vocabulary, -inf);
         for (int64_t i = 0; i < n; ++i) {
-          id += 1 + int64_t(gen() % 5000);  // ids rise: the result's id order
           float v = kind == "equal" ? 1.5f : kind == "far apart" ? normal(gen) * 40.0f : normal(gen);
           if (kind == "two +inf" && (i == n / 3 || i == n - 1)) v = inf;
-          block[std::size_t(2 + 2 * i)] = id;
-          block[std::size_t(3 + 2 * i)] = int64_t(std::bit_cast<uint32_t>(v));
+          row.data<float>()[(i * 757 + int64_t(gen() % 700)) % vocabulary] = v;  // at most a few a block of 2,048
         }
+        if (kind == "NaN seen") row.data<float>()[vocabulary / 2] = std::nanf("");
         for (const double top_p : {1.0, 0.8, 0.3, 1e-9})
           for (const uint64_t seed : {1ull, 77ull, 0x9e3779b97f4a7c15ull}) {
-            const auto g = run(gpu, block, top_p, seed), c = run(cpu, block, top_p, seed);
-            const bool ok = g == c;
+            TopKSpec spec{vocabulary, std::clamp<int64_t>(n, 1, TopKSpec::kMaxTopK), 1.0};
+            spec.top_p = top_p;
+            const TopKFound g = top_k_found(gpu, row, spec, seed), c = top_k_found(cpu, row, spec, seed);
+            const bool ok = g.drawn == c.drawn && g.state == c.state &&
+                            (kind == "NaN seen" ? g.slots[1] == 1 && c.slots[1] == 1 : g.slots[0] == c.slots[0]);
             ++cases;
             if (!ok) ++failures;
-            std::printf("  %-64s %lld/%lld  %s\n",
-                        ("draw_from_candidates " + kind + " n=" + std::to_string(n) + " top_p=" + std::to_string(top_p) +
+            std::printf("  %-72s %lld/%lld  %s\n",
+                        ("draw " + kind + " n=" + std::to_string(n) + " top_p=" + std::to_string(top_p) +
                          " seed=" + std::to_string(seed % 1000)).c_str(),
-                        (long long)g.first, (long long)c.first, ok ? "OK" : "FAIL");
+                        (long long)g.drawn, (long long)c.drawn, ok ? "OK" : "FAIL");
           }
       }
   }
@@ -1248,9 +1274,11 @@ void perf(Backend& gpu) {
       gpu.linear(x, head, logits);
       Tensor pick = gpu.alloc_indices(2), candidates = gpu.alloc_indices(TopKSpec::kSlots);
       gpu.greedy_pick(logits, vocab, pick);
-      gpu.top_k_candidates(logits, {vocab, 20, 0.7}, candidates);  // the Qwen models' default sampling
+      TopKSpec sampled{vocab, 20, 0.7};  // the Qwen models' default sampling
+      gpu.top_k_candidates(logits, sampled, candidates);
       Tensor state = gpu.alloc_indices(1), drawn = gpu.alloc_indices(1);
-      gpu.draw_from_candidates(candidates, 0.8, state, drawn);
+      sampled.top_p = 0.8, sampled.draw_state = &state, sampled.drawn = &drawn;
+      gpu.top_k_candidates(logits, sampled, candidates);
     }
   };
   // The same decode and prefill products with q8 and q4 weights (random, quantised on the host).

@@ -191,7 +191,7 @@ TEST_F(QueuedSteps, HandBackForwardsPicksAndADroppedOneChangesNothing) {
   EXPECT_EQ(cache.length(), reference_cache.length());
 }
 
-// Sampled decoding ahead: a sampled step also draws its token on the device (Backend::draw_from_candidates, from the
+// Sampled decoding ahead: a sampled step also draws its token on the device (Backend::top_k_candidates' draw, from the
 // sampler's state), and the step queued after it embeds that token. The host's sampler, drawing from the candidates
 // take_step hands back, draws those very tokens, and they are the tokens of sampled steps run one at a time.
 TEST_F(QueuedSteps, SampledOnesEmbedTheHostsDraws) {

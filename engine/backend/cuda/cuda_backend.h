@@ -100,7 +100,6 @@ public:
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
   void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
   void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
-  void draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) override;
 
 private:
   template <typename Describe> GpuTimer timed(Describe describe) { return GpuTimer(timer_, describe); }

@@ -9,7 +9,6 @@
 #include "dequantize.cuh"
 #include "greedy_pick.cuh"
 #include "top_k_candidates.cuh"
-#include "draw_from_candidates.cuh"
 #include "norm.cuh"
 #include "patchify.cuh"
 #include "rope.cuh"
@@ -187,23 +186,19 @@ void CudaBackend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, T
   if (logits.device() != Device::CUDA) fail("top_k_candidates: the logits must be on the GPU");
   if (spec.vocabulary > cuda::top_k_candidates_max_count())  // limits() says so: the caller samples on the host
     fail("top_k_candidates: ", spec.vocabulary, " logits, more than the kernel takes (", cuda::top_k_candidates_max_count(), ")");
-  const GpuTimer timer = timed([&] { return op_cost::make("top_k_candidates", double(spec.vocabulary) * 4, 0); });
+  const bool draws = spec.drawn != nullptr;
+  const GpuTimer timer = timed([&] {
+    return op_cost::make(draws ? "top_k_candidates+draw" : "top_k_candidates", double(spec.vocabulary) * 4, 0);
+  });
   cuda::top_k_candidates({.logits = logits.data<float>(), .count = spec.vocabulary, .top_k = int(spec.top_k),
                           .temperature = spec.temperature, .out = out.data<int64_t>(),
-                          .workspace = top_k_workspace_.raw()},
+                          .workspace = top_k_workspace_.raw(),
+                          .drawn = draws ? spec.drawn->data<int64_t>() : nullptr,
+                          .state = draws ? reinterpret_cast<uint64_t*>(spec.draw_state->data<int64_t>()) : nullptr,
+                          .top_p = spec.top_p,
+                          .give_up = sampling_faults_.candidates_do_not_fit,
+                          .skipped_draws = sampling_faults_.draws_one_late ? 1 : 0},
                          ctx_.overlapped_launches, ctx_.stream);
-  if (sampling_faults_.candidates_do_not_fit) CUDA_CHECK(cudaMemsetAsync(out.raw(), 0xff, sizeof(int64_t), ctx_.stream));
-}
-
-void CudaBackend::draw_from_candidates(const Tensor& candidates, double top_p, Tensor& state, Tensor& drawn) {
-  check_draw_from_candidates(candidates, top_p, state, drawn);
-  if (candidates.device() != Device::CUDA) fail("draw_from_candidates: the candidates must be on the GPU");
-  const GpuTimer timer = timed([&] { return op_cost::make("draw_from_candidates", double(TopKSpec::kSlots) * 8, 0); });
-  const cuda::DrawFromCandidatesArgs args{.candidates = candidates.data<int64_t>(), .top_p = top_p,
-                                          .state = reinterpret_cast<uint64_t*>(state.data<int64_t>()),
-                                          .drawn = drawn.data<int64_t>()};
-  if (sampling_faults_.draws_one_late) cuda::draw_from_candidates(args, ctx_.overlapped_launches, ctx_.stream);
-  cuda::draw_from_candidates(args, ctx_.overlapped_launches, ctx_.stream);
 }
 
 void CudaBackend::scatter(Tensor& x, const Tensor& src, std::span<const int64_t> rows, bool accumulate) {
