@@ -31,7 +31,8 @@ struct DrawScratch {
   float warp_best[kTopKMaxCandidates / 32];
 };
 
-// Every thread of a block of at least kTopKMaxCandidates threads calls it (it has barriers). value[i], id[i]: the
+// Every thread of a block of at least kTopKMaxCandidates threads, whole warps, calls it (it has barriers and
+// full-warp shuffles). value[i], id[i]: the
 // 0 < n <= kTopKMaxCandidates candidates in id order, in shared memory. Thread 0 writes the id to *drawn and advances
 // *state (by skipped + 1 random numbers: `skipped` is FaultInjection::draws_one_late's).
 __device__ inline void draw_from_candidates(const float* value, const int32_t* id, int n, double top_p, int skipped,

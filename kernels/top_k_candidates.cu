@@ -19,15 +19,18 @@
 //   hold a key of the block's k + 1 largest, so at most 8·(k + 1) keys pass, and their ranks among themselves (counts)
 //   place the list;
 // - the merge: the k-th largest of the lists' heads bounds the k-th largest of all from below, so only the (k, or
-//   fewer) lists whose head reaches it matter, and of each only the keys reaching it (typically ~k in all, read from
-//   L2 in one round trip); the k-th largest of those is the one with k - 1 of them above it.
-// Appends to a list in shared memory take one atomic a warp (append_slots). A handful of barriers either way,
-// whatever k. Measured (H200, the 2B's vocabulary, k 20; perf mode: each launch alone between events, launch
-// included): 16.3-16.5 µs (greedy_pick 6.5), 19.0 with the draw, where the rounds' kernel and the draw's own launch
-// took 25.4 + 9.2. By %globaltimer stamps in a scratch harness (a barrier each; the GPU idles between its launches,
-// so read them as shares): the blocks' lists are done 4.8 µs after the start (the loads and keys 1.7 of it), and the
-// last block's merge and output take 8 more, a chain of ~8 steps between barriers, each a few hundred cycles; the
-// draw 3.2. A first merge that counted each key's rank by a binary search in each other list spent 4.9 µs there
+//   fewer) lists whose head reaches it matter: their first k keys are read from L2 in one round trip (400 at k 20),
+//   and of those only the ones reaching it (typically ~k) are ranked; the k-th largest is the one with k - 1 of them
+//   above it.
+// Appends to a list in shared memory take one atomic a warp (append_slots). The last block passes ~15 barriers in
+// all (6 with every block, 6 in the merge, 3 in the draw), whatever k.
+//
+// Measured (H200, the 2B's vocabulary, k 20; perf mode: each launch alone between events, launch included):
+// 16.3-16.5 µs (greedy_pick 6.5), 19.0 with the draw, where the rounds' kernel and the draw's own launch took
+// 25.4 + 9.2. By %globaltimer stamps in a scratch harness (a barrier each; the GPU idles between its launches, so read
+// them as shares): the blocks' lists are done 4.8 µs after the start (the loads and keys 1.7 of it), and the last
+// block's merge and output take 8 more, a chain of ~8 steps between barriers, each a few hundred cycles; the draw
+// 3.2. A first merge that counted each key's rank by a binary search in each other list spent 4.9 µs there
 // (divergent loops), now ~1.
 #include "top_k_candidates.cuh"
 

@@ -17,11 +17,13 @@ struct TopKCandidatesArgs {
   int top_k;           // 0 < top_k <= kTopKMax, top_k < count
   double temperature;  // > 0
   // {n, NaN seen}, then n pairs (id, the value's f32 bits) in id order: 2 + 2·kTopKMaxCandidates. n -1: more than
-  // kTopKMaxCandidates, or a tie at the k-th largest that a block did not list. With NaN seen, n means nothing.
+  // kTopKMaxCandidates, a tie at the k-th largest that a block did not list, or give_up. With NaN seen, n means
+  // nothing.
   int64_t* out;
   void* workspace;  // top_k_candidates_workspace_bytes(), zeroed once by the caller; each call leaves its counter zero
   // The draw (null: none): the id core/top_k.h's draw_from_candidates gives from `out`'s candidates with top_p and
-  // the splitmix64 `state`, which it advances; 0, the state kept, where they did not fit or a NaN was seen.
+  // the splitmix64 `state`, which it advances; 0, the state kept, where they did not fit, a NaN was seen or there
+  // were none.
   int64_t* drawn = nullptr;
   uint64_t* state = nullptr;
   double top_p = 1;  // (0, 1]

@@ -103,9 +103,9 @@ struct TopKSpec {
   // The draw (optional; one int64 each on the logits' device): `drawn` = the id core/top_k.h's draw_from_candidates
   // gives from the candidates with `top_p` (0 < top_p <= 1) and `draw_state` (the splitmix64 state,
   // Sampler::draw_state), which it advances as that does; 0 with the state kept where the candidates did not fit or
-  // a logit was NaN (the host samples from the logits, or fails). So a step queued after this one embeds the token
-  // the host's sampler will draw (all but always: the host checks), before the host has read anything
-  // (TextDecoder::queue_step).
+  // a logit was NaN (the host samples from the logits, or fails), or there were none (every logit -inf). So a step
+  // queued after this one embeds the token the host's sampler will draw (all but always: the host checks), before
+  // the host has read anything (TextDecoder::queue_step). The spec only points at them: the op writes them.
   double top_p = 1;
   Tensor* draw_state = nullptr;
   Tensor* drawn = nullptr;

@@ -2,7 +2,8 @@
 // Sampling's temperature, then top-k, as transformers applies them: the candidates a draw is made from. The sampler
 // (runtime/sampler.cpp) runs this on the host, and Backend::top_k_candidates runs it where the logits are (its
 // reference; kernels/top_k_candidates.cu on a GPU), so candidates found on the device are the ones the host finds.
-// The draw from a few candidates (draw_from_candidates) is likewise the sampler's and Backend::draw_from_candidates'.
+// The draw from a few candidates (draw_from_candidates) is likewise the sampler's and Backend::top_k_candidates'
+// (TopKSpec's draw).
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -55,8 +56,8 @@ inline double likelihood(float value, float largest) {
 // each value's likelihood; where top_p < 1, the most likely kept (ties: the lower id first) up to and including the
 // first whose mass, added in that order, reaches top_p of the total (transformers' rule); then next_uniform(state)
 // times the kept mass, walked off in id order. No candidate: id 0, the state as it was. This is the sampler's draw
-// from top-k's candidates where there are at most 128, and the reference of Backend::draw_from_candidates: a device
-// repeats it step for step (kernels/draw_from_candidates.cu), so only exp's last bit can differ.
+// from top-k's candidates where there are at most 128, and the reference of TopKSpec's draw: a device repeats it step
+// for step (kernels/draw_from_candidates.cuh), so only exp's last bit can differ.
 constexpr std::size_t kMaxSmallDraw = 128;
 int32_t draw_from_candidates(std::span<const TopKCandidate> candidates, double top_p, uint64_t& state);
 

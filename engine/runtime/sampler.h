@@ -47,7 +47,7 @@ public:
   // logits and the same state.
   int32_t next_from_candidates(std::span<const TopKCandidate> candidates, bool nan);
   // The state of the draws' random numbers (core/top_k.h's next_uniform): a backend that draws where the logits are
-  // (Backend::draw_from_candidates) starts from it and makes the draws this sampler makes next.
+  // (Backend::top_k_candidates with TopKSpec's draw) starts from it and makes the draws this sampler makes next.
   uint64_t draw_state() const { return state_; }
 
 private:

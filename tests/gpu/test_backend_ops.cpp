@@ -430,6 +430,9 @@ struct Runner {
   };
   TopKFound top_k_found(Backend& be, const Tensor& host, TopKSpec spec, uint64_t seed) {
     Tensor out = be.alloc_indices(TopKSpec::kSlots), state = be.alloc_indices(1), drawn = be.alloc_indices(1);
+    const std::vector<int64_t> unwritten(TopKSpec::kSlots, -7);  // so that a write the op skips shows
+    be.write_indices(out, unwritten);
+    be.write_indices(drawn, {unwritten.data(), 1});
     if (spec.top_p > 0) {
       const auto bits = int64_t(seed);
       be.write_indices(state, {&bits, 1});
@@ -447,7 +450,9 @@ struct Runner {
   // the k-th largest: it lists k + 1, so a tie it did not list). Rows below, at and above one block, the 2B's 151,936,
   // and the kernel's most (262,144); k 1, 20, 64; ties inside one block and across blocks, values one ulp apart that
   // the temperature rounds together, -inf, every value -inf or equal, +inf, NaN, the largest past the vocabulary,
-  // both zeros. Each case twice: the candidates alone, and with the draw from them (top-p 0.8, then 1), whose id and
+  // both zeros (and a fitted +0 / -0 pair, the -0 in a block whose head is below the merge's threshold), the
+  // largest values held by k + 1 threads of one block (8·(k + 1) pass its threshold). Each case twice: the candidates
+  // alone, and with the draw from them (top-p 0.8 at temperature 0.7, 1 at 1.3), whose id and
   // state must be the CPU's too.
   void top_k_candidates() {
     const auto kernel_gives_up = [](const Tensor& row, const TopKSpec& spec, const std::vector<int64_t>& c) {
@@ -484,6 +489,12 @@ struct Runner {
           std::fill_n(t.data<float>(), n, v);
           return t;
         };
+        Tensor signed_zeros = filled(-1.0f);
+        signed_zeros.data<float>()[5] = -0.0f;
+        signed_zeros.data<float>()[std::min<int64_t>(3000, n - 1)] = 0.0f;
+        std::vector<std::pair<int64_t, float>> in_k_plus_1_threads;
+        for (int64_t t = 0; t <= k; ++t)
+          for (int64_t u = 0; u < 8; ++u) in_k_plus_1_threads.push_back({t + u * 256, 50.0f + float(t * 8 + u)});
         const std::vector<std::pair<std::string, Tensor>> rows{
             {"random", random({1, n})},
             {"k + 3 equal largest in one block", set(in_one_block)},
@@ -495,7 +506,9 @@ struct Runner {
             {"+inf twice", set({{n / 4, inf}, {n / 2, inf}})},
             {"NaN", set({{n / 3, std::nanf("")}})},
             {"the largest past the vocabulary", set({{n - 1, 99.0f}})},
-            {"0, -0 and -1", set(zeros)}};
+            {"0, -0 and -1", set(zeros)},
+            {"+0 and -0 in two blocks", signed_zeros},
+            {"the largest in k + 1 threads of a block", set(in_k_plus_1_threads)}};
         for (const auto& [name, row] : rows) {
           const int64_t vocabulary = name == "the largest past the vocabulary" ? n - 1 : n;
           if (k >= vocabulary) continue;
@@ -531,8 +544,9 @@ struct Runner {
 
   // Top-p and the draw (top_k_candidates' draw) on the GPU against the CPU's (core/top_k.h's draw_from_candidates
   // after its selection): the same id and the same state after, bit for bit, for 0 to 128 candidates (random values,
-  // equal ones, +inf, values far apart; the rest of the row -inf, top-k the candidates' count or 64), top_p 1, 0.8,
-  // 0.3 and 1e-9, several states; candidates that did not fit (200 equal values) or a NaN draw 0 and keep the state.
+  // equal ones, +inf, values far apart; past 64, top-k's most, by ties below the first 63; the rest of the row -inf,
+  // top-k the candidates' count or 64), top_p 1, 0.8, 0.3 and 1e-9, several states; candidates that did not fit (200)
+  // or a NaN draw 0 and keep the state.
   void draw_from_candidates() {
     std::mt19937_64 gen(2026);
     std::normal_distribution<float> normal(0.0f, 3.0f);
@@ -540,14 +554,18 @@ struct Runner {
     const int64_t vocabulary = 151936;
     for (const int64_t n : {0, 1, 2, 20, 64, 128, 200})
       for (const std::string kind : {"random", "equal", "two +inf", "far apart", "NaN seen"}) {
-        if ((n > TopKSpec::kMaxTopK && kind != "equal") || (n == 0 && kind != "random")) continue;  // distinct: <= k
+        if (n == 0 && kind != "random") continue;
+        std::vector<float> values;
+        for (int64_t i = 0; i < n; ++i)
+          values.push_back(kind == "equal" ? 1.5f : kind == "far apart" ? normal(gen) * 40.0f : normal(gen));
+        const auto distinct = std::min<std::ptrdiff_t>(n, TopKSpec::kMaxTopK - 1);
+        if (n > TopKSpec::kMaxTopK)  // more candidates than top-k's most: ties at the 64th largest
+          std::fill(values.begin() + distinct, values.end(), *std::min_element(values.begin(), values.begin() + distinct) - 1);
+        if (kind == "two +inf" && n > 0) values[std::size_t(n / 3)] = values[std::size_t(n - 1)] = inf;
         Tensor row = Tensor::empty(DType::F32, {1, vocabulary});
         std::fill_n(row.data<float>(), vocabulary, -inf);
-        for (int64_t i = 0; i < n; ++i) {
-          float v = kind == "equal" ? 1.5f : kind == "far apart" ? normal(gen) * 40.0f : normal(gen);
-          if (kind == "two +inf" && (i == n / 3 || i == n - 1)) v = inf;
-          row.data<float>()[(i * 757 + int64_t(gen() % 700)) % vocabulary] = v;  // at most a few a block of 2,048
-        }
+        for (int64_t i = 0; i < n; ++i)  // at most a few a block of 2,048
+          row.data<float>()[(i * 757 + int64_t(gen() % 700)) % vocabulary] = values[std::size_t(i)];
         if (kind == "NaN seen") row.data<float>()[vocabulary / 2] = std::nanf("");
         for (const double top_p : {1.0, 0.8, 0.3, 1e-9})
           for (const uint64_t seed : {1ull, 77ull, 0x9e3779b97f4a7c15ull}) {
