@@ -26,8 +26,8 @@
 // all (6 with every block, 6 in the merge, 3 in the draw), whatever k.
 //
 // Measured (H200, the 2B's vocabulary, k 20; perf mode: each launch alone between events, launch included):
-// 16.3-16.5 µs (greedy_pick 6.5), 19.0 with the draw, where the rounds' kernel and the draw's own launch took
-// 25.4 + 9.2. By %globaltimer stamps in a scratch harness (a barrier each; the GPU idles between its launches, so read
+// 16.2-16.5 µs (greedy_pick 6.4-6.5), 18.8-19.1 with the draw, where the rounds' kernel and the draw's own launch
+// took 25.4 + 9.2. By %globaltimer stamps in a scratch harness (a barrier each; the GPU idles between its launches, so read
 // them as shares): the blocks' lists are done 4.8 µs after the start (the loads and keys 1.7 of it), and the last
 // block's merge and output take 8 more, a chain of ~8 steps between barriers, each a few hundred cycles; the draw
 // 3.2. A first merge that counted each key's rank by a binary search in each other list spent 4.9 µs there
