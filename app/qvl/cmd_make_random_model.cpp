@@ -43,9 +43,9 @@ int run_make_random_model(const std::vector<std::string>& argv) {
   options.overwrite = args.has("overwrite");
   options.preprocessor.min_pixels = args.get_int("min-pixels", options.preprocessor.min_pixels);
   options.preprocessor.max_pixels = args.get_int("max-pixels", options.preprocessor.max_pixels);
-  if (options.preprocessor.min_pixels < 1 || options.preprocessor.max_pixels < options.preprocessor.min_pixels)
-    fail("qvl make-random-model: --min-pixels (", options.preprocessor.min_pixels, ") must be at least 1 and at most --max-pixels (",
-         options.preprocessor.max_pixels, ")");
+  // Checked as the folder's preprocessor_config.json will be when it loads (positive, in order, within qvl's limit).
+  PreprocessorConfig::from_json(options.preprocessor.to_json(),
+                                "qvl make-random-model (--min-pixels is size.shortest_edge, --max-pixels size.longest_edge)");
   write_random_model(config, args.get("out"), options);
   std::printf("wrote %s (%lld parameters)\n", args.get("out").c_str(), (long long)config.parameter_count());
   return 0;

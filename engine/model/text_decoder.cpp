@@ -221,8 +221,7 @@ const Tensor& TextDecoder::result(std::size_t part, const DecoderActivations& b,
 // The result on the host; where top-k's candidates did not fit (TopKSpec), the logits instead.
 Tensor TextDecoder::hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const {
   Tensor out = be.to_host(result(part, b, returns));
-  if (has_head(part) && returns == Returns::Pick && pick_.top_k > 0 && out.data<int64_t>()[0] < 0)
-    return be.to_host(b.logits);
+  if (has_head(part) && returns == Returns::Pick && candidates_did_not_fit(out)) return be.to_host(b.logits);
   return out;
 }
 
@@ -327,8 +326,9 @@ Tensor TextDecoder::take_step(KvCache& cache) {
   queued_.pop_front();
   Tensor pick = read->get();
   stop_if_requested(stop_);  // as forward: a pick made after a stop is never returned
-  if (pick_.top_k > 0 && pick.data<int64_t>()[0] < 0) {  // the candidates did not fit: the logits are needed,
-    drop_queued_steps();                                  // and the step queued after this one has overwritten them
+  // The logits are needed where the candidates did not fit, and the step queued after this one has overwritten them.
+  if (candidates_did_not_fit(pick)) {
+    drop_queued_steps();
     return {};
   }
   ++cache.length_;

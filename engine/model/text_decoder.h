@@ -165,6 +165,8 @@ private:
   };
   bool has_head(std::size_t part) const { return part + 1 == parts_.size(); }
   bool steps_may_run_ahead() const;  // can_queue_steps less the recording it needs
+  // A sampled pick on the host whose top-k candidates did not fit (TopKSpec's count -1): the logits are needed.
+  bool candidates_did_not_fit(const Tensor& pick) const { return pick_.top_k > 0 && pick.data<int64_t>()[0] < 0; }
   const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
   Tensor hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const;
   static void replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,

@@ -357,8 +357,10 @@ TEST(Sampler, NaNLogitsFailWithTheReason) {
 
 // Top-k's candidates found by a backend (Backend::top_k_candidates; the CPU's here, which the GPU's kernel is compared
 // with in qvl-test-backend-ops) give the draws next() gives from the whole row: the same token at every step for a
-// seed, with ties at the k-th largest, -inf values, top-p on and off, k of 1, 20 and 64. Ties past what the result
-// holds come back as "did not fit"; NaN fails as next() does; out-of-range settings are refused by name.
+// seed, with ties at the k-th largest, -inf values, top-p on and off, k of 1, 20 and 64; and the backend's own draw
+// (TopKSpec's, from the sampler's state) is that token, its state the sampler's after. Ties past what the result
+// holds come back as "did not fit" (no draw: 0, the state kept); NaN fails as next() does; out-of-range settings are
+// refused by name.
 TEST(Sampler, ABackendsTopKCandidatesGiveTheSameDraws) {
   const auto cpu = make_cpu_backend();
   constexpr int64_t kVocabulary = 151936, kPadded = kVocabulary + 64;  // the output layer's rows past the vocabulary
@@ -399,19 +401,47 @@ TEST(Sampler, ABackendsTopKCandidatesGiveTheSameDraws) {
       std::vector<std::pair<int64_t, float>> set = c.set;
       set.push_back({kVocabulary + 5, 99.0f});  // never picked: past the vocabulary
       const Tensor logits = row(step, set);
-      const TopKResult r = candidates(logits, {kVocabulary, c.k, c.temperature});
+      Tensor out = cpu->alloc_indices(TopKSpec::kSlots), state = cpu->alloc_indices(1), drawn = cpu->alloc_indices(1);
+      const auto start = int64_t(found.draw_state());
+      cpu->write_indices(state, {&start, 1});
+      TopKSpec spec{kVocabulary, c.k, c.temperature};
+      spec.top_p = c.top_p, spec.draw_state = &state, spec.drawn = &drawn;
+      cpu->top_k_candidates(logits, spec, out);
+      const TopKResult r = read_top_k_candidates(out);
       ASSERT_TRUE(r.fitted);
       ASSERT_FALSE(r.nan);
       ASSERT_GE(r.candidates.size(), std::size_t(c.k));
       ASSERT_TRUE(std::is_sorted(r.candidates.begin(), r.candidates.end(),
                                  [](const TopKCandidate& a, const TopKCandidate& b) { return a.id < b.id; }));
       std::vector<float> copy(logits.data<float>(), logits.data<float>() + kPadded);
-      ASSERT_EQ(found.next_from_candidates(r.candidates, r.nan), whole.next(copy, {})) << "step " << step;
+      const int32_t token = found.next_from_candidates(r.candidates, r.nan);
+      ASSERT_EQ(token, whole.next(copy, {})) << "step " << step;
+      ASSERT_EQ(drawn.data<int64_t>()[0], token) << "step " << step;
+      ASSERT_EQ(uint64_t(state.data<int64_t>()[0]), found.draw_state()) << "step " << step;
     }
   }
   std::vector<std::pair<int64_t, float>> many_tied;
   for (int64_t i = 0; i < 200; ++i) many_tied.push_back({i * 701 + 3, 9.0f});
   EXPECT_FALSE(candidates(row(0, many_tied), {kVocabulary, 20, 0.7}).fitted);  // 200 candidates: past 128
+  {
+    Tensor out = cpu->alloc_indices(TopKSpec::kSlots), state = cpu->alloc_indices(1), drawn = cpu->alloc_indices(1);
+    const int64_t start = 12345, unwritten = -7;
+    cpu->write_indices(state, {&start, 1});
+    cpu->write_indices(drawn, {&unwritten, 1});
+    TopKSpec spec{kVocabulary, 20, 0.7};
+    spec.top_p = 0.8, spec.draw_state = &state, spec.drawn = &drawn;
+    cpu->top_k_candidates(row(0, many_tied), spec, out);
+    EXPECT_EQ(drawn.data<int64_t>()[0], 0);  // nothing drawn where the candidates did not fit
+    EXPECT_EQ(state.data<int64_t>()[0], start);
+    // A draw asks for both tensors, and a top_p in (0, 1].
+    spec.draw_state = nullptr;
+    EXPECT_THROW(cpu->top_k_candidates(row(0, {}), spec, out), Error);
+    spec.draw_state = &state;
+    for (const double top_p : {0.0, 1.5, std::nan("")}) {
+      spec.top_p = top_p;
+      EXPECT_THROW(cpu->top_k_candidates(row(0, {}), spec, out), Error) << top_p;
+    }
+  }
   const TopKResult nan = candidates(row(0, {{77, std::nanf("")}}), {kVocabulary, 20, 0.7});
   EXPECT_TRUE(nan.nan);
   EXPECT_THROW(Sampler(SamplingOptions{.temperature = 0.7, .top_k = 20}).next_from_candidates(nan.candidates, true), Error);
