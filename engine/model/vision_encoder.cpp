@@ -66,7 +66,7 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
     be.attention(q, k, v, n, mask, 1.0f / std::sqrt(float(head_dim)), attn);
     // Also between a block's ops: a stopped product returns at once, but the ops around it (GELU, adds, norms) run
     // whole; checked only between blocks, a stop took 27-58 ms to end a CPU vision pass of 3 pictures (demo-shapes,
-    // this project's 2-core machine), 3-17 ms with these checks (runs with timing prints).
+    // this project's 2-core machine), 2-17 ms with these checks (fourteen runs).
     stop_if_requested(stop);
     const Tensor attended = attn.reshaped({n, hidden});
     be.project(Projection::add_to(x, attended, blk.proj, proj).then(layer_norm(blk.norm2), a));
