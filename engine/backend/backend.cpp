@@ -55,10 +55,9 @@ void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Te
       fail("top_k_candidates: a draw's state and id must be one index each on the logits' device");
 }
 
-TopKResult read_top_k_candidates(const Tensor& host) {
-  if (host.dtype() != DType::I64 || host.numel() != TopKSpec::kSlots || host.device() != Device::CPU)
-    fail("top_k_candidates: a result must be ", TopKSpec::kSlots, " indices on the host");
-  const int64_t* r = host.data<int64_t>();
+namespace {
+// A result's TopKSpec::kSlots slots, as laid out there.
+TopKResult candidates_in(const int64_t* r) {
   TopKResult out;
   out.nan = r[1] != 0;
   if (r[0] < 0 || r[0] > TopKSpec::kMaxCandidates) return out;
@@ -70,6 +69,13 @@ TopKResult read_top_k_candidates(const Tensor& host) {
     out.candidates.push_back({value, int32_t(r[2 + 2 * i])});
   }
   return out;
+}
+}  // namespace
+
+TopKResult read_top_k_candidates(const Tensor& host) {
+  if (host.dtype() != DType::I64 || host.numel() != TopKSpec::kSlots || host.device() != Device::CPU)
+    fail("top_k_candidates: a result must be ", TopKSpec::kSlots, " indices on the host");
+  return candidates_in(host.data<int64_t>());
 }
 
 void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) {
@@ -94,7 +100,7 @@ void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tenso
   write_indices(out, result);
   if (!spec.drawn) return;
   auto state = uint64_t(to_host(*spec.draw_state).data<int64_t>()[0]);
-  const TopKResult found = read_top_k_candidates(to_host(out));
+  const TopKResult found = candidates_in(result.data());  // the slots just written, not read back
   const int64_t id = found.fitted && !found.nan ? draw_from_candidates(found.candidates, spec.top_p, state) : 0;
   const auto bits = int64_t(state);
   write_indices(*spec.draw_state, {&bits, 1});

@@ -426,7 +426,6 @@ struct Runner {
   struct TopKFound {
     std::vector<int64_t> slots;
     int64_t drawn = -1, state = -1;
-    bool operator==(const TopKFound&) const = default;
   };
   TopKFound top_k_found(Backend& be, const Tensor& host, TopKSpec spec, uint64_t seed) {
     Tensor out = be.alloc_indices(TopKSpec::kSlots), state = be.alloc_indices(1), drawn = be.alloc_indices(1);
