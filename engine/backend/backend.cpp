@@ -35,6 +35,37 @@ void Backend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick
   write_indices(pick, values);
 }
 
+void check_step_handoff(const StepHandoff& op) {
+  if (!op.pick || !op.handed || !op.past || !op.rotary || !op.cos || !op.sin) fail("hand_off_step: a tensor is missing");
+  const Device device = op.pick->device();
+  if (op.pick->dtype() != DType::I64 || op.pick->numel() == 0) fail("hand_off_step: the pick must be indices");
+  if (op.handed->dtype() != DType::I64 || op.handed->rank() != 2 || op.handed->dim(0) < 1 ||
+      op.handed->dim(1) != op.pick->numel() || op.handed->device() != Device::CPU)
+    fail("hand_off_step: the handed slots must be [slots, ", op.pick->numel(), "] indices on the host, not ",
+         shape_to_string(op.handed->shape()));
+  if (op.past->dtype() != DType::I64 || op.past->numel() != 1 || op.past->device() != device)
+    fail("hand_off_step: the position must be one index on the pick's device");
+  if (op.rotary->dtype() != DType::F32 || op.rotary->rank() != 3 || op.rotary->dim(0) < 1 || op.rotary->dim(1) != 2 ||
+      op.rotary->device() != device)
+    fail("hand_off_step: the rotary ring must be [rows, 2, D] f32 on the pick's device, not ",
+         shape_to_string(op.rotary->shape()));
+  for (const Tensor* row : {op.cos, op.sin})
+    if (row->dtype() != DType::F32 || row->numel() != op.rotary->dim(2) || row->device() != device)
+      fail("hand_off_step: the rotary rows must be ", op.rotary->dim(2), " f32 values on the pick's device");
+}
+
+void Backend::hand_off_step(const StepHandoff& op) {
+  check_step_handoff(op);
+  if (op.pick->device() != Device::CPU) fail("hand_off_step: ", name(), " hands off steps on the host only");
+  int64_t* past = op.past->data<int64_t>();
+  const int64_t n = op.pick->numel(), d = op.rotary->dim(2);
+  std::memcpy(op.handed->data<int64_t>() + *past % op.handed->dim(0) * n, op.pick->data<int64_t>(), std::size_t(n) * 8);
+  const float* row = op.rotary->data<float>() + (*past + 1) % op.rotary->dim(0) * 2 * d;
+  std::memcpy(op.cos->data<float>(), row, std::size_t(d) * 4);
+  std::memcpy(op.sin->data<float>(), row + d, std::size_t(d) * 4);
+  ++*past;
+}
+
 void check_top_k_candidates(const Tensor& logits, const TopKSpec& spec, const Tensor& out) {
   if (logits.dtype() != DType::F32 || rows_of(logits) != 1)
     fail("top_k_candidates: the logits must be one f32 row, not ", dtype_name(logits.dtype()), " ",

@@ -127,7 +127,8 @@ public:
 };
 
 // Work recorded once and replayed many times (a CUDA graph of one decode step). What changes between replays lives
-// in device tensors written before each replay (token id, position, rotary rows).
+// in device tensors written before each replay (token id, position, rotary rows), or that the work before sets
+// (StepHandoff).
 class RecordedWork {
 public:
   virtual ~RecordedWork() = default;
@@ -193,6 +194,19 @@ struct AttentionTap {
   Tensor* heat = nullptr;  // [count] f32 on the backend; rows past kv_len get 0
 };
 void check_attention_tap(const AttentionTap& tap);
+
+// The end of a recorded decode step that the next step follows with nothing copied in the queue between the two
+// (TextDecoder::queue_step): the step's `pick` into slot past mod slots of `handed`, then the next step's inputs:
+// `past` advanced by one, `cos` and `sin` row (past + 1) mod rows of `rotary`. `past` is read before it is written.
+struct StepHandoff {
+  const Tensor* pick = nullptr;    // [n] I64 on the backend
+  Tensor* handed = nullptr;        // [slots, n] I64 on the host (Backend::alloc_handed)
+  Tensor* past = nullptr;          // [1] I64 on the backend
+  const Tensor* rotary = nullptr;  // [rows, 2, D] f32 on the backend: a cache position's cos row, then its sin row
+  Tensor* cos = nullptr;           // [1, D] f32 on the backend
+  Tensor* sin = nullptr;
+};
+void check_step_handoff(const StepHandoff& op);
 
 class Backend;
 class DeviceInterop;
@@ -306,7 +320,11 @@ public:
   virtual Tensor to_host(const Tensor& t) = 0;
   // to_host, collected later: the host may queue more work before it waits (a decode step queued while the one before
   // it picks). Default: copied now.
+  // A host tensor the backend's work writes (alloc_handed) is read once the work queued before the call is done.
   virtual std::unique_ptr<PendingRead> read_later(const Tensor& t);
+  // Host memory this backend's queued work may write (StepHandoff::handed), zeroed. Default: plain host memory (a
+  // backend that runs each call to completion writes it as it goes).
+  virtual Tensor alloc_handed(DType dtype, Shape shape) { return Tensor::zeros(dtype, std::move(shape)); }
   // Index tensors (int64, on the backend) and writes into existing tensors: the inputs of recorded work.
   virtual Tensor alloc_indices(int64_t count) = 0;
   virtual void write_indices(Tensor& dst, std::span<const int64_t> values) = 0;
@@ -381,6 +399,8 @@ public:
   virtual bool begin_recording() { return false; }
   virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
   virtual void replay(const RecordedWork& /*work*/) {}
+  // StepHandoff, as a recorded step's last op. Default: on the host (every tensor there; the reference).
+  virtual void hand_off_step(const StepHandoff& op);
 
 protected:
   KernelTimingSink* timing_ = nullptr;

@@ -1,12 +1,14 @@
 #include "model/text_decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
 #include "core/cancel.h"
 #include "core/error.h"
+#include "model/rope.h"
 
 namespace qvl {
 
@@ -27,18 +29,28 @@ struct TextDecoder::Position {
 
 // The inputs and activations of a recorded decode step, alive as long as its cache. `ids` is set where the part
 // embeds the token itself; otherwise the hidden state is written into buffers.x before each replay. The position and
-// the rotary rows are views of one buffer, `inputs`, written in one copy before each replay (three copies in the
-// stream between two replays cost ~2-8 µs each on the H200, docs/performance.md): the position, a slot of padding,
-// then cos and sin (16-byte aligned, for the kernels' vector loads).
+// the rotary rows are views of one buffer, `inputs`, written in one copy before a replay (a copy in the stream
+// between two replays cost ~2-8 µs on the H200, docs/performance.md): the position, a slot of padding, then cos and
+// sin (16-byte aligned, for the kernels' vector loads). Where steps may run ahead, the step ends with
+// Backend::hand_off_step: its pick into `handed` (host memory), and the next step's position and rows set from
+// `rotary`, a ring of kRotaryRingRows cache positions' rows the host fills ahead (one copy each kRotaryRingRows steps), so a
+// step queued after another (queue_step) has nothing copied in the stream before or after it.
 struct RecordedDecodeStep {
   static constexpr std::size_t kCosAt = 16;  // bytes into `inputs`
+  static constexpr int64_t kHandedSlots = int64_t(TextDecoder::kMaxQueued) + 2;  // a slot a queued step, and room to spare
   Tensor ids, inputs, past, cos, sin;
   std::size_t sin_at = 0;
   std::vector<int64_t> host_inputs;  // `inputs` as written, reused from step to step
+  Tensor rotary, handed;             // [kRotaryRingRows, 2, head_dim] f32 on the backend, [kHandedSlots, pick] on the host
+  std::vector<int64_t> host_rotary;  // `rotary` as last written: cache positions [rotary_from, + kRotaryRingRows)
+  int64_t rotary_from = -1, rotary_delta = 0;
   DecoderActivations buffers;
   std::shared_ptr<RecordedWork> work;
   AttentionTapSpec tap;              // the tap recorded into `work`
   TextDecoder::StepPick pick;        // and the pick
+  const float* rotary_row(int64_t position) const {  // cos, then sin, of a position the ring holds
+    return reinterpret_cast<const float*>(host_rotary.data()) + position % TextDecoder::kRotaryRingRows * 2 * cos.numel();
+  }
 };
 
 namespace {
@@ -198,8 +210,14 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   if (recorded && recorded->work &&
       (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick != pick_)))
     recorded.reset();  // recorded with another tap, or (the head's part) another pick
-  if (s == 1 && !vision && record_decode_steps_ && ((recorded && recorded->work) || be.begin_recording()))
-    return forward_recorded(part, in, cos_host, sin_host, cache, returns);
+  const auto record_if_needed = [&] {
+    if (record_decode_steps_ && !(recorded && recorded->work) && be.begin_recording())
+      record_step(part, in.rows != nullptr, cache);
+  };
+  if (s == 1 && !vision && record_decode_steps_) {
+    record_if_needed();
+    if (recorded && recorded->work) return replay_step(part, in, cos_host, sin_host, cache, returns);
+  }
 
   DecoderActivations b = allocate(part, s, has_head(part) && returns == Returns::Pick);
   const VisionInjection local = vision ? on_backend(*vision, be) : VisionInjection{};
@@ -210,6 +228,10 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
     if (vision) be.set_rows(b.x, local.embeddings, local.positions);
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
+  // The one-token step this cache replays next, recorded while the device runs this pass (hand_back waits for it),
+  // so that a request's first decode step does not wait for its recording (~1.5 ms a request on the H200,
+  // docs/performance.md).
+  record_if_needed();
   return hand_back(be, part, b, returns);
 }
 
@@ -225,61 +247,96 @@ Tensor TextDecoder::hand_back(Backend& be, std::size_t part, const DecoderActiva
   return out;
 }
 
-// Called with recording begun, or with the step already recorded.
-Tensor TextDecoder::forward_recorded(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
-                                     KvCache& cache, Returns returns) {
+// Records the one-token step of `part` for this cache (recording begun). Its inputs and activations outlive the
+// recording: its kernels use these addresses at every replay.
+void TextDecoder::record_step(std::size_t part, bool takes_rows, KvCache& cache) {
   Backend& be = *parts_[part].backend;
-  const int64_t past = cache.length_;
   std::unique_ptr<RecordedDecodeStep>& slot = cache.decode_steps_[part];
-  if (!slot) slot = std::make_unique<RecordedDecodeStep>();
+  slot = std::make_unique<RecordedDecodeStep>();
   RecordedDecodeStep& step = *slot;
-  if (!step.work) {
-    try {
-      // Inputs and activations outlive the recording: its kernels use these addresses at every replay.
-      const auto row_bytes = std::size_t(c_.head_dim * 4 + 15) / 16 * 16;
-      step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
-      step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
-      step.host_inputs.assign(std::size_t(step.inputs.numel()), 0);
-      step.past = step.inputs.slice_rows(0, 1);
-      step.cos = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, RecordedDecodeStep::kCosAt);
-      step.sin = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, step.sin_at);
-      step.buffers = allocate(part, 1, has_head(part) && pick_.on());
-      if (!in.rows) {
-        // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
-        // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
-        step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
-                   : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
-        be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
-      }
-      run(part, step.buffers, {past, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
-      step.tap = tap_;
-      step.pick = pick_;
-    } catch (...) {
-      be.end_recording();  // leave the backend able to run ops again
-      throw;
+  try {
+    const auto row_bytes = std::size_t(c_.head_dim * 4 + 15) / 16 * 16;
+    step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
+    step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
+    step.host_inputs.assign(std::size_t(step.inputs.numel()), 0);
+    step.past = step.inputs.slice_rows(0, 1);
+    step.cos = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, RecordedDecodeStep::kCosAt);
+    step.sin = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, step.sin_at);
+    step.buffers = allocate(part, 1, has_head(part) && pick_.on());
+    if (!takes_rows) {
+      // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
+      // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
+      step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
+                 : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
+      be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
     }
-    step.work = be.end_recording();
-    ++cache.recordings_;
+    run(part, step.buffers, {cache.length_, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
+    if (steps_may_run_ahead()) {
+      const int64_t d = c_.head_dim;
+      step.rotary = be.alloc_indices(kRotaryRingRows * d).reinterpreted(DType::F32, {kRotaryRingRows, 2, d}, 0);
+      step.host_rotary.assign(std::size_t(kRotaryRingRows * d), 0);
+      step.handed = be.alloc_handed(DType::I64, {RecordedDecodeStep::kHandedSlots, step.buffers.pick.numel()});
+      be.hand_off_step({&step.buffers.pick, &step.handed, &step.past, &step.rotary, &step.cos, &step.sin});
+    }
+    step.tap = tap_;
+    step.pick = pick_;
+  } catch (...) {
+    be.end_recording();  // leave the backend able to run ops again
+    slot.reset();
+    throw;
   }
+  step.work = be.end_recording();
+  ++cache.recordings_;
+}
+
+// The recorded step replayed at the cache's length with the host's inputs.
+Tensor TextDecoder::replay_step(std::size_t part, PartInput in, const Tensor& cos_host, const Tensor& sin_host,
+                                KvCache& cache, Returns returns) {
+  Backend& be = *parts_[part].backend;
+  RecordedDecodeStep& step = *cache.decode_steps_[part];
   if (in.rows) be.write(step.buffers.x, *in.rows);
-  replay_at(be, step, in.rows ? std::nullopt : std::optional<int64_t>(in.ids[0]), past, cos_host, sin_host);
+  for (const Tensor* row : {&cos_host, &sin_host})
+    if (row->dtype() != DType::F32 || row->numel() != step.cos.numel())
+      fail("decoder: a rotary row must be ", step.cos.numel(), " f32 values");
+  replay_at(be, step, in.rows ? std::nullopt : std::optional<int64_t>(in.ids[0]), cache.length_, cos_host.data<float>(),
+            sin_host.data<float>());
   return hand_back(be, part, step.buffers, returns);
 }
 
 // A recorded step's inputs written (the token id where one is given) and the step replayed.
 void TextDecoder::replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
-                            const Tensor& cos_host, const Tensor& sin_host) {
+                            const float* cos, const float* sin) {
   if (id) be.write_indices(step.ids, {&*id, 1});
   step.host_inputs[0] = past;
-  const auto put = [&](const Tensor& row, std::size_t at) {
-    if (row.dtype() != DType::F32 || row.numel() != step.cos.numel())
-      fail("decoder: a rotary row must be ", step.cos.numel(), " f32 values");
-    std::memcpy(reinterpret_cast<char*>(step.host_inputs.data()) + at, row.raw(), row.nbytes());
-  };
-  put(cos_host, RecordedDecodeStep::kCosAt);
-  put(sin_host, step.sin_at);
+  char* inputs = reinterpret_cast<char*>(step.host_inputs.data());
+  std::memcpy(inputs + RecordedDecodeStep::kCosAt, cos, step.cos.nbytes());
+  std::memcpy(inputs + step.sin_at, sin, step.sin.nbytes());
   be.write_indices(step.inputs, step.host_inputs);
   be.replay(*step.work);
+}
+
+// The ring holds cache positions `past` and past + 1 (the row the step's hand-off sets for the next one) at
+// `rope_delta`, or is written anew from `past`: decode positions are cache position + delta on all three axes. The
+// copy is queued after the steps queued before, which read their rows first.
+void TextDecoder::hold_rotary_rows(Backend& be, RecordedDecodeStep& step, int64_t past, int64_t rope_delta) const {
+  constexpr int64_t rows = kRotaryRingRows;
+  if (step.rotary_delta == rope_delta && step.rotary_from >= 0 && step.rotary_from <= past &&
+      past + 1 < step.rotary_from + rows)
+    return;
+  std::array<std::vector<int64_t>, 3> positions;
+  for (int64_t i = past; i < past + rows; ++i)
+    for (auto& axis : positions) axis.push_back(i + rope_delta);
+  const auto [cos, sin] = text_rope_tables(c_, positions, 0, std::size_t(rows));
+  const int64_t d = c_.head_dim;
+  auto* ring = reinterpret_cast<float*>(step.host_rotary.data());
+  for (int64_t i = past; i < past + rows; ++i) {
+    std::memcpy(ring + i % rows * 2 * d, cos.data<float>() + (i - past) * d, std::size_t(d) * 4);
+    std::memcpy(ring + i % rows * 2 * d + d, sin.data<float>() + (i - past) * d, std::size_t(d) * 4);
+  }
+  Tensor storage = step.rotary.reinterpreted(DType::I64, {rows * d}, 0);
+  be.write_indices(storage, step.host_rotary);
+  step.rotary_from = past;
+  step.rotary_delta = rope_delta;
 }
 
 bool TextDecoder::steps_may_run_ahead() const {
@@ -291,11 +348,11 @@ bool TextDecoder::steps_may_run_ahead() const {
 bool TextDecoder::can_queue_steps(const KvCache& cache) const {
   if (!steps_may_run_ahead()) return false;
   const std::unique_ptr<RecordedDecodeStep>& recorded = cache.decode_steps_[0];
-  return recorded && recorded->work && recorded->pick == pick_ && recorded->tap.same_as(tap_);
+  return recorded && recorded->work && recorded->handed.numel() && recorded->pick == pick_ &&
+         recorded->tap.same_as(tap_);
 }
 
-void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& sin_host, KvCache& cache,
-                             std::optional<uint64_t> draw_state) {
+void TextDecoder::queue_step(int32_t id, int64_t rope_delta, KvCache& cache, std::optional<uint64_t> draw_state) {
   if (!can_queue_steps(cache))
     fail("decoder: steps are queued only where a one-token step with a pick on one part is recorded, with no tap");
   if (id != kPickedOnDevice && pick_.top_k > 0 && !draw_state)
@@ -309,13 +366,22 @@ void TextDecoder::queue_step(int32_t id, const Tensor& cos_host, const Tensor& s
   if (past + 1 > cache.capacity_) fail("the conversation needs ", past + 1, " tokens but the context holds ", cache.capacity_);
   Backend& be = *parts_[0].backend;
   RecordedDecodeStep& step = *cache.decode_steps_[0];
-  if (id != kPickedOnDevice && pick_.top_k > 0) {  // the device's draws go on from where the host's sampler is
-    const auto bits = int64_t(*draw_state);
-    Tensor state = pick_slot(step.buffers.pick, kDrawStateSlot);
-    be.write_indices(state, {&bits, 1});
+  if (id == kPickedOnDevice && rope_delta != step.rotary_delta)
+    fail("decoder: a step queued ahead follows the step before it, whose rotary rows were for another delta");
+  hold_rotary_rows(be, step, past, rope_delta);
+  if (id == kPickedOnDevice) {
+    be.replay(*step.work);  // its token, position and rows as the step before it left them (StepHandoff)
+  } else {
+    if (pick_.top_k > 0) {  // the device's draws go on from where the host's sampler is
+      const auto bits = int64_t(*draw_state);
+      Tensor state = pick_slot(step.buffers.pick, kDrawStateSlot);
+      be.write_indices(state, {&bits, 1});
+    }
+    const float* row = step.rotary_row(past);
+    replay_at(be, step, id, past, row, row + c_.head_dim);
   }
-  replay_at(be, step, id == kPickedOnDevice ? std::nullopt : std::optional<int64_t>(id), past, cos_host, sin_host);
-  queued_.push_back(be.read_later(step.buffers.pick));  // copied before the next queued step overwrites it
+  const int64_t slot = past % RecordedDecodeStep::kHandedSlots;
+  queued_.push_back(be.read_later(step.handed.slice_rows(slot, slot + 1).reshaped({step.handed.dim(1)})));
   queued_for_ = &cache;
 }
 

@@ -135,13 +135,17 @@ public:
   // host's wait, its relaunch and its work between steps then overlap the GPU's step (docs/performance.md). The host
   // still picks from what take_step hands back; where its token is not picked_on_device() (a sampled draw whose
   // last bit differed), the step queued with that one is dropped. A queued step writes the cache at cache.length() +
-  // the steps queued before it; the cache grows when take_step hands its pick back. Steps left queued are dropped
+  // the steps queued before it, and rotates at that position + `rope_delta` on all three axes (a decode token's
+  // position); the cache grows when take_step hands its pick back. A step queued with kPickedOnDevice follows the
+  // step before it with nothing copied in between: that step's end set its token, position and rotary rows on the
+  // device (Backend::hand_off_step) and handed its pick to host memory. Steps left queued are dropped
   // (drop_queued_steps, or with the decoder): their positions stay past the cache's length, to be written again.
   static constexpr int32_t kPickedOnDevice = -1;
   static constexpr std::size_t kMaxQueued = 2;  // the step being handled and the one after it
+  // The rotary rows of this many cache positions are held on the device for the steps queued ahead (a ring).
+  static constexpr int64_t kRotaryRingRows = 64;
   bool can_queue_steps(const KvCache& cache) const;
-  void queue_step(int32_t id, const Tensor& cos, const Tensor& sin, KvCache& cache,
-                  std::optional<uint64_t> draw_state = std::nullopt);
+  void queue_step(int32_t id, int64_t rope_delta, KvCache& cache, std::optional<uint64_t> draw_state = std::nullopt);
   // The oldest queued step's pick, as forward returns it; empty where a sampled step's candidates did not fit (the
   // logits are needed, and the step after it has overwritten them): then nothing is taken, the steps after it are
   // dropped, and the caller runs the step again with forward.
@@ -170,12 +174,14 @@ private:
   const Tensor& result(std::size_t part, const DecoderActivations& b, Returns returns) const;
   Tensor hand_back(Backend& be, std::size_t part, const DecoderActivations& b, Returns returns) const;
   static void replay_at(Backend& be, RecordedDecodeStep& step, std::optional<int64_t> id, int64_t past,
-                        const Tensor& cos, const Tensor& sin);
+                        const float* cos, const float* sin);
+  void hold_rotary_rows(Backend& be, RecordedDecodeStep& step, int64_t past, int64_t rope_delta) const;
   DecoderActivations allocate(std::size_t part, int64_t rows, bool pick);
   Tensor forward_part(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin,
                       const VisionInjection* vision, KvCache& cache, Returns returns);
-  Tensor forward_recorded(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin, KvCache& cache,
-                          Returns returns);
+  void record_step(std::size_t part, bool takes_rows, KvCache& cache);
+  Tensor replay_step(std::size_t part, PartInput in, const Tensor& cos, const Tensor& sin, KvCache& cache,
+                     Returns returns);
   void run(std::size_t part, DecoderActivations& b, const Position& at, const VisionInjection* vision, KvCache& cache);
 
   std::vector<DecoderPart> parts_;

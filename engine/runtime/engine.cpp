@@ -661,9 +661,9 @@ private:
         break;
       }
       if (step + 1 == max_new_tokens) break;
-      // Decode positions: cache index + rope delta, the same on all three axes (`ahead`: a step queued after this one).
-      const auto rope_at = [&](int64_t ahead) {
-        const int64_t pos = cache.length() + ahead + rope_delta;
+      // Decode positions: cache index + rope delta, the same on all three axes.
+      const auto rope_here = [&] {
+        const int64_t pos = cache.length() + rope_delta;
         return text_rope_tables(model_.config.text, {{{pos}, {pos}, {pos}}}, 0, 1);
       };
       const int32_t id = next;
@@ -674,25 +674,21 @@ private:
           ran_ahead = true;
           // Decoding ahead (TextDecoder::queue_step): the step for `next` (queued last time round, its token the pick
           // on the device, or now), then the one after it before this one's pick is read.
-          if (!queued_next) {
-            const auto [c, s] = rope_at(0);
-            decoder.queue_step(id, c, s, cache, sampler.draw_state());
-          }
+          if (!queued_next) decoder.queue_step(id, rope_delta, cache, sampler.draw_state());
           queued_next = step + 2 < max_new_tokens && decoder.can_queue_steps(cache);  // (queue_step checks the room)
           if (queued_next) {
-            const auto [c, s] = rope_at(1);
-            decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+            decoder.queue_step(TextDecoder::kPickedOnDevice, rope_delta, cache);
             ++result.timing.steps_ahead;
           }
           logits = decoder.take_step(cache);
           if (!logits.numel()) {  // top-k's candidates did not fit: this step again, handing back its logits
             queued_next = false;
             ++result.timing.steps_redone;
-            const auto [c, s] = rope_at(0);
+            const auto [c, s] = rope_here();
             logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache, TextDecoder::Returns::Pick);
           }
         } else {
-          const auto [c, s] = rope_at(0);
+          const auto [c, s] = rope_here();
           logits = decoder.forward(std::span<const int32_t>(&id, 1), c, s, nullptr, cache,
                                    picked_on_backend ? TextDecoder::Returns::Pick : TextDecoder::Returns::Logits);
         }

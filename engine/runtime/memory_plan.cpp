@@ -8,6 +8,7 @@
 #include "backend/weight_format.h"
 #include "core/error.h"
 #include "io/tensor_layout.h"
+#include "model/text_decoder.h"
 
 namespace qvl {
 namespace {
@@ -153,7 +154,7 @@ struct ActivationModel {
   // pass) and beside them the larger of the attention's output for o in the 16-bit type (counted at f32 in the pass; a
   // kernel other than the tensor-core one writes it through an f32 workspace, counted here at 16 bits: together the
   // same bytes) and the f32 result of the packed q+k+v product (gemm_packed); the logits when the head is here. The
-  // recorded decode step's own one-row buffers stay beside it.
+  // recorded decode step's own one-row buffers stay beside it, with its ring of rotary rows (TextDecoder).
   uint64_t decoder(int64_t rows, bool head, uint64_t widest_quantised) const {
     const TextConfig& t = c.text;
     const int64_t q = t.num_attention_heads * t.head_dim, kv = t.num_key_value_heads * t.head_dim;
@@ -165,7 +166,8 @@ struct ActivationModel {
     const uint64_t operand =
         operand_bytes * u(rows) * u(t.intermediate_size) + std::max(operand_bytes * u(rows) * u(q), packed_qkv);
     const uint64_t workspace = (rows > 4 ? widest_quantised * widened : 0) + operand;
-    return pass(rows) + pass(1) + workspace;
+    const uint64_t rotary_ring = 4 * u(TextDecoder::kRotaryRingRows * 2 * t.head_dim);
+    return pass(rows) + pass(1) + rotary_ring + workspace;
   }
   // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the hidden
   // width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace and the 16-bit

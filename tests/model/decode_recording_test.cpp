@@ -107,8 +107,7 @@ TEST(DecodeRecording, OnlyOneTokenPassesWithTheGreedyPickOnHandBackAPick) {
   EXPECT_EQ(cache.length(), 0);  // refused before anything ran
   // Steps are queued only where a step is recorded (never on the CPU).
   EXPECT_FALSE(decoder.can_queue_steps(cache));
-  const auto [c1, s1] = text_rope_tables(model.config.text, axes, 0, 1);
-  EXPECT_THROW(decoder.queue_step(5, c1, s1, cache), Error);
+  EXPECT_THROW(decoder.queue_step(5, 0, cache), Error);
   EXPECT_THROW(decoder.take_step(cache), Error);
 }
 
@@ -156,39 +155,76 @@ TEST_F(QueuedSteps, HandBackForwardsPicksAndADroppedOneChangesNothing) {
 
   TextDecoder decoder(*gpu, model.config, weights.text);
   KvCache cache(*gpu, model.config.text, 24);
-  ASSERT_EQ(start(decoder, cache), ids[0]);
   EXPECT_FALSE(decoder.can_queue_steps(cache));  // nothing recorded yet
-  ASSERT_EQ(step(decoder, cache, ids[0]), ids[1]);  // records the step
-  ASSERT_TRUE(decoder.can_queue_steps(cache));
-  const auto [c0, s0] = tables(cache.length());
-  decoder.queue_step(ids[1], c0, s0, cache);
+  ASSERT_EQ(start(decoder, cache), ids[0]);
+  EXPECT_TRUE(decoder.can_queue_steps(cache));  // the prompt's pass recorded the step while the device ran it
+  EXPECT_EQ(cache.recordings(), 1);
+  ASSERT_EQ(step(decoder, cache, ids[0]), ids[1]);
+  EXPECT_EQ(cache.recordings(), 1);  // the step replays that recording
+  decoder.queue_step(ids[1], 0, cache);
   for (std::size_t i = 2; i <= 6; ++i) {  // the step for ids[i - 1] is queued; queue the one for ids[i], take one
-    const auto [c, s] = tables(cache.length() + 1);
-    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache);
     EXPECT_EQ(decoder.take_step(cache).data<int64_t>()[0], ids[i]) << "step " << i;
     EXPECT_EQ(cache.length(), int64_t(prompt.size() + i));
   }
   EXPECT_THROW(step(decoder, cache, ids[6]), Error);  // a pass while a step is queued
   {
-    const auto [c, s] = tables(cache.length() + 1);
-    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);  // two queued: the most
-    EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache), Error);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache);  // two queued: the most
+    EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache), Error);
     KvCache other(*gpu, model.config.text, 24);
     EXPECT_THROW(decoder.take_step(other), Error);  // queued for `cache`
   }
   decoder.drop_queued_steps();
-  {
-    const auto [c, s] = tables(cache.length());
-    EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache), Error);  // nothing queued before it
-    decoder.queue_step(ids[6], c, s, cache);
-  }
+  EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache), Error);  // nothing queued before it
+  decoder.queue_step(ids[6], 0, cache);
+  EXPECT_THROW(decoder.queue_step(TextDecoder::kPickedOnDevice, 1, cache), Error);  // the step before it rotated at 0
   decoder.drop_queued_steps();  // the step for ids[6], queued: it ran, its position is past the cache's length
-  const auto [c6, s6] = tables(cache.length());
-  decoder.queue_step(ids[6] == 5 ? 6 : 5, c6, s6, cache);  // another token at that position, dropped too
+  decoder.queue_step(ids[6] == 5 ? 6 : 5, 0, cache);  // another token at that position, dropped too
   decoder.drop_queued_steps();
   EXPECT_EQ(step(decoder, cache, ids[6]), ids[7]);
   EXPECT_EQ(step(decoder, cache, ids[7]), ids[8]);
   EXPECT_EQ(cache.length(), reference_cache.length());
+}
+
+// A step queued after another rotates at the position its hand-off set on the device, from the ring of rotary rows
+// the host refills every 64 steps: 150 queued steps (three fills) at a rope delta of 7 (a prompt after an image) give
+// forward's picks, and the cache they leave gives forward's next logits bit for bit (the same recorded kernels; a
+// key rotated at a wrong position would change them).
+TEST_F(QueuedSteps, RotateAtTheirPositionsAcrossTheRingsRefills) {
+  constexpr int64_t kDelta = 7, kSteps = 150, kCapacity = 8 + kSteps + 2;
+  std::array<std::vector<int64_t>, 3> shifted;
+  for (int64_t p = 0; p < kCapacity; ++p)
+    for (auto& a : shifted) a.push_back(p + kDelta);
+  const auto rows = [&](int64_t begin, int64_t count = 1) {
+    return text_rope_tables(model.config.text, shifted, std::size_t(begin), std::size_t(count));
+  };
+  const auto start = [&](TextDecoder& decoder, KvCache& cache) {
+    decoder.set_step_pick({weights.text.lm_head.rows()});
+    const auto [cos, sin] = rows(0, int64_t(prompt.size()));
+    return largest(decoder.forward(prompt, cos, sin, nullptr, cache).to_f32_vector());
+  };
+  const auto step = [&](TextDecoder& decoder, KvCache& cache, int32_t id, TextDecoder::Returns returns) {
+    const auto [c, s] = rows(cache.length());
+    return decoder.forward(std::span(&id, 1), c, s, nullptr, cache, returns);
+  };
+  TextDecoder reference(*gpu, model.config, weights.text);
+  KvCache reference_cache(*gpu, model.config.text, kCapacity);
+  std::vector<int32_t> ids{start(reference, reference_cache)};
+  for (int64_t i = 0; i < kSteps; ++i)
+    ids.push_back(int32_t(step(reference, reference_cache, ids.back(), TextDecoder::Returns::Pick).data<int64_t>()[0]));
+
+  TextDecoder decoder(*gpu, model.config, weights.text);
+  KvCache cache(*gpu, model.config.text, kCapacity);
+  ASSERT_EQ(start(decoder, cache), ids[0]);
+  ASSERT_EQ(step(decoder, cache, ids[0], TextDecoder::Returns::Pick).data<int64_t>()[0], ids[1]);
+  decoder.queue_step(ids[1], kDelta, cache);
+  for (int64_t i = 2; i <= kSteps; ++i) {
+    if (i < kSteps) decoder.queue_step(TextDecoder::kPickedOnDevice, kDelta, cache);
+    ASSERT_EQ(decoder.take_step(cache).data<int64_t>()[0], ids[std::size_t(i)]) << "step " << i;
+  }
+  ASSERT_EQ(cache.length(), reference_cache.length());
+  const std::vector<float> expected = step(reference, reference_cache, ids.back(), TextDecoder::Returns::Logits).to_f32_vector();
+  EXPECT_EQ(step(decoder, cache, ids.back(), TextDecoder::Returns::Logits).to_f32_vector(), expected);
 }
 
 // Sampled decoding ahead: a sampled step also draws its token on the device (Backend::top_k_candidates' draw, from the
@@ -225,13 +261,11 @@ TEST_F(QueuedSteps, SampledOnesEmbedTheHostsDraws) {
   KvCache cache(*gpu, model.config.text, 24);
   Sampler sampler(options);
   ASSERT_EQ(start(decoder, cache, sampler), ids[0]);
-  ASSERT_EQ(step(decoder, cache, sampler, ids[0]), ids[1]);  // records the step
+  ASSERT_EQ(step(decoder, cache, sampler, ids[0]), ids[1]);
   ASSERT_TRUE(decoder.can_queue_steps(cache));
-  const auto [c0, s0] = tables(cache.length());
-  decoder.queue_step(ids[1], c0, s0, cache, sampler.draw_state());
+  decoder.queue_step(ids[1], 0, cache, sampler.draw_state());
   for (std::size_t i = 2; i <= 7; ++i) {  // the step for ids[i - 1] is queued; queue the one for ids[i], take one
-    const auto [c, s] = tables(cache.length() + 1);
-    decoder.queue_step(TextDecoder::kPickedOnDevice, c, s, cache);
+    decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache);
     const Tensor taken = decoder.take_step(cache);
     ASSERT_TRUE(taken.numel());
     const int32_t drawn = draw(decoder, sampler, taken);
@@ -253,9 +287,8 @@ TEST_F(QueuedSteps, SampledOnesEmbedTheHostsDraws) {
             DType::F32);  // recorded with the fault
   const int64_t length = unfitted_cache.length();
   const auto [c2, s2] = tables(length);
-  unfitted.queue_step(ids[1], c2, s2, unfitted_cache, unfitted_sampler.draw_state());
-  const auto [c3, s3] = tables(length + 1);
-  unfitted.queue_step(TextDecoder::kPickedOnDevice, c3, s3, unfitted_cache);
+  unfitted.queue_step(ids[1], 0, unfitted_cache, unfitted_sampler.draw_state());
+  unfitted.queue_step(TextDecoder::kPickedOnDevice, 0, unfitted_cache);
   EXPECT_EQ(unfitted.take_step(unfitted_cache).numel(), 0);
   EXPECT_EQ(unfitted_cache.length(), length);
   const Tensor again = unfitted.forward(std::span(&ids[1], 1), c2, s2, nullptr, unfitted_cache, TextDecoder::Returns::Pick);

@@ -64,6 +64,7 @@ public:
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
   std::unique_ptr<PendingRead> read_later(const Tensor& t) override;
+  Tensor alloc_handed(DType dtype, Shape shape) override;
   Tensor alloc_indices(int64_t count) override;
   void write_indices(Tensor& dst, std::span<const int64_t> values) override;
   void write(Tensor& dst, const Tensor& host) override;
@@ -72,6 +73,7 @@ public:
   bool begin_recording() override;
   std::shared_ptr<RecordedWork> end_recording() override;
   void replay(const RecordedWork& work) override;
+  void hand_off_step(const StepHandoff& op) override;
 
   // cuda_projections.cpp
   void linear(const Tensor& x, const LinearWeights& w, Tensor& y) override;

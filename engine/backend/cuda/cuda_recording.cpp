@@ -1,9 +1,11 @@
 // Recording is stream capture into a CUDA graph; every tensor allocated meanwhile stays with the graph (its kernels
 // keep using those addresses on every replay).
+#include "backend/op_costs.h"
 #include "barrier.cuh"
 #include "common.cuh"
 #include "core/error.h"
 #include "cuda_backend.h"
+#include "step_handoff.cuh"
 
 namespace qvl {
 
@@ -46,6 +48,25 @@ void CudaBackend::replay(const RecordedWork& work) {
   const auto* graph = dynamic_cast<const Graph*>(&work);
   if (!graph) fail("CUDA backend: replay of work recorded by another backend");
   CUDA_CHECK(cudaGraphLaunch(graph->exec, ctx_.stream));
+}
+
+void CudaBackend::hand_off_step(const StepHandoff& op) {
+  check_step_handoff(op);
+  if (op.pick->device() != Device::CUDA) fail("hand_off_step: the pick must be on the GPU");
+  void* handed = nullptr;  // the mapped memory's address for the device (the host's own where addressing is unified)
+  CUDA_CHECK(cudaHostGetDevicePointer(&handed, op.handed->raw(), 0));
+  const GpuTimer timer = timed([&] { return op_cost::make("step_handoff", double(op.pick->nbytes()), 0); });
+  cuda::step_handoff({.pick = op.pick->data<int64_t>(),
+                      .pick_count = op.pick->numel(),
+                      .handed = static_cast<int64_t*>(handed),
+                      .handed_slots = op.handed->dim(0),
+                      .past = op.past->data<int64_t>(),
+                      .rotary = op.rotary->data<float>(),
+                      .rotary_rows = op.rotary->dim(0),
+                      .head_dim = op.rotary->dim(2),
+                      .cos = op.cos->data<float>(),
+                      .sin = op.sin->data<float>()},
+                     ctx_.stream);
 }
 
 }  // namespace qvl

@@ -16,7 +16,7 @@ public:
     if (slot_.holder != ticket_) fail("CUDA backend: a read collected twice");
     CUDA_CHECK(cudaEventSynchronize(slot_.done));
     Tensor h = Tensor::empty(dtype_, shape_);
-    std::memcpy(h.raw(), slot_.host, h.nbytes());
+    std::memcpy(h.raw(), slot_.source, h.nbytes());
     release();
     return h;
   }
@@ -51,15 +51,17 @@ PendingReads::~PendingReads() {
   cudaFreeHost(base_);
 }
 
-std::unique_ptr<PendingRead> PendingReads::start(const Tensor& device, cudaStream_t stream) {
-  if (device.nbytes() > kSlotBytes) fail("CUDA backend: a read of ", device.nbytes(), " bytes to collect later (at most ", kSlotBytes, ")");
+std::unique_ptr<PendingRead> PendingReads::start(const Tensor& t, cudaStream_t stream) {
+  const bool copied = t.device() != Device::CPU;
+  if (copied && t.nbytes() > kSlotBytes) fail("CUDA backend: a read of ", t.nbytes(), " bytes to collect later (at most ", kSlotBytes, ")");
   Slot& slot = slots_[std::size_t(next_)];
   if (slot.holder) fail("CUDA backend: ", kSlots, " reads are waiting to be collected");
   next_ = (next_ + 1) % kSlots;
-  CUDA_CHECK(cudaMemcpyAsync(slot.host, device.raw(), device.nbytes(), cudaMemcpyDeviceToHost, stream));
+  if (copied) CUDA_CHECK(cudaMemcpyAsync(slot.host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, stream));
+  slot.source = copied ? slot.host : t.raw();
   CUDA_CHECK(cudaEventRecord(slot.done, stream));
   slot.holder = ++reads_;
-  return std::make_unique<Read>(slot, slot.holder, device.dtype(), device.shape());
+  return std::make_unique<Read>(slot, slot.holder, t.dtype(), t.shape());
 }
 
 }  // namespace qvl
