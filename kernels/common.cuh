@@ -39,7 +39,7 @@ namespace qvl::cuda {
 // visible (without the launch attribute it returns at once). Decode kernels fetch their weights, which nothing
 // writes, before they wait. allow_next_kernel() lets the next overlapped kernel start once every block of this one
 // has run it (it then waits on its own). A recorded CUDA graph must not end with a kernel that did: the copy after
-// the graph read that kernel's output before it was written (barrier.cuh ends the recording).
+// the graph read that kernel's output before it was written (a plain kernel ends the recording: barrier.cuh).
 __device__ __forceinline__ void allow_next_kernel() {
   QVL_BLOCK_STAMP(0);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

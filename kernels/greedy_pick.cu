@@ -8,7 +8,7 @@
 // saw and its first index; merges keep the larger value, the smaller index where they are equal, so the result is the
 // first index of the maximum whatever the order of the merges. NaN compares false and is only flagged.
 // Launched overlapped, it waits before reading the logits; it never lets the next kernel start early: it ends a
-// decode step's work (a recording closes with barrier.cuh's empty kernel after it, and the host copies its 16 bytes).
+// decode step's work (a recording closes with a plain kernel after it, barrier.cuh's or the step's hand-off).
 #include "greedy_pick.cuh"
 
 #include <algorithm>

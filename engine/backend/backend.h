@@ -399,7 +399,8 @@ public:
   virtual bool begin_recording() { return false; }
   virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
   virtual void replay(const RecordedWork& /*work*/) {}
-  // StepHandoff, as a recorded step's last op. Default: on the host (every tensor there; the reference).
+  // StepHandoff, as a recorded step's last op (a recording runs it after everything else it holds). Default: on the
+  // host (every tensor there; the reference).
   virtual void hand_off_step(const StepHandoff& op);
 
 protected:

@@ -23,6 +23,7 @@
 #include "backend/cuda_plugin.h"
 #include "backend/quantize.h"
 #include "model/rope.h"
+#include "model/text_decoder.h"
 #include "runtime/profiler.h"
 
 namespace qvl {
@@ -1315,6 +1316,12 @@ void perf(Backend& gpu) {
   const NormWeights norm{gpu.upload(random({hidden}, DType::BF16), WeightRole::Vector), {}};
   const RowNorm rms = RowNorm::rms(norm, 1e-6f);
   const Tensor kc = gpu.from_host(random({4096, hkv, d})), vc = gpu.from_host(random({4096, hkv, d}));
+  // A sampled step's hand-off (its 2 KB pick to the host, the next position and rotary rows).
+  const Tensor ring = gpu.from_host(random({TextDecoder::kRotaryRingRows, 2, d}));
+  Tensor handed = gpu.alloc_handed(DType::I64, {4, TopKSpec::kSlots + 2}), step_past = gpu.alloc_indices(1),
+         next_cos = gpu.alloc({1, d}), next_sin = gpu.alloc({1, d});
+  const int64_t zero = 0;
+  gpu.write_indices(step_past, {&zero, 1});
   const auto run = [&](int64_t m) {
     const Tensor x = gpu.from_host(random({m, hidden})), xi = gpu.from_host(random({m, inter}));
     Tensor yq = gpu.alloc({m, hq * d}), ykv = gpu.alloc({m, hkv * d}), yup = gpu.alloc({m, inter}), yh = gpu.alloc({m, hidden});
@@ -1344,6 +1351,8 @@ void perf(Backend& gpu) {
       Tensor state = gpu.alloc_indices(1), drawn = gpu.alloc_indices(1);
       sampled.top_p = 0.8, sampled.draw_state = &state, sampled.drawn = &drawn;
       gpu.top_k_candidates(logits, sampled, candidates);
+      Tensor sampled_pick = gpu.alloc_indices(TopKSpec::kSlots + 2);
+      gpu.hand_off_step({&sampled_pick, &handed, &step_past, &ring, &next_cos, &next_sin});
     }
   };
   // The same decode and prefill products with q8 and q4 weights (random, quantised on the host).

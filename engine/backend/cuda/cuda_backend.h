@@ -26,6 +26,7 @@
 #include "gemv_quantized.cuh"
 #include "qk_norm_rope_append.cuh"
 #include "quantized_args.h"
+#include "step_handoff.cuh"
 
 namespace qvl {
 
@@ -69,7 +70,7 @@ public:
   void write_indices(Tensor& dst, std::span<const int64_t> values) override;
   void write(Tensor& dst, const Tensor& host) override;
 
-  // cuda_recording.cpp
+  // cuda_recording.cpp (a recorded step's hand-off closes its graph in the place of barrier.cuh's empty kernel)
   bool begin_recording() override;
   std::shared_ptr<RecordedWork> end_recording() override;
   void replay(const RecordedWork& work) override;
@@ -165,6 +166,7 @@ private:
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
   FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
+  std::optional<cuda::StepHandoffArgs> closing_handoff_;  // hand_off_step while recording: launched by end_recording
   PendingReads pending_reads_;    // read_later's page-locked slots
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;

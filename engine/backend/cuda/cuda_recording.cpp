@@ -25,6 +25,7 @@ bool CudaBackend::begin_recording() {
   if (timer_.sink() || ctx_.recording) return false;  // per-kernel timing needs events around each op: run directly
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeRelaxed));
   ctx_.recording = true;
+  closing_handoff_.reset();
   ctx_.recorded_tensors.clear();
   return true;
 }
@@ -32,7 +33,12 @@ bool CudaBackend::begin_recording() {
 std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   if (!ctx_.recording) return nullptr;
   ctx_.recording = false;
-  cuda::barrier(ctx_.stream);  // the graph is done when its last kernel is, not when that kernel lets others start
+  // The graph is done when its last kernel is, not when that kernel lets others start: it ends with a kernel
+  // launched the plain way, which starts once every kernel before it has finished and lets nothing start early. A
+  // step's hand-off is such a kernel; else an empty one.
+  if (closing_handoff_) cuda::step_handoff(*closing_handoff_, ctx_.stream);
+  else cuda::barrier(ctx_.stream);
+  closing_handoff_.reset();
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
   auto work = std::make_shared<Graph>();
@@ -55,18 +61,22 @@ void CudaBackend::hand_off_step(const StepHandoff& op) {
   if (op.pick->device() != Device::CUDA) fail("hand_off_step: the pick must be on the GPU");
   void* handed = nullptr;  // the mapped memory's address for the device (the host's own where addressing is unified)
   CUDA_CHECK(cudaHostGetDevicePointer(&handed, op.handed->raw(), 0));
+  const cuda::StepHandoffArgs args{.pick = op.pick->data<int64_t>(),
+                                   .pick_count = op.pick->numel(),
+                                   .handed = static_cast<int64_t*>(handed),
+                                   .handed_slots = op.handed->dim(0),
+                                   .past = op.past->data<int64_t>(),
+                                   .rotary = op.rotary->data<float>(),
+                                   .rotary_rows = op.rotary->dim(0),
+                                   .head_dim = op.rotary->dim(2),
+                                   .cos = op.cos->data<float>(),
+                                   .sin = op.sin->data<float>()};
+  if (ctx_.recording) {  // the step's last op: it closes the graph (end_recording), where the empty kernel would
+    closing_handoff_ = args;
+    return;
+  }
   const GpuTimer timer = timed([&] { return op_cost::make("step_handoff", double(op.pick->nbytes()), 0); });
-  cuda::step_handoff({.pick = op.pick->data<int64_t>(),
-                      .pick_count = op.pick->numel(),
-                      .handed = static_cast<int64_t*>(handed),
-                      .handed_slots = op.handed->dim(0),
-                      .past = op.past->data<int64_t>(),
-                      .rotary = op.rotary->data<float>(),
-                      .rotary_rows = op.rotary->dim(0),
-                      .head_dim = op.rotary->dim(2),
-                      .cos = op.cos->data<float>(),
-                      .sin = op.sin->data<float>()},
-                     ctx_.stream);
+  cuda::step_handoff(args, ctx_.stream);
 }
 
 }  // namespace qvl
