@@ -229,8 +229,8 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
   // The one-token step this cache replays next, recorded while the device runs this pass (hand_back waits for it),
-  // so that a request's first decode step does not wait for its recording (~0.5 ms on the H200's host,
-  // docs/performance.md).
+  // so that a request's first decode step does not wait for its recording (0.5-2 ms a request on the H200 by two
+  // estimates, docs/performance.md).
   record_if_needed();
   return hand_back(be, part, b, returns);
 }
