@@ -396,6 +396,7 @@ public:
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,
   // ops are recorded instead of run; replay runs them. Work that uploads from the host cannot be recorded (write its
   // inputs before replaying). Backends record only while per-kernel timing is off.
+  virtual bool can_record() const { return false; }  // whether begin_recording would begin now
   virtual bool begin_recording() { return false; }
   virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
   virtual void replay(const RecordedWork& /*work*/) {}

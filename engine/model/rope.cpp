@@ -85,6 +85,13 @@ std::pair<Tensor, Tensor> text_rope_tables(const TextConfig& c, const std::array
   return tables_from_angles(angles, int64_t(count), half);
 }
 
+std::pair<Tensor, Tensor> decode_rope_tables(const TextConfig& config, int64_t first, int64_t count) {
+  std::array<std::vector<int64_t>, 3> positions;
+  for (auto& axis : positions)
+    for (int64_t i = 0; i < count; ++i) axis.push_back(first + i);
+  return text_rope_tables(config, positions, 0, std::size_t(count));
+}
+
 namespace {
 // Calls fn(row, col) for every patch of every image, in merge-window order (frames, window row, window col, i, j).
 template <typename Fn> void for_each_patch(const std::vector<ImageGrid>& grids, int64_t merge, Fn fn) {

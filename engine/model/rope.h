@@ -29,6 +29,10 @@ PromptPositions multimodal_positions(const std::vector<int32_t>& ids, const Mode
 std::pair<Tensor, Tensor> text_rope_tables(const TextConfig& config, const std::array<std::vector<int64_t>, 3>& positions,
                                            std::size_t begin, std::size_t count);
 
+// The rotary tables of `count` decode tokens from position `first`: a generated token's position is its cache
+// position + the prompt's delta (PromptPositions::delta), the same on all three axes.
+std::pair<Tensor, Tensor> decode_rope_tables(const TextConfig& config, int64_t first, int64_t count);
+
 // Vision rotary tables [N, head_dim] for all patches of all images in merge-window order: the first quarter of
 // frequencies by patch row, the second by column, then repeated (rotate_half pairs d and d + head_dim/2).
 std::pair<Tensor, Tensor> vision_rope_tables(const VisionConfig& config, const std::vector<ImageGrid>& grids);

@@ -1,7 +1,6 @@
 #include "model/text_decoder.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -33,7 +32,7 @@ struct TextDecoder::Position {
 // between two replays cost ~2-8 µs on the H200, docs/performance.md): the position, a slot of padding, then cos and
 // sin (16-byte aligned, for the kernels' vector loads). Where steps may run ahead, the step ends with
 // Backend::hand_off_step: its pick into `handed` (host memory), and the next step's position and rows set from
-// `rotary`, a ring of kRotaryRingRows cache positions' rows the host fills ahead (one copy each kRotaryRingRows steps), so a
+// `rotary`, a ring of kRotaryRingRows cache positions' rows the host fills ahead (a copy every 63 steps), so a
 // step queued after another (queue_step) has nothing copied in the stream before or after it.
 struct RecordedDecodeStep {
   static constexpr std::size_t kCosAt = 16;  // bytes into `inputs`
@@ -211,8 +210,7 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
       (!recorded->tap.same_as(tap_) || (has_head(part) && recorded->pick != pick_)))
     recorded.reset();  // recorded with another tap, or (the head's part) another pick
   const auto record_if_needed = [&] {
-    if (record_decode_steps_ && !(recorded && recorded->work) && be.begin_recording())
-      record_step(part, in.rows != nullptr, cache);
+    if (record_decode_steps_ && !(recorded && recorded->work)) record_step(part, in.rows != nullptr, cache);
   };
   if (s == 1 && !vision && record_decode_steps_) {
     record_if_needed();
@@ -230,8 +228,9 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
   // The one-token step this cache replays next, recorded while the device runs this pass (hand_back waits for it),
   // so that a request's first decode step does not wait for its recording (0.5-2 ms a request on the H200 by two
-  // estimates, docs/performance.md).
-  record_if_needed();
+  // estimates, docs/performance.md). Not behind a pass too short to cover it (a follow-up turn of a few tokens):
+  // there the first token would wait for it instead.
+  if (s >= kRecordBehindRows) record_if_needed();
   return hand_back(be, part, b, returns);
 }
 
@@ -247,45 +246,48 @@ Tensor TextDecoder::hand_back(Backend& be, std::size_t part, const DecoderActiva
   return out;
 }
 
-// Records the one-token step of `part` for this cache (recording begun). Its inputs and activations outlive the
-// recording: its kernels use these addresses at every replay.
+// Records the one-token step of `part` for this cache, where its backend can record now. Its inputs and
+// activations outlive the recording (its kernels use these addresses at every replay) and are allocated before it
+// begins: a pool that must grow then does so outside the capture.
 void TextDecoder::record_step(std::size_t part, bool takes_rows, KvCache& cache) {
   Backend& be = *parts_[part].backend;
-  std::unique_ptr<RecordedDecodeStep>& slot = cache.decode_steps_[part];
-  slot = std::make_unique<RecordedDecodeStep>();
-  RecordedDecodeStep& step = *slot;
+  if (!be.can_record()) return;
+  auto recorded = std::make_unique<RecordedDecodeStep>();  // the cache's once whole
+  RecordedDecodeStep& step = *recorded;
+  const int64_t d = c_.head_dim;
+  const auto row_bytes = std::size_t(d * 4 + 15) / 16 * 16;
+  step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
+  step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
+  step.host_inputs.assign(std::size_t(step.inputs.numel()), 0);
+  step.past = step.inputs.slice_rows(0, 1);
+  step.cos = step.inputs.reinterpreted(DType::F32, {1, d}, RecordedDecodeStep::kCosAt);
+  step.sin = step.inputs.reinterpreted(DType::F32, {1, d}, step.sin_at);
+  step.buffers = allocate(part, 1, has_head(part) && pick_.on());
+  // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
+  // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
+  if (!takes_rows)
+    step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
+               : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
+  const bool hands_off = steps_may_run_ahead();
+  if (hands_off) {
+    step.rotary = be.alloc_indices(kRotaryRingRows * d).reinterpreted(DType::F32, {kRotaryRingRows, 2, d}, 0);
+    step.host_rotary.assign(std::size_t(kRotaryRingRows * d), 0);
+    step.handed = be.alloc_handed(DType::I64, {RecordedDecodeStep::kHandedSlots, step.buffers.pick.numel()});
+  }
+  step.tap = tap_;
+  step.pick = pick_;
+  if (!be.begin_recording()) return;
   try {
-    const auto row_bytes = std::size_t(c_.head_dim * 4 + 15) / 16 * 16;
-    step.sin_at = RecordedDecodeStep::kCosAt + row_bytes;
-    step.inputs = be.alloc_indices(int64_t(step.sin_at + row_bytes) / 8);
-    step.host_inputs.assign(std::size_t(step.inputs.numel()), 0);
-    step.past = step.inputs.slice_rows(0, 1);
-    step.cos = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, RecordedDecodeStep::kCosAt);
-    step.sin = step.inputs.reinterpreted(DType::F32, {1, c_.head_dim}, step.sin_at);
-    step.buffers = allocate(part, 1, has_head(part) && pick_.on());
-    if (!takes_rows) {
-      // With a pick the step embeds the id in the pick's slot of the id (the greedy pick's first, a sampled pick's
-      // draw): the host writes it there, or (a step queued ahead, queue_step) the step before leaves its pick there.
-      step.ids = !(has_head(part) && pick_.on()) ? be.alloc_indices(1)
-                 : pick_slot(step.buffers.pick, pick_.top_k > 0 ? kDrawnSlot : 0);
-      be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
-    }
+    if (!takes_rows) be.embed_at(w_.embed_tokens, step.ids, step.buffers.x);
     run(part, step.buffers, {cache.length_, &step.past, cache.capacity_ - 1, step.cos, step.sin}, nullptr, cache);
-    if (steps_may_run_ahead()) {
-      const int64_t d = c_.head_dim;
-      step.rotary = be.alloc_indices(kRotaryRingRows * d).reinterpreted(DType::F32, {kRotaryRingRows, 2, d}, 0);
-      step.host_rotary.assign(std::size_t(kRotaryRingRows * d), 0);
-      step.handed = be.alloc_handed(DType::I64, {RecordedDecodeStep::kHandedSlots, step.buffers.pick.numel()});
-      be.hand_off_step({&step.buffers.pick, &step.handed, &step.past, &step.rotary, &step.cos, &step.sin});
-    }
-    step.tap = tap_;
-    step.pick = pick_;
+    if (hands_off) be.hand_off_step({&step.buffers.pick, &step.handed, &step.past, &step.rotary, &step.cos, &step.sin});
   } catch (...) {
+    recorded.reset();
     be.end_recording();  // leave the backend able to run ops again
-    slot.reset();
     throw;
   }
   step.work = be.end_recording();
+  cache.decode_steps_[part] = std::move(recorded);
   ++cache.recordings_;
 }
 
@@ -323,10 +325,7 @@ void TextDecoder::hold_rotary_rows(Backend& be, RecordedDecodeStep& step, int64_
   if (step.rotary_delta == rope_delta && step.rotary_from >= 0 && step.rotary_from <= past &&
       past + 1 < step.rotary_from + rows)
     return;
-  std::array<std::vector<int64_t>, 3> positions;
-  for (int64_t i = past; i < past + rows; ++i)
-    for (auto& axis : positions) axis.push_back(i + rope_delta);
-  const auto [cos, sin] = text_rope_tables(c_, positions, 0, std::size_t(rows));
+  const auto [cos, sin] = decode_rope_tables(c_, past + rope_delta, rows);
   const int64_t d = c_.head_dim;
   auto* ring = reinterpret_cast<float*>(step.host_rotary.data());
   for (int64_t i = past; i < past + rows; ++i) {

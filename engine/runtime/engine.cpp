@@ -661,11 +661,7 @@ private:
         break;
       }
       if (step + 1 == max_new_tokens) break;
-      // Decode positions: cache index + rope delta, the same on all three axes.
-      const auto rope_here = [&] {
-        const int64_t pos = cache.length() + rope_delta;
-        return text_rope_tables(model_.config.text, {{{pos}, {pos}, {pos}}}, 0, 1);
-      };
+      const auto rope_here = [&] { return decode_rope_tables(model_.config.text, cache.length() + rope_delta, 1); };
       const int32_t id = next;
       tapper.follow(unpack_view(view_.load()));
       bool ran_ahead = false;  // a queued step carries no tap, even where the view has just asked for one

@@ -1184,53 +1184,6 @@ struct Runner {
   }
   // A decode step's device-side inputs: ids, the cache position and the attention's position read on the device,
   // run directly and as recorded work replayed at several positions (a CUDA graph), against the CPU with host values.
-  // A decode step's hand-off (Backend::hand_off_step) against the host's, run three times in a row with another pick
-  // each time, directly and as a recorded step replayed without the host writing the position: each pick in its slot
-  // of the host memory (the slot the position names; the others keep a sentinel), the position advanced, the next
-  // position's rows from the ring. Positions at the ring's (64 rows) and the slots' (4) wrap; a greedy pick's 2
-  // indices and a sampled one's.
-  void step_handoff() {
-    const int64_t slots = 4, rows = 64, d = 128;
-    const Tensor rotary = random({rows, 2, d});
-    for (const int64_t n : {int64_t(2), TopKSpec::kSlots + 2})
-      for (const int64_t first : {0, 2, 62, 63, 64, 1001, 32767})
-        for (const bool record : {false, true}) {
-          const auto run = [&](Backend& be) {
-            Tensor pick = be.alloc_indices(n), past = be.alloc_indices(1), cos = be.alloc({1, d}), sin = be.alloc({1, d});
-            const Tensor ring = &be == &cpu ? rotary : gpu.from_host(rotary);
-            Tensor handed = be.alloc_handed(DType::I64, {slots, n});
-            std::fill_n(handed.data<int64_t>(), handed.numel(), -7);
-            be.write_indices(past, {&first, 1});
-            const auto hand_off = [&] { be.hand_off_step({&pick, &handed, &past, &ring, &cos, &sin}); };
-            std::shared_ptr<RecordedWork> work;
-            if (record && be.begin_recording()) {
-              hand_off();
-              work = be.end_recording();
-            }
-            for (int64_t i = 0; i < 3; ++i) {
-              std::vector<int64_t> values(static_cast<std::size_t>(n));
-              for (int64_t j = 0; j < n; ++j) values[std::size_t(j)] = (first + i) * 1000 + j;
-              be.write_indices(pick, values);
-              if (work) be.replay(*work);
-              else hand_off();
-            }
-            return std::array<Tensor, 4>{be.read_later(handed)->get(), be.to_host(past), be.to_host(cos), be.to_host(sin)};
-          };
-          const auto g = run(gpu), c = run(cpu);
-          const auto same = [](const Tensor& a, const Tensor& b) {
-            return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-          };
-          const bool ok = same(g[0], c[0]) && same(g[1], c[1]) && same(g[2], c[2]) && same(g[3], c[3]) &&
-                          c[1].data<int64_t>()[0] == first + 3;
-          ++cases;
-          if (!ok) ++failures;
-          std::printf("  %-64s %s\n",
-                      ("step_handoff " + std::string(record ? "replayed" : "direct") + " n=" + std::to_string(n) +
-                       " from position " + std::to_string(first)).c_str(),
-                      ok ? "OK" : "FAIL");
-        }
-  }
-
   void recorded_step() {
     // A capacity well past the positions replayed: the recorded grid is sized for it, the kernel splits what is there.
     const int64_t capacity = 4096, hq = 16, hkv = 8, d = 128, vocab = 1000;
@@ -1278,6 +1231,53 @@ struct Runner {
     }
     }
     gpu.set_cache_type(DType::BF16);
+  }
+
+  // A decode step's hand-off (Backend::hand_off_step) against the host's, run three times in a row with another pick
+  // each time, directly and as a recorded step replayed without the host writing the position: each pick in its slot
+  // of the host memory (the slot the position names; the others keep a sentinel), the position advanced, the next
+  // position's rows from the ring. Positions at the ring's (64 rows) and the slots' (4) wrap; a greedy pick's 2
+  // indices and a sampled one's.
+  void step_handoff() {
+    const int64_t slots = 4, rows = 64, d = 128;
+    const Tensor rotary = random({rows, 2, d});
+    for (const int64_t n : {int64_t(2), TopKSpec::kSlots + 2})
+      for (const int64_t first : {0, 2, 62, 63, 64, 1001, 32767})
+        for (const bool record : {false, true}) {
+          const auto run = [&](Backend& be) {
+            Tensor pick = be.alloc_indices(n), past = be.alloc_indices(1), cos = be.alloc({1, d}), sin = be.alloc({1, d});
+            const Tensor ring = &be == &cpu ? rotary : gpu.from_host(rotary);
+            Tensor handed = be.alloc_handed(DType::I64, {slots, n});
+            std::fill_n(handed.data<int64_t>(), handed.numel(), -7);
+            be.write_indices(past, {&first, 1});
+            const auto hand_off = [&] { be.hand_off_step({&pick, &handed, &past, &ring, &cos, &sin}); };
+            std::shared_ptr<RecordedWork> work;
+            if (record && be.begin_recording()) {
+              hand_off();
+              work = be.end_recording();
+            }
+            for (int64_t i = 0; i < 3; ++i) {
+              std::vector<int64_t> values(static_cast<std::size_t>(n));
+              for (int64_t j = 0; j < n; ++j) values[std::size_t(j)] = (first + i) * 1000 + j;
+              be.write_indices(pick, values);
+              if (work) be.replay(*work);
+              else hand_off();
+            }
+            return std::array<Tensor, 4>{be.read_later(handed)->get(), be.to_host(past), be.to_host(cos), be.to_host(sin)};
+          };
+          const auto g = run(gpu), c = run(cpu);
+          const auto same = [](const Tensor& a, const Tensor& b) {
+            return a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+          };
+          const bool ok = same(g[0], c[0]) && same(g[1], c[1]) && same(g[2], c[2]) && same(g[3], c[3]) &&
+                          c[1].data<int64_t>()[0] == first + 3;
+          ++cases;
+          if (!ok) ++failures;
+          std::printf("  %-64s %s\n",
+                      ("step_handoff " + std::string(record ? "replayed" : "direct") + " n=" + std::to_string(n) +
+                       " from position " + std::to_string(first)).c_str(),
+                      ok ? "OK" : "FAIL");
+        }
   }
 };
 

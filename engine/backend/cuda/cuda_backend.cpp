@@ -253,21 +253,14 @@ Tensor CudaBackend::to_host(const Tensor& t) {
 }
 
 std::unique_ptr<PendingRead> CudaBackend::read_later(const Tensor& t) {
-  if (t.device() == Device::CUDA && t.nbytes() > PendingReads::kSlotBytes) return Backend::read_later(t);
+  const bool handed = t.device() == Device::CPU && handed_->owns(t.raw());
+  if (t.device() == Device::CPU ? !handed : t.nbytes() > PendingReads::kSlotBytes) return Backend::read_later(t);
   if (ctx_.recording) fail("CUDA backend: a result cannot be read back while recording");
   return pending_reads_.start(t, ctx_.stream);
 }
 
 // Page-locked and mapped: the device's stores reach it over the bus, with no copy queued (StepHandoff).
-Tensor CudaBackend::alloc_handed(DType dtype, Shape shape) {
-  const std::size_t bytes = std::size_t(shape_numel(shape)) * dtype_size(dtype);
-  void* p = nullptr;
-  CUDA_CHECK(cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocMapped));
-  std::memset(p, 0, bytes);
-  return Tensor::borrow(dtype, std::move(shape), p, std::shared_ptr<const void>(p, [](const void* q) {
-                          cudaFreeHost(const_cast<void*>(q));  // no check: a destructor must not throw
-                        }));
-}
+Tensor CudaBackend::alloc_handed(DType dtype, Shape shape) { return handed_->take(dtype, std::move(shape)); }
 
 Tensor CudaBackend::alloc_indices(int64_t count) {
   return ctx_.device_tensor(DType::I64, {count}, pool::Owner::Activations);

@@ -71,6 +71,7 @@ public:
   void write(Tensor& dst, const Tensor& host) override;
 
   // cuda_recording.cpp (a recorded step's hand-off closes its graph in the place of barrier.cuh's empty kernel)
+  bool can_record() const override;
   bool begin_recording() override;
   std::shared_ptr<RecordedWork> end_recording() override;
   void replay(const RecordedWork& work) override;
@@ -168,6 +169,7 @@ private:
   FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
   std::optional<cuda::StepHandoffArgs> closing_handoff_;  // hand_off_step while recording: launched by end_recording
   PendingReads pending_reads_;    // read_later's page-locked slots
+  std::shared_ptr<HandedBlocks> handed_ = std::make_shared<HandedBlocks>();  // alloc_handed's blocks
   DType cache_type_ = DType::BF16;  // the KV cache's elements (kv_cache.cuh): bf16 unless asked for f32
   UploadedList mask_bounds_, mask_layout_;
   // project_then_heads: the attention prologue gemm_packed may run from its packed rows (it clears this when it has).

@@ -21,8 +21,11 @@ struct Graph final : RecordedWork {
 
 }  // namespace
 
+// Per-kernel timing needs events around each op: the ops run directly then.
+bool CudaBackend::can_record() const { return !timer_.sink() && !ctx_.recording; }
+
 bool CudaBackend::begin_recording() {
-  if (timer_.sink() || ctx_.recording) return false;  // per-kernel timing needs events around each op: run directly
+  if (!can_record()) return false;
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeRelaxed));
   ctx_.recording = true;
   closing_handoff_.reset();

@@ -1,5 +1,6 @@
 #include "pending_reads.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common.cuh"
@@ -7,10 +8,43 @@
 
 namespace qvl {
 
+HandedBlocks::~HandedBlocks() {
+  cudaDeviceSynchronize();  // no check: after a device fault every call fails, and a destructor must not throw
+  for (const Block& b : blocks_) cudaFreeHost(b.host);
+}
+
+Tensor HandedBlocks::take(DType dtype, Shape shape) {
+  const std::size_t bytes = std::max<std::size_t>(std::size_t(shape_numel(shape)) * dtype_size(dtype), 1);
+  std::lock_guard lock(mutex_);
+  auto it = std::find_if(blocks_.begin(), blocks_.end(), [&](const Block& b) { return b.free && b.bytes == bytes; });
+  if (it == blocks_.end()) {
+    void* p = nullptr;
+    CUDA_CHECK(cudaHostAlloc(&p, bytes, cudaHostAllocMapped));
+    blocks_.push_back({static_cast<char*>(p), bytes, false});
+    it = blocks_.end() - 1;
+  }
+  it->free = false;
+  std::memset(it->host, 0, bytes);
+  char* host = it->host;
+  std::shared_ptr<const void> back(host, [blocks = shared_from_this()](const void* q) {
+    std::lock_guard lock(blocks->mutex_);
+    for (Block& b : blocks->blocks_)
+      if (b.host == q) b.free = true;
+  });
+  return Tensor::borrow(dtype, std::move(shape), host, std::move(back));
+}
+
+bool HandedBlocks::owns(const void* p) const {
+  std::lock_guard lock(mutex_);
+  return std::any_of(blocks_.begin(), blocks_.end(), [&](const Block& b) {
+    return !b.free && p >= b.host && static_cast<const char*>(p) < b.host + b.bytes;
+  });
+}
+
 class PendingReads::Read final : public PendingRead {
 public:
-  Read(Slot& slot, uint64_t ticket, DType dtype, Shape shape)
-      : slot_(slot), ticket_(ticket), dtype_(dtype), shape_(std::move(shape)) {}
+  Read(Slot& slot, uint64_t ticket, DType dtype, Shape shape, Tensor held)
+      : slot_(slot), ticket_(ticket), dtype_(dtype), shape_(std::move(shape)), held_(std::move(held)) {}
   ~Read() override { release(); }
   Tensor get() override {
     if (slot_.holder != ticket_) fail("CUDA backend: a read collected twice");
@@ -29,6 +63,7 @@ private:
   uint64_t ticket_;
   DType dtype_;
   Shape shape_;
+  Tensor held_;  // handed memory read where it lies: kept alive until read
 };
 
 PendingReads::PendingReads() {
@@ -61,7 +96,7 @@ std::unique_ptr<PendingRead> PendingReads::start(const Tensor& t, cudaStream_t s
   slot.source = copied ? slot.host : t.raw();
   CUDA_CHECK(cudaEventRecord(slot.done, stream));
   slot.holder = ++reads_;
-  return std::make_unique<Read>(slot, slot.holder, t.dtype(), t.shape());
+  return std::make_unique<Read>(slot, slot.holder, t.dtype(), t.shape(), copied ? Tensor() : t);
 }
 
 }  // namespace qvl

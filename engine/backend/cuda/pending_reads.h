@@ -10,10 +10,32 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "backend/backend.h"
 
 namespace qvl {
+
+// Page-locked host memory mapped for the device, which kernels write (CudaBackend::alloc_handed: a decode step's
+// pick, StepHandoff). A block whose last tensor is gone comes back here and is handed out again; blocks are freed
+// only with the last tensor and the backend both gone, after the device is idle: a dropped step's graph may still
+// write into its block, and it must not land in memory given to anything else.
+class HandedBlocks : public std::enable_shared_from_this<HandedBlocks> {
+public:
+  ~HandedBlocks();
+  Tensor take(DType dtype, Shape shape);
+  bool owns(const void* p) const;  // memory of a block handed out (read_later reads it where it lies)
+
+private:
+  struct Block {
+    char* host = nullptr;
+    std::size_t bytes = 0;
+    bool free = false;
+  };
+  mutable std::mutex mutex_;  // blocks come back from whichever thread drops the last tensor
+  std::vector<Block> blocks_;
+};
 
 class PendingReads {
 public:
@@ -24,8 +46,8 @@ public:
   PendingReads(const PendingReads&) = delete;
   PendingReads& operator=(const PendingReads&) = delete;
 
-  // Queues the copy of `t` (on the device: at most kSlotBytes) on `stream`. Throws where every slot holds an
-  // uncollected read.
+  // Queues the copy of `t` (on the device: at most kSlotBytes; or handed memory, read where it lies and held by the
+  // read) on `stream`. Throws where every slot holds an uncollected read.
   std::unique_ptr<PendingRead> start(const Tensor& t, cudaStream_t stream);
 
 private:
