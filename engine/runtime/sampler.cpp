@@ -86,14 +86,9 @@ int32_t Sampler::next(std::span<float> all_logits, std::span<const int32_t> hist
     if (!numbers) fail_nan_logits();
     return draw(found_);  // (ties can keep more than kMaxSmallDraw)
   }
-  candidates_.clear();
-  float best = kNegInf;
-  const bool numbers = temperature_top_k(logits, options_.temperature, options_.top_k, heap_, [&](float v, int32_t id) {
-    candidates_.push_back({double(v), id});
-    best = std::max(best, v);
+  return draw_many([&](const auto& add) {
+    if (!temperature_top_k(logits, options_.temperature, options_.top_k, heap_, add)) fail_nan_logits();
   });
-  if (!numbers) fail_nan_logits();
-  return draw_many(best);
 }
 
 bool Sampler::top_k_only(int64_t max_top_k) const {
@@ -109,17 +104,19 @@ int32_t Sampler::next_from_candidates(std::span<const TopKCandidate> candidates,
 int32_t Sampler::draw(std::span<const TopKCandidate> found) {
   // A few candidates (top-k's): the draw a backend repeats where the logits are (core/top_k.h).
   if (found.size() <= kMaxSmallDraw) return draw_from_candidates(found, options_.top_p, state_);
-  candidates_.clear();
-  float best = kNegInf;
-  for (const TopKCandidate& c : found) {
-    candidates_.push_back({double(c.value), c.id});
-    best = std::max(best, c.value);
-  }
-  return draw_many(best);
+  return draw_many([&](const auto& add) {
+    for (const TopKCandidate& c : found) add(c.value, c.id);
+  });
 }
 
-int32_t Sampler::draw_many(float best) {
+template <typename Each> int32_t Sampler::draw_many(Each each) {
   // Many (top-k off or over 128): the same rule, top-p's set found by selection instead of ranking every pair.
+  candidates_.clear();
+  float best = kNegInf;
+  each([&](float value, int32_t id) {
+    candidates_.push_back({double(value), id});
+    best = std::max(best, value);
+  });
   if (candidates_.empty()) return 0;  // every logit -inf: nothing is more likely than the first id
   double total = 0;
   for (Candidate& c : candidates_) total += c.p = likelihood(float(c.p), best);

@@ -55,7 +55,7 @@ private:
   std::size_t vocabulary_;
   uint64_t state_;
   struct Candidate {
-    double p;  // its likelihood (core/top_k.h): the probability, unnormalised
+    double p;  // its value, then (draw_many) its likelihood (core/top_k.h): the probability, unnormalised
     int32_t id;
   };
   std::vector<TopKCandidate> found_;  // top-k's few candidates, in id order; reused from token to token
@@ -63,7 +63,8 @@ private:
   std::vector<Candidate> selection_;   // top-p's working copy
   std::vector<float> heap_;            // top-k's k largest logits so far (a min-heap)
   int32_t draw(std::span<const TopKCandidate> found);  // top-p over the candidates (id order), then the draw
-  int32_t draw_many(float best);  // draw() over candidates_ (their values; `best`: the largest)
+  // draw() over many candidates: `each` hands each one's value and id, in id order, to the function it is given.
+  template <typename Each> int32_t draw_many(Each each);
 };
 
 }  // namespace qvl

@@ -27,7 +27,7 @@ Tensor HandedBlocks::take(DType dtype, Shape shape) {
   std::memset(it->host, 0, bytes);
   char* host = it->host;
   std::shared_ptr<const void> back(host, [blocks = shared_from_this()](const void* q) {
-    std::lock_guard lock(blocks->mutex_);
+    std::lock_guard returning(blocks->mutex_);
     for (Block& b : blocks->blocks_)
       if (b.host == q) b.free = true;
   });
