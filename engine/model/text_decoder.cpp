@@ -227,7 +227,7 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   }
   run(part, b, {past, nullptr, past, be.from_host(cos_host), be.from_host(sin_host)}, vision ? &local : nullptr, cache);
   // The one-token step this cache replays next, recorded while the device runs this pass (hand_back waits for it),
-  // so that a request's first decode step does not wait for its recording (0.5-2 ms a request on the H200 by two
+  // so that a request's first decode step does not wait for its recording (0.4-2.1 ms a request on the H200 by two
   // estimates, docs/performance.md). Not behind a pass too short to cover it (a follow-up turn of a few tokens):
   // there the first token would wait for it instead.
   if (s >= kRecordBehindRows) record_if_needed();

@@ -144,9 +144,10 @@ public:
   static constexpr std::size_t kMaxQueued = 2;  // the step being handled and the one after it
   // The rotary rows of this many cache positions are held on the device for the steps queued ahead (a ring).
   static constexpr int64_t kRotaryRingRows = 64;
-  // A pass of at least this many tokens records the cache's one-token step behind it, while the device computes
-  // (~9 µs a token of a 512-token prefill on the H200, ~0.3 ms for 32; the recording's 0.5-2 ms on the host is
-  // mostly covered there, and all of it on slower GPUs). Shorter passes leave it to the first one-token step.
+  // A pass of at least this many tokens records the cache's one-token step behind it, while the device computes.
+  // Shorter passes leave it to the first one-token step, so that a short follow-up's first token does not wait for
+  // it. A choice, not measured: on the H200 a 32-token pass (~0.3 ms at the ~9 µs a token of a 512-token prefill)
+  // covers part of the recording's 0.4-2.1 ms (two estimates, docs/performance.md); a slower GPU covers more.
   static constexpr int64_t kRecordBehindRows = 32;
   bool can_queue_steps(const KvCache& cache) const;
   void queue_step(int32_t id, int64_t rope_delta, KvCache& cache, std::optional<uint64_t> draw_state = std::nullopt);

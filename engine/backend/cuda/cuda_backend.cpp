@@ -253,8 +253,9 @@ Tensor CudaBackend::to_host(const Tensor& t) {
 }
 
 std::unique_ptr<PendingRead> CudaBackend::read_later(const Tensor& t) {
-  const bool handed = t.device() == Device::CPU && handed_->owns(t.raw());
-  if (t.device() == Device::CPU ? !handed : t.nbytes() > PendingReads::kSlotBytes) return Backend::read_later(t);
+  // Copied now: host memory the device does not write, or a device tensor larger than a slot.
+  if (t.device() == Device::CPU && !handed_->owns(t.raw())) return Backend::read_later(t);
+  if (t.device() != Device::CPU && t.nbytes() > PendingReads::kSlotBytes) return Backend::read_later(t);
   if (ctx_.recording) fail("CUDA backend: a result cannot be read back while recording");
   return pending_reads_.start(t, ctx_.stream);
 }

@@ -50,7 +50,7 @@ public:
     if (slot_.holder != ticket_) fail("CUDA backend: a read collected twice");
     CUDA_CHECK(cudaEventSynchronize(slot_.done));
     Tensor h = Tensor::empty(dtype_, shape_);
-    std::memcpy(h.raw(), slot_.source, h.nbytes());
+    std::memcpy(h.raw(), held_.numel() ? held_.raw() : slot_.host, h.nbytes());
     release();
     return h;
   }
@@ -63,7 +63,7 @@ private:
   uint64_t ticket_;
   DType dtype_;
   Shape shape_;
-  Tensor held_;  // handed memory read where it lies: kept alive until read
+  Tensor held_;  // handed memory, read where it lies and kept alive until then; empty: read the slot's copy
 };
 
 PendingReads::PendingReads() {
@@ -93,7 +93,6 @@ std::unique_ptr<PendingRead> PendingReads::start(const Tensor& t, cudaStream_t s
   if (slot.holder) fail("CUDA backend: ", kSlots, " reads are waiting to be collected");
   next_ = (next_ + 1) % kSlots;
   if (copied) CUDA_CHECK(cudaMemcpyAsync(slot.host, t.raw(), t.nbytes(), cudaMemcpyDeviceToHost, stream));
-  slot.source = copied ? slot.host : t.raw();
   CUDA_CHECK(cudaEventRecord(slot.done, stream));
   slot.holder = ++reads_;
   return std::make_unique<Read>(slot, slot.holder, t.dtype(), t.shape(), copied ? Tensor() : t);

@@ -53,7 +53,6 @@ public:
 private:
   struct Slot {
     char* host = nullptr;
-    const void* source = nullptr;  // what get() reads: `host`, or the handed memory itself
     cudaEvent_t done = nullptr;
     uint64_t holder = 0;  // the read that holds the slot (0: none)
   };
