@@ -19,10 +19,30 @@
 #include "qvl/gpu_options.h"
 #include "runtime/engine.h"
 #include "runtime/fusion_comparison.h"
+#include "runtime/sampler.h"
 
 namespace qvl::cli {
 
 namespace {
+
+// `base` with the fusions named in `names` (comma-separated, as Fusions::kSwitches names them) off.
+Fusions fusions_without(const std::string& names, Fusions base) {
+  std::size_t from = 0;
+  while (from <= names.size()) {
+    const std::size_t to = std::min(names.find(',', from), names.size());
+    const std::string name = names.substr(from, to - from);
+    const auto found = std::find_if(Fusions::kSwitches.begin(), Fusions::kSwitches.end(),
+                                    [&](const auto& s) { return name == s.first; });
+    if (found == Fusions::kSwitches.end()) {
+      std::string known;
+      for (const auto& [n, on] : Fusions::kSwitches) known += (known.empty() ? "" : ", ") + std::string(n);
+      fail("qvl bench: --fusion-off: no fusion is named '", name, "' (known: ", known, ")");
+    }
+    base.*(found->second) = false;
+    from = to + 1;
+  }
+  return base;
+}
 
 // A random-weight model of the preset's shapes, generated once into the user's cache folder.
 std::filesystem::path preset_model(const std::string& preset, DType dtype) {
@@ -227,6 +247,8 @@ int run_bench(const std::vector<std::string>& argv) {
                              "; -gN: groups of N), or auto (on a GPU: the most precise whose memory plan keeps the decoder there)"},
       {"no-graphs", "", "launch every decode kernel instead of replaying the recorded step (CUDA graphs)"},
       {"no-fusion", "", "run the unfused reference ops instead of the fused kernels"},
+      {"fusion-off", "NAMES", "switch off these fusions, by their names in the report, comma-separated (e.g. \"head "
+                              "bounds+pick\"): each against the rest"},
       {"attention-window", "N",
        "long contexts: prefill attention sees N blocks of 64 positions up to its own and the first block (0 = all, "
        "the default; an approximation)"},
@@ -305,6 +327,7 @@ int run_bench(const std::vector<std::string>& argv) {
   options.cuda_graphs = !args.has("no-graphs");
   if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
   if (args.has("no-fusion")) options.fusions = Fusions::none();
+  if (args.has("fusion-off")) options.fusions = fusions_without(args.get("fusion-off"), options.fusions);
   options.attention_window.blocks = args.get_int("attention-window", 0);
   options.device = args.get("device", "cpu");
   options.weights = args.get("weights", "bf16");
@@ -392,7 +415,7 @@ int run_bench(const std::vector<std::string>& argv) {
   int64_t image_tokens = 0;  // after the 2x2 merge
   for (const auto& g : last.image_grids) image_tokens += g.t * g.h * g.w / 4;
   const MemoryReport memory = engine->memory_report();
-  const uint64_t bytes_per_token = engine->decode_weight_bytes();
+  const uint64_t bytes_per_token = engine->decode_weight_bytes(Sampler(request.sampling).greedy_only());
   const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
   nlohmann::json out = {

@@ -27,6 +27,16 @@ void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& p
     fail("greedy_pick: the pick must be 2 indices on the logits' device");
 }
 
+uint64_t head_bounds_bytes(int64_t rows, int64_t width) {
+  if (rows <= 0 || width <= 0 || width % 16 != 0 || width > 4096) return 0;
+  return uint64_t(rows) * uint64_t(width) + uint64_t(rows) * uint64_t((width + 127) / 128) * 4;
+}
+
+void Backend::project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) {
+  project(head);
+  greedy_pick(*head.outputs[0], vocabulary, pick);
+}
+
 void Backend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) {
   check_greedy_pick(logits, vocabulary, pick);
   const Tensor host = to_host(logits);

@@ -86,6 +86,10 @@ struct RowBlend {
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
 // greedy_pick's arguments: one f32 row, 0 < vocabulary <= its length, two indices for the pick.
 void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
+// Bytes of the bounds copy Backend::prepare_head_pick makes on CUDA (kernels/head_bounds.cuh) for a float head of
+// [rows, width]: an int8 value a weight and an f32 scale per 128; 0 for a width it does not take (a multiple of 16
+// up to 4,096).
+uint64_t head_bounds_bytes(int64_t rows, int64_t width);
 
 // Sampling's temperature and top-k applied where the logits are (Backend::top_k_candidates): what the host's
 // sampler would draw from (core/top_k.h), handed back as 2 KB instead of the whole row (the 2B's 608 KB); and, where
@@ -386,6 +390,16 @@ public:
   // 2B model's 608 KB, copied and scanned on the host every token). Default: read the row back and pick on the host
   // (so a backend that records work overrides it: to_host cannot be recorded).
   virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
+  // The output head and greedy decoding's pick in one call: project(head) (one row), then greedy_pick over the first
+  // `vocabulary` outputs, so that a backend may pick without computing every logit (Fusions::bounded_head_pick: CUDA
+  // with a bounds copy, prepare_head_pick). The pick is always greedy_pick's over the logits project would give; the
+  // head's output tensor then holds them only where the backend says so (CUDA: an upper bound of each logit, the
+  // logit itself where it had to be computed). Default: project, then greedy_pick.
+  virtual void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick);
+  // Makes what project_then_pick needs to pick from `head` (a weight of this backend) without every logit, where
+  // this backend can: true if it did. It takes device memory (CUDA: an int8 copy with a scale per 128 values, 331 MB
+  // for the 2B model: head_bounds_bytes), so the engine asks only where the memory plan has room for it.
+  virtual bool prepare_head_pick(const LinearWeights& /*head*/) { return false; }
   // Sampling's temperature and top-k over one f32 row of logits, into `out` (TopKSpec::kSlots int64 on this backend,
   // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row; then the draw from them where the
   // spec asks for it. Default: read the row back and select and draw on the host (a backend that records work

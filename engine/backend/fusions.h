@@ -28,11 +28,15 @@ struct Fusions {
   // input itself.
   bool norm_into_projection = true;
   bool layer_norm_linear = true;  // vision: the LayerNorm writes the q, k, v and fc1 GEMMs' 16-bit operand the same way
+  // Greedy decoding's pick from a bounds copy of the output head (Backend::project_then_pick): only the rows whose
+  // logit may be the largest are computed from the head itself. The same pick; logits are not all computed, so it
+  // runs where a step hands back a pick only (CUDA, where the memory plan has room for the copy).
+  bool bounded_head_pick = true;
 
-  static Fusions none() { return {false, false, false, false, false, false, false, false, false}; }
+  static Fusions none() { return {false, false, false, false, false, false, false, false, false, false}; }
   bool operator==(const Fusions&) const = default;
   // Every switch with its name in reports, in declaration order.
-  static constexpr std::array<std::pair<const char*, bool Fusions::*>, 9> kSwitches{{
+  static constexpr std::array<std::pair<const char*, bool Fusions::*>, 10> kSwitches{{
       {"add+rms_norm", &Fusions::add_rms_norm},
       {"linear q+k+v", &Fusions::qkv_projection},
       {"qk_norm+rope+append", &Fusions::qk_norm_rope_append},
@@ -42,6 +46,7 @@ struct Fusions {
       {"flash attention", &Fusions::flash_attention},
       {"rms_norm+linear", &Fusions::norm_into_projection},
       {"layer_norm+linear", &Fusions::layer_norm_linear},
+      {"head bounds+pick", &Fusions::bounded_head_pick},
   }};
   // Names of the fusions that are on ("add+rms_norm"), for reports.
   std::vector<std::string> enabled() const {

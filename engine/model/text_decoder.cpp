@@ -214,7 +214,9 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   };
   if (s == 1 && !vision && record_decode_steps_) {
     record_if_needed();
-    if (recorded && recorded->work) return replay_step(part, in, cos_host, sin_host, cache, returns);
+    // A step recorded with a greedy pick may leave its logits uncomputed: a pass that wants them runs directly.
+    const bool logits_left = has_head(part) && returns == Returns::Logits && pick_.on() && pick_.top_k == 0;
+    if (recorded && recorded->work && !logits_left) return replay_step(part, in, cos_host, sin_host, cache, returns);
   }
 
   DecoderActivations b = allocate(part, s, has_head(part) && returns == Returns::Pick);
@@ -456,9 +458,11 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   if (!has_head(part)) return;  // the next part takes every position's hidden state
   // Only the last position's logits are needed (generation reads nothing else).
   const Tensor last = b.x.slice_rows(s - 1, s);
-  be.project(Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed));
+  const Projection head = Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed);
+  // A greedy pick may be made without every logit (Backend::project_then_pick): a pass with one hands back no logits.
+  if (b.pick.numel() && pick_.top_k == 0) return be.project_then_pick(head, pick_.vocabulary, b.pick);
+  be.project(head);
   if (!b.pick.numel()) return;
-  if (pick_.top_k == 0) return be.greedy_pick(b.logits, pick_.vocabulary, b.pick);
   Tensor candidates = b.pick.slice_rows(0, TopKSpec::kSlots), drawn = pick_slot(b.pick, kDrawnSlot),
          draw_state = pick_slot(b.pick, kDrawStateSlot);
   TopKSpec spec{pick_.vocabulary, pick_.top_k, pick_.temperature};

@@ -134,6 +134,7 @@ private:
         if (!plan.head_on_gpu) placement.head = host.get();
         for (int64_t l = plan.gpu_layers; l < plan.layers; ++l) placement.layers[std::size_t(l)] = host.get();
         ModelWeights weights = bind_weights(model_, placement, policy, options_.load_progress);
+        if (plan.head_bounds && !gpu->prepare_head_pick(weights.text.lm_head)) plan.drop_head_bounds();
         adopt(std::move(gpu), std::move(host), std::move(weights), BackendKind::Cuda, "", std::move(plan));
         held_policy_ = policy;
         return;
@@ -747,10 +748,11 @@ public:
   std::string weights() const override {
     return model_.config.quantization ? model_.config.quantization->name() : held_policy_.name;
   }
-  uint64_t decode_weight_bytes() const override {
+  uint64_t decode_weight_bytes(bool greedy) const override {
     const TextWeights& t = weights_.text;
     const auto norm = [](const NormWeights& n) { return uint64_t(n.weight.nbytes() + n.bias.nbytes()); };
-    uint64_t bytes = norm(t.final_norm) + t.lm_head.nbytes();
+    const bool bounds = greedy && plan_ && plan_->head_bounds && options_.fusions.bounded_head_pick;
+    uint64_t bytes = norm(t.final_norm) + (bounds ? head_bounds_bytes(t.lm_head.rows(), t.lm_head.cols()) : t.lm_head.nbytes());
     for (const DecoderLayerWeights& l : t.layers) {
       bytes += norm(l.input_norm) + norm(l.post_attention_norm) + norm(l.q_norm) + norm(l.k_norm);
       for (const LinearWeights* w : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) bytes += w->nbytes();
@@ -837,6 +839,7 @@ MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOpti
     r.gpu_narrows_product_inputs = options.cuda_profile != "sm61";
   }
   r.formats = model.config.quantization ? model.config.quantization : weights_for(model, options.weights, r).quantise;
+  if (!r.formats) r.head_bounds = head_bounds_bytes(model.config.text.vocab_size, model.config.text.hidden_size);
   return r;
 }
 

@@ -101,7 +101,8 @@ FusionComparison compare_fusions(Engine& engine, GenerateRequest request, const 
   FusionComparison out;
   Fusions fused = Fusions::none();
   for (const auto& [name, on] : Fusions::kSwitches) {
-    if (!(asked.*on)) continue;
+    // The head's bounded pick leaves the logits uncomputed; every step's logits are kept here, so it never runs.
+    if (!(asked.*on) || on == &Fusions::bounded_head_pick) continue;
     if (device.fused_kernels.*on) fused.*on = true;
     else out.without_kernel.push_back(name);
   }

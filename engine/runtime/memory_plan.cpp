@@ -232,9 +232,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   };
   // Each phase's peak less what grows with the tokens (the weights, the buffers, the slack; the decoder pass's
   // activations), and what does.
+  uint64_t head_bounds = 0;  // the bounds copy's pool bytes, once the arrangement is chosen
   const auto fixed = [&](const Arrangement& p) {
     return r.reserved + (p.vision_on_gpu ? gpu.vision : 0) + sum(gpu.layer, 0, p.gpu_layers) +
-           (p.head_on_gpu ? gpu.head : 0) + slack(p);
+           (p.head_on_gpu ? gpu.head + head_bounds : 0) + slack(p);
   };
   const auto vision_phase = [&](const Arrangement& p, int64_t vision_tokens) -> uint64_t {
     return p.vision_on_gpu ? act.vision(vision_tokens, gpu.widest_vision_quantised) : 0;
@@ -263,8 +264,16 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
          " (everything on the GPU needs ", mib_text(peak(order.front(), r.context, image_tokens)), "); give the GPU more memory, plan for less context, choose "
          "smaller weights (--weights q4), or run on the CPU (--device cpu)");
 
+  // The head's bounds copy only beside everything else with the context asked for: a decode step reads it instead of
+  // the head (331 MB for 622 at the 2B's bf16), but it is the first thing to go when memory is short.
+  if (r.head_bounds && chosen->vision_on_gpu && chosen->head_on_gpu && chosen->gpu_layers == n_layers) {
+    head_bounds = pool_bytes(1, r.head_bounds);
+    if (peak(*chosen, r.context, image_tokens) > r.budget) head_bounds = 0;
+  }
+
   MemoryPlan plan;
   plan.budget = r.budget;
+  plan.head_bounds = head_bounds;
   plan.vision_on_gpu = chosen->vision_on_gpu;
   plan.layers = n_layers;
   plan.gpu_layers = chosen->gpu_layers;
@@ -298,6 +307,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   if (k < n_layers) add("decoder layers " + layer_range(k, n_layers), false, sum(cpu.layer, k, n_layers));
   add(c.tie_word_embeddings ? "embedding table (tied output head), final norm" : "embedding table, output head, final norm",
       plan.head_on_gpu, (plan.head_on_gpu ? gpu : cpu).head);
+  add("output head's bounds copy (int8, for greedy picks)", true, head_bounds);
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
@@ -312,6 +322,12 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     return placed;
   }());
   return plan;
+}
+
+void MemoryPlan::drop_head_bounds() {
+  if (!head_bounds) return;
+  std::erase_if(parts, [](const PlannedPart& p) { return p.name.starts_with("output head's bounds copy"); });
+  head_bounds = 0;
 }
 
 uint64_t MemoryPlan::room_beside_vision_pass(int64_t tokens) const {

@@ -26,6 +26,7 @@ struct MemoryPlanRequest {
   DType gpu_activations = DType::F32;         // the GPU's activations
   DType gpu_cache = DType::BF16;              // the GPU's KV cache (Backend::cache_type; the CPU's is f32)
   bool gpu_narrows_product_inputs = true;     // BackendLimits::narrows_product_inputs (the SM61 profile: false)
+  uint64_t head_bounds = 0;  // bytes of the output head's bounds copy (head_bounds_bytes; 0: the head has none)
 };
 
 struct PlannedPart {
@@ -39,6 +40,9 @@ struct MemoryPlan {
   bool vision_on_gpu = false;
   int64_t layers = 0, gpu_layers = 0;  // decoder layers [0, gpu_layers) on the GPU
   bool head_on_gpu = false;            // the final norm, the output head and the embedding table
+  // Pool bytes of the output head's bounds copy (Backend::prepare_head_pick): planned where everything is on the GPU
+  // and the context still fits beside it; 0: none (decode then reads the head itself).
+  uint64_t head_bounds = 0;
   int64_t context = 0;                 // tokens the plan was made for
   int64_t context_room = 0;            // tokens the GPU's layers have room for within the budget (>= context)
   int64_t prefill_chunk = 0;           // prompt tokens per forward pass
@@ -61,6 +65,8 @@ struct MemoryPlan {
   uint64_t room_beside_vision_pass(int64_t tokens) const;
   uint64_t room_beside_prefill(int64_t image_tokens) const;
   bool decoder_split() const { return gpu_layers < layers || !head_on_gpu; }
+  // The bounds copy left out after all (the backend made none): its part goes, the room planned beside it stays.
+  void drop_head_bounds();
   std::string summary() const;  // one line: "everything on the GPU", "vision tower on the CPU, ...", ...
   std::string table() const;    // the parts, one a line, MiB and device
 };

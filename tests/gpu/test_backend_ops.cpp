@@ -422,6 +422,111 @@ struct Runner {
     }
   }
 
+  // The output head's greedy pick from its bounds copy (project_then_pick, kernels/head_bounds.cuh) against the same
+  // GPU's head GEMV and greedy pick over every logit: the same pick and NaN flag, bit for bit; every entry the bounded
+  // pass leaves is at or above its logit (the bound holds), and the picked row's is the logit itself (its product in
+  // the GEMV's order). Against the CPU's pick (project, then core/first_max.h) where its two largest logits are
+  // clearly apart. Widths of whole and partial 512-wide slabs and of partial groups, heads whose GEMV takes two warps
+  // a row (few rows, long ones), a vocabulary short of the rows; exact ties (first index), rows one weight step apart,
+  // an outlier in x (many candidates), NaN in x, an infinite weight, tiny weights (no scale: always a candidate).
+  void head_pick() {
+    struct Shape {
+      int64_t rows, width, vocabulary;
+    };
+    const std::vector<Shape> shapes{{151936, 2048, 151936}, {3000, 512, 2900}, {4096, 4096, 4096}, {1000, 2560, 1000},
+                                    {2000, 1552, 1999},     {5000, 4096, 5000}, {700, 48, 700},     {300, 1000, 300}};
+    for (const DType wt : {DType::BF16, DType::F16})
+      for (const Shape& sh : shapes) {
+        if (sh.rows == 151936 && wt == DType::F16) continue;  // the 2B's head once, in bf16
+        const int64_t n = sh.rows, k = sh.width;
+        for (const std::string variant : {"random", "exact tie", "one step apart", "outlier in x", "NaN in x",
+                                          "infinite weight", "tiny weights"}) {
+          Tensor x = random({1, k});
+          Tensor w = random({n, k}, DType::F32, 0.02f);
+          NormWeights norm_host{random({k}, DType::F32, 0.1f), {}};
+          for (int64_t i = 0; i < k; ++i) norm_host.weight.data<float>()[i] = 1.0f + std::abs(norm_host.weight.data<float>()[i]);
+          float* wv = w.data<float>();
+          const auto winner_row = [&](int64_t r) {  // along x's signs (the norm's weights are positive): a clear winner
+            for (int64_t i = 0; i < k; ++i) wv[r * k + i] = x.data<float>()[i] > 0 ? 0.05f : -0.05f;
+          };
+          if (variant == "exact tie" || variant == "one step apart") {
+            winner_row(7), winner_row(std::min(n, sh.vocabulary) - 3);
+            if (variant == "one step apart") wv[(std::min(n, sh.vocabulary) - 3) * k + 1] *= 1.0078125f;  // a bf16 step
+          }
+          if (variant == "outlier in x") x.data<float>()[3] = 1000.0f;
+          if (variant == "NaN in x") x.data<float>()[k / 2] = std::nanf("");
+          if (variant == "infinite weight") wv[5 * k] = std::numeric_limits<float>::infinity();
+          if (variant == "tiny weights")
+            for (int64_t i = 0; i < k; ++i) wv[9 * k + i] = 1e-37f * (i % 3 == 0 ? 1.0f : -1.0f);  // a scale under FLT_MIN
+          if (n > sh.vocabulary) winner_row(n - 1);  // past the vocabulary: must not count
+          const Tensor w_typed = w.to(wt);
+          const LinearWeights host = LinearWeights::of(w_typed), head = on_gpu(w_typed);
+          const NormWeights norm = on_gpu(NormWeights{norm_host.weight.to(wt), {}});
+          const bool fits = head_bounds_bytes(n, k) > 0;
+          const std::string what = "head_pick " + std::string(dtype_name(wt)) + " " + std::to_string(n) + "x" +
+                                   std::to_string(k) + " v=" + std::to_string(sh.vocabulary) + " " + variant;
+          const bool made = gpu.prepare_head_pick(head);
+          check_path(what + ": bounds copy made", made, fits);
+          const Tensor xg = gpu.from_host(x);
+          // Every logit and the plain pick, then the bounded pick (each with its own slots).
+          Tensor normed_full, normed_bounded, full = gpu.alloc({1, n}), bounded = gpu.alloc({1, n});
+          Tensor pick_full = gpu.alloc_indices(2), pick_bounded = gpu.alloc_indices(2);
+          const RowNorm rms = RowNorm::rms(norm, 1e-6f);
+          gpu.project(Projection::of(xg, head, full).reading_norm(rms, normed_full));
+          gpu.greedy_pick(full, sh.vocabulary, pick_full);
+          const bool took = reports_op(
+              [&] {
+                gpu.project_then_pick(Projection::of(xg, head, bounded).reading_norm(rms, normed_bounded),
+                                      sh.vocabulary, pick_bounded);
+              },
+              "head bounds+pick");
+          check_path(what + ": bounded", took, fits);
+          const Tensor pf = gpu.to_host(pick_full), pb = gpu.to_host(pick_bounded);
+          const Tensor lf = gpu.to_host(full), lb = gpu.to_host(bounded);
+          const int64_t picked = pb.data<int64_t>()[0];
+          int64_t below = 0, exact = 0;
+          for (int64_t j = 0; j < sh.vocabulary; ++j) {
+            const float f = lf.data<float>()[j], b = lb.data<float>()[j];
+            below += !std::isnan(f) && !std::isnan(b) && b < f;
+            exact += std::memcmp(&f, &b, sizeof f) == 0;
+          }
+          const float fp = lf.data<float>()[picked], bp = lb.data<float>()[picked];
+          ++cases;
+          const bool same = pf.data<int64_t>()[0] == picked && pf.data<int64_t>()[1] == pb.data<int64_t>()[1];
+          const bool ok = same && below == 0 && (!took || std::memcmp(&fp, &bp, sizeof fp) == 0);
+          if (!ok) ++failures;
+          std::printf("  %-64s %lld/%lld %lld/%lld, %lld exact, %lld below  %s\n", what.c_str(),
+                      (long long)picked, (long long)pb.data<int64_t>()[1], (long long)pf.data<int64_t>()[0],
+                      (long long)pf.data<int64_t>()[1], (long long)exact, (long long)below, ok ? "OK" : "FAIL");
+          // The CPU's pick, where its two largest logits are apart by more than the GPU's sums can move them.
+          Tensor normed_cpu, logits_cpu = cpu.alloc({1, n}), pick_cpu = cpu.alloc_indices(2);
+          cpu.project_then_pick(Projection::of(x, host, logits_cpu).reading_norm(RowNorm::rms(norm_host, 1e-6f), normed_cpu),
+                                sh.vocabulary, pick_cpu);
+          std::vector<float> top(logits_cpu.data<float>(), logits_cpu.data<float>() + sh.vocabulary);
+          if (variant != "NaN in x") std::partial_sort(top.begin(), top.begin() + std::min<int64_t>(2, sh.vocabulary), top.end(), std::greater<>());
+          if (variant != "NaN in x" && sh.vocabulary >= 2 && std::isfinite(top[0]) && top[0] - top[1] > 1e-3f * std::max(1.0f, std::abs(top[0]))) {
+            ++cases;
+            const bool agree = pick_cpu.data<int64_t>()[0] == picked;
+            if (!agree) ++failures;
+            std::printf("  %-64s %lld against %lld  %s\n", (what + ": the CPU's pick").c_str(), (long long)picked,
+                        (long long)pick_cpu.data<int64_t>()[0], agree ? "OK" : "FAIL");
+          }
+        }
+      }
+    // With the switch off the same call takes the GEMV and the greedy pick.
+    const LinearWeights head = on_gpu(random({64, 512}, DType::BF16, 0.02f));
+    gpu.prepare_head_pick(head);
+    const Tensor xg = gpu.from_host(random({1, 512}));
+    Tensor logits = gpu.alloc({1, 64}), pick = gpu.alloc_indices(2);
+    Fusions off;
+    off.bounded_head_pick = false;
+    with_fusions(off, [&] {
+      check_path("head_pick with the switch off: bounded",
+                 reports_op([&] { gpu.project_then_pick(Projection::of(xg, head, logits), 64, pick); }, "head bounds+pick"),
+                 false);
+    });
+  }
+
   // What top_k_candidates gives on `be` for a host row: the result's slots, then, where a draw is asked for (top_p >
   // 0), the id drawn and the state after it.
   struct TopKFound {
@@ -1288,6 +1393,7 @@ int eval(Backend& gpu, Backend& cpu, bool narrow) {
   r.norms_and_elementwise();
   r.fused_norms_match_unfused();
   r.greedy_pick();
+  r.head_pick();
   r.top_k_candidates();
   r.draw_from_candidates();
   r.rows_ops();
@@ -1313,6 +1419,7 @@ void perf(Backend& gpu) {
   const auto matrix = [&](int64_t rows, int64_t cols) { return gpu.upload_linear(random({rows, cols}, DType::BF16, 0.02f), nullptr); };
   const LinearWeights wq = matrix(hq * d, hidden), wkv = matrix(hkv * d, hidden), wup = matrix(inter, hidden),
                       wdown = matrix(hidden, inter), head = matrix(vocab, hidden);
+  gpu.prepare_head_pick(head);
   const NormWeights norm{gpu.upload(random({hidden}, DType::BF16), WeightRole::Vector), {}};
   const RowNorm rms = RowNorm::rms(norm, 1e-6f);
   const Tensor kc = gpu.from_host(random({4096, hkv, d})), vc = gpu.from_host(random({4096, hkv, d}));
@@ -1346,6 +1453,7 @@ void perf(Backend& gpu) {
       gpu.linear(x, head, logits);
       Tensor pick = gpu.alloc_indices(2), candidates = gpu.alloc_indices(TopKSpec::kSlots);
       gpu.greedy_pick(logits, vocab, pick);
+      gpu.project_then_pick(Projection::of(x, head, logits), vocab, pick);  // from the bounds copy: the two above
       TopKSpec sampled{vocab, 20, 0.7};  // the Qwen models' default sampling
       gpu.top_k_candidates(logits, sampled, candidates);
       Tensor state = gpu.alloc_indices(1), drawn = gpu.alloc_indices(1);

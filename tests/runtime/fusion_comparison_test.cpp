@@ -44,6 +44,7 @@ bool ran(const FusionRun& run, const std::string& kernel) {
   return std::any_of(run.kernels.begin(), run.kernels.end(), [&](const KernelSummary& k) { return k.name.rfind(kernel, 0) == 0; });
 }
 
+// Every fusion a comparison can compare (the head's bounded pick is not: the comparison keeps every step's logits).
 const std::vector<std::string> kEveryFusion{"add+rms_norm",     "linear q+k+v", "qk_norm+rope+append",
                                             "linear+swiglu",    "add+layer_norm", "bias+gelu",
                                             "flash attention", "rms_norm+linear", "layer_norm+linear"};

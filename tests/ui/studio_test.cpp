@@ -548,7 +548,8 @@ private slots:
     child<QCheckBox>("fusions")->setChecked(true);
     QVERIFY(changed.wait(10000));
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));
+                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear",
+                             "head bounds+pick"}));
   }
 
   void deviceToggleSwitchesOrSaysWhyItCannot() {
@@ -1146,7 +1147,8 @@ private slots:
     QVERIFY(view->kernel_rows() > 3);
     for (auto* t : tables) QVERIFY(!t->isHidden());
     QCOMPARE(window().engine().model().fusions, (QStringList{"add+rms_norm", "linear q+k+v", "qk_norm+rope+append", "linear+swiglu", "add+layer_norm",
-                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear"}));  // left as it was
+                             "bias+gelu", "flash attention", "rms_norm+linear", "layer_norm+linear",
+                             "head bounds+pick"}));  // left as it was
   }
 
   void aBadModelFolderIsExplained() {

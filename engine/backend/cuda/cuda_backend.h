@@ -9,7 +9,8 @@
 //   cuda_projections.cpp  linear and project(): GEMV, tiled GEMM, cuBLAS, the fused projections and epilogues
 //   cuda_quantized.cpp    the same for q8/q4 weights: the quantised GEMV, dequantise-then-GEMM
 //   cuda_attention.cpp    attention (flash, split decode, the unfused reference), its mask cache, q/k norm + RoPE
-//   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify
+//   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify, the greedy pick
+//   cuda_head_pick.cpp    the output head's greedy pick from its bounds copy (project_then_pick)
 //   cuda_interop.cpp      memory and semaphores shared with a renderer, the pool map kernel (CudaInterop)
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "elementwise.cuh"
 #include "gemv.cuh"
 #include "gemv_quantized.cuh"
+#include "head_bounds.cuh"
 #include "qk_norm_rope_append.cuh"
 #include "quantized_args.h"
 #include "step_handoff.cuh"
@@ -103,6 +105,8 @@ public:
   void set_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override;
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
   void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
+  void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) override;  // cuda_head_pick.cpp
+  bool prepare_head_pick(const LinearWeights& head) override;
   void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
 
 private:
@@ -166,6 +170,12 @@ private:
   Tensor attention_arrivals_;  // the split decode attention's per-pair counters (zeroed once, left zero by each call)
   Tensor greedy_pick_workspace_;  // greedy_pick's blocks' picks and counter (zeroed once, likewise)
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
+  // The output head's bounds copy (prepare_head_pick) and its kernels' workspace (zeroed once, likewise).
+  struct HeadBounds {
+    Tensor values, scales, workspace;
+    cuda::HeadBoundsCopy copy;
+  };
+  std::optional<HeadBounds> head_bounds_;
   FaultInjection sampling_faults_;  // candidates_do_not_fit and draws_one_late (inject_fault)
   std::optional<cuda::StepHandoffArgs> closing_handoff_;  // hand_off_step while recording: launched by end_recording
   PendingReads pending_reads_;    // read_later's page-locked slots
