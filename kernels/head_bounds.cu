@@ -38,7 +38,7 @@ constexpr float kBoundFactor = 0.6f, kBoundFloor = 1e-30f, kBoundCeiling = 1e30f
 struct BoundsWorkspace {
   float lower[kMaxBoundsBlocks];  // each bounds block's largest lower bound
   unsigned arrivals;
-  float largest_lower;
+  float threshold;  // the k-th largest of `lower` (k 1 for greedy): a lower bound of the k-th largest logit
   unsigned padding[2];
 };
 static_assert(sizeof(BoundsWorkspace) % 16 == 0, "the pick's workspace follows, 16-byte aligned");
@@ -164,15 +164,20 @@ __global__ void __launch_bounds__(kThreads, kSlabs <= 4 ? 2 : 1) bounds_kernel(H
     ws->lower[blockIdx.x] = largest_lower;
   }
   if (!last_to_arrive(&ws->arrivals, gridDim.x)) return;
-  float merged = -INFINITY;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += kThreads) merged = fmaxf(merged, __ldcg(&ws->lower[b]));
-  merged = warp_max(merged);
-  __syncthreads();  // warp_lower is read above by thread 0 before it is written again
-  if (lane == 0) warp_lower[warp] = merged;
+  // The k-th largest of the blocks' values, equal values counted apart (by block): the block whose value has k - 1
+  // others before it. With fewer blocks than k, -inf (every row a candidate).
+  __shared__ float maxima[kMaxBoundsBlocks];
+  const int blocks = int(gridDim.x), k = a.top_k > 0 ? a.top_k : 1;
+  for (int b = threadIdx.x; b < blocks; b += kThreads) maxima[b] = __ldcg(&ws->lower[b]);
   __syncthreads();
+  for (int b = threadIdx.x; b < blocks; b += kThreads) {
+    const float v = maxima[b];
+    int before = 0;
+    for (int i = 0; i < blocks; ++i) before += maxima[i] > v || (maxima[i] == v && i < b);
+    if (before == k - 1) ws->threshold = v;
+  }
   if (threadIdx.x != 0) return;
-  for (int w = 0; w < kWarps; ++w) merged = fmaxf(merged, warp_lower[w]);
-  ws->largest_lower = merged;
+  if (blocks < k) ws->threshold = -INFINITY;
   ws->arrivals = 0;
 }
 
@@ -216,8 +221,12 @@ __device__ float gemv_row_product(const float* x, const W* w, int k, int split, 
   return sum + 0.0f;
 }
 
+// float(v / temperature) as top-k computes it (core/top_k.h: double division).
+__device__ __forceinline__ float over_temperature(float v, double temperature) { return float(double(v) / temperature); }
+
 // A block takes 2,048 upper bounds at a time (8 a thread, like greedy_pick.cu), lists the rows whose bound is not
-// below the largest lower bound, computes those rows' logits a warp each, and the blocks' bests are merged.
+// below the threshold, and computes those rows' logits a warp each. Greedy: the blocks' bests are merged into the
+// pick. Top-k: the rows not listed get -inf.
 template <typename W>
 __global__ void __launch_bounds__(kThreads) candidates_kernel(HeadBoundsPickArgs a, int gemv_split) {
   __shared__ int listed[kPickChunk];
@@ -227,7 +236,11 @@ __global__ void __launch_bounds__(kThreads) candidates_kernel(HeadBoundsPickArgs
   const W* const head = static_cast<const W*>(a.copy.weight);
   const int k = int(a.copy.width);
   wait_for_previous_kernel();
-  const float largest_lower = __ldcg(&static_cast<const BoundsWorkspace*>(a.workspace)->largest_lower);
+  const float threshold = __ldcg(&static_cast<const BoundsWorkspace*>(a.workspace)->threshold);
+  const bool top_k = a.top_k > 0;
+  // Greedy compares the bounds themselves; top-k their values over the temperature, where a logit below the k-th
+  // largest may round to the same value (and tie with it).
+  const float threshold_t = top_k ? over_temperature(threshold, a.temperature) : threshold;
   PickBest best{-INFINITY, 0, rows};
   for (int64_t chunk = int64_t(blockIdx.x) * kPickChunk; chunk < rows; chunk += int64_t(gridDim.x) * kPickChunk) {
     if (threadIdx.x == 0) listed_count = 0;
@@ -241,7 +254,10 @@ __global__ void __launch_bounds__(kThreads) candidates_kernel(HeadBoundsPickArgs
 #pragma unroll
     for (int u = 0; u < kPickPerThread; ++u) {
       const int offset = int(threadIdx.x) + u * kThreads;
-      if (chunk + offset < rows && !(upper[u] < largest_lower)) listed[atomicAdd(&listed_count, 1)] = offset;
+      if (chunk + offset >= rows) continue;
+      const float bound = top_k ? over_temperature(upper[u], a.temperature) : upper[u];
+      if (!(bound < threshold_t)) listed[atomicAdd(&listed_count, 1)] = offset;
+      else if (top_k) a.logits[chunk + offset] = -INFINITY;
     }
     __syncthreads();
     const int count = listed_count;
@@ -255,7 +271,7 @@ __global__ void __launch_bounds__(kThreads) candidates_kernel(HeadBoundsPickArgs
     }
     __syncthreads();  // `listed` is written again
   }
-  merge_block_picks<kThreads>(best, rows, pick_workspace(a.workspace), a.pick);
+  if (!top_k) merge_block_picks<kThreads>(best, rows, pick_workspace(a.workspace), a.pick);
 }
 
 template <typename W>
@@ -305,8 +321,9 @@ int64_t head_bounds_workspace_bytes() {
 }
 
 void head_bounds_pick(const HeadBoundsPickArgs& a, bool overlap, cudaStream_t stream) {
-  if (!head_bounds_fit(a.copy.w_type, a.copy.width) || a.vocabulary <= 0 || a.vocabulary > a.copy.rows)
-    throw std::runtime_error("head_bounds_pick: a head or vocabulary it does not take");
+  if (!head_bounds_fit(a.copy.w_type, a.copy.width) || a.vocabulary <= 0 || a.vocabulary > a.copy.rows ||
+      a.top_k < 0 || a.top_k > kMaxBoundsBlocks || !(a.temperature > 0))
+    throw std::runtime_error("head_bounds_pick: a head, vocabulary or top-k it does not take");
   if (a.copy.w_type == WeightType::BF16) launch_pick<uint16_t>(a, overlap, stream);
   else launch_pick<__half>(a, overlap, stream);
 }

@@ -15,6 +15,12 @@
 // Two launches, as the head's GEMV and the greedy pick were: the bounds (every row) with the largest lower bound
 // merged by the last block, then the candidates' products and the pick. Afterwards `logits` holds the upper bounds,
 // and the exact logit at every candidate row: no row's entry is below its logit.
+//
+// Top-k (sampling's candidates, top_k_candidates.cu after it): the k-th largest logit is at least the k-th largest of
+// the blocks' largest lower bounds (k blocks each hold a row at or above it), so a row whose upper bound, over the
+// temperature as top-k rounds it, is below that threshold's cannot be among the candidates, nor tie with the k-th.
+// The candidates' logits are computed, every other entry set to -inf (which top-k leaves out): top-k over that row
+// finds the candidates, values and draw it finds over all the logits.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -49,6 +55,10 @@ struct HeadBoundsPickArgs {
   int64_t* pick;       // {first index of the largest logit, 1 if any logit is NaN}
   void* workspace;     // head_bounds_workspace_bytes(), zeroed once; every call leaves it zeroed again
   int multiprocessors;
+  // 0: greedy, the pick into `pick`. Else top-k (<= 64) at `temperature`: `logits` gets the candidates' logits and
+  // -inf elsewhere, for top_k_candidates; `pick` is not written.
+  int top_k = 0;
+  double temperature = 1;
 };
 
 int64_t head_bounds_workspace_bytes();

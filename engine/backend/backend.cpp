@@ -37,6 +37,11 @@ void Backend::project_then_pick(const Projection& head, int64_t vocabulary, Tens
   greedy_pick(*head.outputs[0], vocabulary, pick);
 }
 
+void Backend::project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out) {
+  project(head);
+  top_k_candidates(*head.outputs[0], spec, out);
+}
+
 void Backend::greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) {
   check_greedy_pick(logits, vocabulary, pick);
   const Tensor host = to_host(logits);

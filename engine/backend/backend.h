@@ -396,6 +396,10 @@ public:
   // head's output tensor then holds them only where the backend says so (CUDA: an upper bound of each logit, the
   // logit itself where it had to be computed). Default: project, then greedy_pick.
   virtual void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick);
+  // Likewise the head and top_k_candidates (with its draw where the spec asks): the same result as those over every
+  // logit (CUDA: the head's output then holds the candidates' logits and -inf elsewhere, over which a host's top-k
+  // finds the same candidates). Default: project, then top_k_candidates.
+  virtual void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out);
   // Makes what project_then_pick needs to pick from `head` (a weight of this backend) without every logit, where
   // this backend can: true if it did. It takes device memory (CUDA: an int8 copy with a scale per 128 values, 331 MB
   // for the 2B model: head_bounds_bytes), so the engine asks only where the memory plan has room for it.

@@ -214,8 +214,8 @@ Tensor TextDecoder::forward_part(std::size_t part, PartInput in, const Tensor& c
   };
   if (s == 1 && !vision && record_decode_steps_) {
     record_if_needed();
-    // A step recorded with a greedy pick may leave its logits uncomputed: a pass that wants them runs directly.
-    const bool logits_left = has_head(part) && returns == Returns::Logits && pick_.on() && pick_.top_k == 0;
+    // A step recorded with a pick may leave its logits uncomputed: a pass that wants them runs directly.
+    const bool logits_left = has_head(part) && returns == Returns::Logits && pick_.on();
     if (recorded && recorded->work && !logits_left) return replay_step(part, in, cos_host, sin_host, cache, returns);
   }
 
@@ -459,17 +459,17 @@ void TextDecoder::run(std::size_t part, DecoderActivations& b, const Position& a
   // Only the last position's logits are needed (generation reads nothing else).
   const Tensor last = b.x.slice_rows(s - 1, s);
   const Projection head = Projection::of(last, w_.lm_head, b.logits).reading_norm(rms(w_.final_norm), b.normed);
-  // A greedy pick may be made without every logit (Backend::project_then_pick): a pass with one hands back no logits.
-  if (b.pick.numel() && pick_.top_k == 0) return be.project_then_pick(head, pick_.vocabulary, b.pick);
-  be.project(head);
-  if (!b.pick.numel()) return;
+  if (!b.pick.numel()) return be.project(head);
+  // The pick may be made without every logit (Backend::project_then_pick, project_then_top_k): a pass with a pick
+  // hands back its logits only where top-k's candidates did not fit, and those give the host the same candidates.
+  if (pick_.top_k == 0) return be.project_then_pick(head, pick_.vocabulary, b.pick);
   Tensor candidates = b.pick.slice_rows(0, TopKSpec::kSlots), drawn = pick_slot(b.pick, kDrawnSlot),
          draw_state = pick_slot(b.pick, kDrawStateSlot);
   TopKSpec spec{pick_.vocabulary, pick_.top_k, pick_.temperature};
   // Drawn there too, for a step queued after this one (queue_step; a pass not queued leaves the draw unused), where
   // steps may be queued at all.
   if (steps_may_run_ahead()) spec.top_p = pick_.top_p, spec.draw_state = &draw_state, spec.drawn = &drawn;
-  be.top_k_candidates(b.logits, spec, candidates);
+  be.project_then_top_k(head, spec, candidates);
 }
 
 }  // namespace qvl

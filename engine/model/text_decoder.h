@@ -114,11 +114,11 @@ public:
   // Cancelled, leaving the cache as long as it was.
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
   // The next token chosen on the backend from now on (vocabulary > 0; 0: off): the recorded one-token step ends
-  // with Backend::project_then_pick (top_k 0: the head and its greedy pick, which may leave logits uncomputed) or
-  // Backend::top_k_candidates (with its draw, TopKSpec's) over the first `vocabulary` logits, whatever a call asks
-  // for (the prompt's last pass may be one token and want the logits: with top-k it replays the step the later
-  // steps replay; greedy, it runs directly), and forward(..., Returns::Pick) hands the pick back. Set it before the
-  // prompt's passes: a step recorded with another pick is recorded again.
+  // with Backend::project_then_pick (top_k 0: the head and its greedy pick) or Backend::project_then_top_k (with
+  // its draw, TopKSpec's) over the first `vocabulary` logits, which may leave logits uncomputed: the prompt's last
+  // pass may be one token and want the logits, and then runs directly, not as the recorded step the steps after it
+  // replay. forward(..., Returns::Pick) hands the pick back. Set it before the prompt's passes: a step recorded with
+  // another pick is recorded again.
   struct StepPick {
     int64_t vocabulary = 0;  // 0: off
     int64_t top_k = 0;       // 0: greedy; else top-k's candidates at `temperature` (TopKSpec's bounds)

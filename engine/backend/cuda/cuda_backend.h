@@ -106,6 +106,7 @@ public:
   void add_blended_rows(Tensor& x, const Tensor& table, const RowBlend& blend) override;
   void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick) override;
   void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) override;  // cuda_head_pick.cpp
+  void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out) override;
   bool prepare_head_pick(const LinearWeights& head) override;
   void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
 
@@ -141,6 +142,10 @@ private:
   bool gemm_swiglu_packed(const Projection& p, const Tensor& in);
   void products(const Projection& p, const Tensor& in, bool fold);
   void residual_epilogue(const Projection& p, const Tensor& in);
+
+  // cuda_head_pick.cpp
+  bool picks_from_bounds(const Projection& head) const;
+  void bounded_head(const Projection& head, int64_t vocabulary, int top_k, double temperature, Tensor* pick);
 
   // cuda_rows.cpp
   void add_norm(Tensor& x, const Tensor& residual, const Tensor* residual_bias, const RowNorm& norm, Tensor& y);

@@ -1,6 +1,6 @@
-// The output head's greedy pick from its bounds copy (kernels/head_bounds.cuh): prepare_head_pick makes the copy,
-// project_then_pick runs the two kernels in place of the head's GEMV and the greedy pick, where the copy is this
-// head's and the projection is one row.
+// The output head's greedy pick and top-k from its bounds copy (kernels/head_bounds.cuh): prepare_head_pick makes the
+// copy; project_then_pick runs the two kernels in place of the head's GEMV and the greedy pick, project_then_top_k in
+// place of the GEMV before top_k_candidates, where the copy is this head's and the projection is one row.
 #include "backend/op_costs.h"
 #include "common.cuh"
 #include "core/error.h"
@@ -31,24 +31,42 @@ bool CudaBackend::prepare_head_pick(const LinearWeights& head) {
   return true;
 }
 
-void CudaBackend::project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) {
+// Whether the head's projection can run from the bounds copy: the switch on, the copy this head's, one row, no bias.
+bool CudaBackend::picks_from_bounds(const Projection& head) const {
   check_projection(head);
   const LinearWeights& w = *head.weights[0];
-  const bool bounded = fusions_.bounded_head_pick && head_bounds_ && head_bounds_->copy.weight == w.weight.raw() &&
-                       head.epilogue == Epilogue::Store && head.count == 1 && head.rows() == 1 && !w.bias.raw();
-  if (!bounded) return Backend::project_then_pick(head, vocabulary, pick);
-  Tensor& logits = *head.outputs[0];
-  check_greedy_pick(logits, vocabulary, pick);
-  const Tensor& in = unfused_prologue(*this, head);  // the head's norm: its own kernel, as the head's GEMV reads it
-  if (in.dtype() != DType::F32 || logits.device() != Device::CUDA) return Backend::project_then_pick(head, vocabulary, pick);
+  return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->copy.weight == w.weight.raw() &&
+         head.epilogue == Epilogue::Store && head.count == 1 && head.rows() == 1 && !w.bias.raw() &&
+         head.outputs[0]->device() == Device::CUDA;
+}
+
+// The head's norm (its own kernel, as the head's GEMV reads it), then the two kernels: greedy (top_k 0) into `pick`,
+// or top-k's candidates' logits (the rest -inf) for top_k_candidates.
+void CudaBackend::bounded_head(const Projection& head, int64_t vocabulary, int top_k, double temperature, Tensor* pick) {
+  const Tensor& in = unfused_prologue(*this, head);
+  if (in.dtype() != DType::F32) fail("the output head's bounded pick reads f32 rows, not ", dtype_name(in.dtype()));
   const GpuTimer timer = timed([&] {
     return op_cost::make("head bounds+pick", double(head_bounds_->values.nbytes() + head_bounds_->scales.nbytes()),
-                         2.0 * double(vocabulary) * double(w.cols()));
+                         2.0 * double(vocabulary) * double(head.weights[0]->cols()));
   });
-  cuda::head_bounds_pick({.x = f32(in), .copy = head_bounds_->copy, .vocabulary = vocabulary, .logits = f32(logits),
-                          .pick = pick.data<int64_t>(), .workspace = head_bounds_->workspace.raw(),
-                          .multiprocessors = ctx_.multiprocessors},
+  cuda::head_bounds_pick({.x = f32(in), .copy = head_bounds_->copy, .vocabulary = vocabulary,
+                          .logits = f32(*head.outputs[0]), .pick = pick ? pick->data<int64_t>() : nullptr,
+                          .workspace = head_bounds_->workspace.raw(), .multiprocessors = ctx_.multiprocessors,
+                          .top_k = top_k, .temperature = temperature},
                          ctx_.overlapped_launches, ctx_.stream);
+}
+
+void CudaBackend::project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) {
+  if (!picks_from_bounds(head)) return Backend::project_then_pick(head, vocabulary, pick);
+  check_greedy_pick(*head.outputs[0], vocabulary, pick);
+  bounded_head(head, vocabulary, 0, 1.0, &pick);
+}
+
+void CudaBackend::project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out) {
+  if (!picks_from_bounds(head)) return Backend::project_then_top_k(head, spec, out);
+  check_top_k_candidates(*head.outputs[0], spec, out);
+  bounded_head(head, spec.vocabulary, int(spec.top_k), spec.temperature, nullptr);
+  top_k_candidates(*head.outputs[0], spec, out);
 }
 
 }  // namespace qvl
