@@ -11,7 +11,7 @@
 // |a| <= 127 sum s H). kBoundFloor covers subnormal underflow (at most ~4,096 of 2^-149 in any sum). A bound that is
 // not finite or above kBoundCeiling (where sums might overflow) makes its row a candidate whatever its value.
 //
-// The bytes (the 2B): 311 MB of int8 and 19 MB of scales where the head's GEMV read 622 MB; the candidates' rows,
+// The bytes (the 2B): 311 MB of int8 and 10 MB of scales where the head's GEMV read 622 MB; the candidates' rows,
 // 4 KB each, from the head itself.
 #include "head_bounds.cuh"
 

@@ -3,7 +3,7 @@
 //
 // The head is the largest matrix a decode step reads (the 2B's tied 151,936 x 2048 table: 622 MB of 3.44 GB in bf16),
 // yet greedy decoding keeps one of its rows' products. A copy of the head in int8 with an f32 scale per 128 values
-// (values[r, i] = rint(w[r, i] / s), s = max |w| of the group / 127: 331 MB for the 2B) gives, in one pass over half
+// (values[r, i] = rint(w[r, i] / s), s = max |w| of the group / 127: 321 MB for the 2B) gives, in one pass over half
 // the bytes, each row's product a and a bound b on how far the head's own product can lie from it, so that
 //   logit[r] <= upper[r] = a[r] + b[r]   and   logit[r] >= a[r] - b[r]
 // hold for the logits the head's GEMV computes (bounds_kernel's comment derives b). With L the largest a[r] - b[r], a

@@ -19,7 +19,6 @@
 #include "qvl/gpu_options.h"
 #include "runtime/engine.h"
 #include "runtime/fusion_comparison.h"
-#include "runtime/sampler.h"
 
 namespace qvl::cli {
 
@@ -415,7 +414,7 @@ int run_bench(const std::vector<std::string>& argv) {
   int64_t image_tokens = 0;  // after the 2x2 merge
   for (const auto& g : last.image_grids) image_tokens += g.t * g.h * g.w / 4;
   const MemoryReport memory = engine->memory_report();
-  const uint64_t bytes_per_token = engine->decode_weight_bytes(Sampler(request.sampling).greedy_only());
+  const uint64_t bytes_per_token = engine->decode_weight_bytes(&request);
   const double bandwidth = engine->measure_read_bandwidth();
   const double decode_ms = median(decode), roofline_ms = bandwidth > 0 ? double(bytes_per_token) / bandwidth * 1e3 : 0;
   nlohmann::json out = {

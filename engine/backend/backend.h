@@ -401,7 +401,7 @@ public:
   // finds the same candidates). Default: project, then top_k_candidates.
   virtual void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out);
   // Makes what project_then_pick needs to pick from `head` (a weight of this backend) without every logit, where
-  // this backend can: true if it did. It takes device memory (CUDA: an int8 copy with a scale per 128 values, 331 MB
+  // this backend can: true if it did. It takes device memory (CUDA: an int8 copy with a scale per 128 values, 321 MB
   // for the 2B model: head_bounds_bytes), so the engine asks only where the memory plan has room for it.
   virtual bool prepare_head_pick(const LinearWeights& /*head*/) { return false; }
   // Sampling's temperature and top-k over one f32 row of logits, into `out` (TopKSpec::kSlots int64 on this backend,

@@ -748,10 +748,12 @@ public:
   std::string weights() const override {
     return model_.config.quantization ? model_.config.quantization->name() : held_policy_.name;
   }
-  uint64_t decode_weight_bytes(bool greedy) const override {
+  uint64_t decode_weight_bytes(const GenerateRequest* request) const override {
     const TextWeights& t = weights_.text;
     const auto norm = [](const NormWeights& n) { return uint64_t(n.weight.nbytes() + n.bias.nbytes()); };
-    const bool bounds = greedy && plan_ && plan_->head_bounds && options_.fusions.bounded_head_pick;
+    const bool bounds = request && plan_ && plan_->head_bounds && options_.fusions.bounded_head_pick &&
+                        step_pick(Sampler(request->sampling, tokenizer_->vocab_size()), *request, *backend_,
+                                  t.lm_head.rows()).on();
     uint64_t bytes = norm(t.final_norm) + (bounds ? head_bounds_bytes(t.lm_head.rows(), t.lm_head.cols()) : t.lm_head.nbytes());
     for (const DecoderLayerWeights& l : t.layers) {
       bytes += norm(l.input_norm) + norm(l.post_attention_norm) + norm(l.q_norm) + norm(l.k_norm);

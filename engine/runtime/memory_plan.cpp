@@ -265,7 +265,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
          "smaller weights (--weights q4), or run on the CPU (--device cpu)");
 
   // The head's bounds copy only beside everything else with the context asked for: a decode step reads it instead of
-  // the head (331 MB for 622 at the 2B's bf16), but it is the first thing to go when memory is short.
+  // the head (321 MB for 622 at the 2B's bf16), but it is the first thing to go when memory is short.
   if (r.head_bounds && chosen->vision_on_gpu && chosen->head_on_gpu && chosen->gpu_layers == n_layers) {
     head_bounds = pool_bytes(1, r.head_bounds);
     if (peak(*chosen, r.context, image_tokens) > r.budget) head_bounds = 0;

@@ -131,6 +131,54 @@ TEST(MemoryPlan, MovesTheVisionTowerFirstThenTheLastLayers) {
   EXPECT_EQ(everything.prefill_chunk, 2048) << "a budget that fits it runs the whole planned context in one pass";
 }
 
+// The output head's bounds copy (Backend::prepare_head_pick): 151,936 x 2048 int8 values and an f32 scale per 128
+// for the 2B's bf16 head, in the plan only beside everything else with the context asked for, and first to go.
+TEST(MemoryPlan, PlansTheHeadsBoundsCopyOnlyBesideEverythingElse) {
+  const ModelConfig c = model_preset("qwen3-vl-2b");
+  EXPECT_EQ(head_bounds_bytes(c.text.vocab_size, c.text.hidden_size), uint64_t(151936) * (2048 + 16 * 4));
+  EXPECT_EQ(head_bounds_bytes(100, 2050), 0u) << "a width that is no multiple of 16";
+  EXPECT_EQ(head_bounds_bytes(100, 4112), 0u) << "wider than the bounds pass holds";
+  MemoryPlanRequest r;
+  r.context = 2048;
+  r.image_tokens = 1024;
+  r.head_bounds = head_bounds_bytes(c.text.vocab_size, c.text.hidden_size);
+  r.budget = uint64_t(1) << 40;
+  const MemoryPlan roomy = plan_memory(c, r);
+  ASSERT_TRUE(roomy.everything_on_gpu());
+  EXPECT_GE(roomy.head_bounds, r.head_bounds);
+  EXPECT_LT(roomy.head_bounds, r.head_bounds + 2 * kMiB) << "one block, rounded as the pool rounds it";
+  const auto part = [](const MemoryPlan& p) {
+    uint64_t bytes = 0;
+    for (const PlannedPart& q : p.parts) bytes += q.name.starts_with("output head's bounds copy") ? q.bytes : 0;
+    return bytes;
+  };
+  EXPECT_EQ(part(roomy), roomy.head_bounds);
+  MemoryPlanRequest without = r;
+  without.head_bounds = 0;
+  const MemoryPlan plain = plan_memory(c, without);
+  EXPECT_EQ(plain.head_bounds, 0u);
+  EXPECT_EQ(roomy.gpu_peak, plain.gpu_peak + roomy.head_bounds);
+  // Just enough for everything without the copy: the same arrangement, no copy, the same peak.
+  r.budget = plain.gpu_peak;
+  const MemoryPlan tight = plan_memory(c, r);
+  EXPECT_TRUE(tight.everything_on_gpu());
+  EXPECT_EQ(tight.head_bounds, 0u);
+  EXPECT_EQ(part(tight), 0u);
+  EXPECT_LE(tight.gpu_peak, tight.budget);
+  // The head off the GPU: no copy however much is asked for it.
+  r.budget = 1024 * kMiB;
+  r.formats = QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8};
+  const MemoryPlan split = plan_memory(c, r);
+  EXPECT_TRUE(split.decoder_split());
+  EXPECT_EQ(split.head_bounds, 0u);
+  // Dropped after all (the backend made none): the part goes, the plan's room stays.
+  MemoryPlan dropped = roomy;
+  dropped.drop_head_bounds();
+  EXPECT_EQ(dropped.head_bounds, 0u);
+  EXPECT_EQ(part(dropped), 0u);
+  EXPECT_EQ(dropped.context_room, roomy.context_room);
+}
+
 TEST(MemoryPlan, LeavesRoomForSeveralImagesInOneVisionPassWhereTheBudgetAllows) {
   const ModelConfig c = model_preset("qwen3-vl-2b");
   MemoryPlanRequest r = q4_on_pascal(1 << 20);
