@@ -9,7 +9,9 @@
 // = 0.5624 sum_g s_g H_g of each other, before the rounding of this pass's sums of scales times H (relative, a few u).
 // kBoundFactor = 0.6 leaves room for those and for the upper and lower bounds' own rounding (a relative u of a, and
 // |a| <= 127 sum s H). kBoundFloor covers subnormal underflow (at most ~4,096 of 2^-149 in any sum). A bound that is
-// not finite or above kBoundCeiling (where sums might overflow) makes its row a candidate whatever its value.
+// not finite or above kBoundCeiling (where sums might overflow), or a product that is not finite (a lane's sum of q x,
+// taken before its scale, can overflow where x is huge however small the scale), makes its row a candidate whatever
+// its value, and leaves it out of the lower bounds.
 //
 // The bytes (the 2B): 311 MB of int8 and 10 MB of scales where the head's GEMV read 622 MB; the candidates' rows,
 // 4 KB each, from the head itself.
@@ -150,9 +152,11 @@ __global__ void __launch_bounds__(kThreads, kSlabs <= 4 ? 2 : 1) bounds_kernel(H
     }
     product = warp_sum(product);
     bound = fmaf(warp_sum(bound), kBoundFactor, kBoundFloor);
-    const float upper = bound <= kBoundCeiling ? product + bound : INFINITY;  // NaN bounds too: always a candidate
-    if (lane == 0) a.logits[row] = upper;
-    largest_lower = fmaxf(largest_lower, product - bound);  // fmaxf passes NaN over
+    // A finite product: no lane's sum of q·x (taken before its scale) overflowed, nor the warp's. Otherwise, or with
+    // a bound that is NaN or past the ceiling, the row is always a candidate and bounds nothing from below.
+    const bool sound = bound <= kBoundCeiling && isfinite(product);
+    if (lane == 0) a.logits[row] = sound ? product + bound : INFINITY;
+    if (sound) largest_lower = fmaxf(largest_lower, product - bound);
   }
   // The blocks' largest lower bounds, merged by the last block.
   BoundsWorkspace* const ws = static_cast<BoundsWorkspace*>(a.workspace);

@@ -19,6 +19,7 @@
 #include "qvl/gpu_options.h"
 #include "runtime/engine.h"
 #include "runtime/fusion_comparison.h"
+#include "runtime/prompt_count.h"
 
 namespace qvl::cli {
 
@@ -173,14 +174,30 @@ void print_vitals(const nlohmann::json& v) {
               s["throttled"].get<bool>() ? " (THROTTLED: the numbers above are slower than the card can do)" : "");
 }
 
-// The chat template's own tokens around a user message: <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n.
-constexpr int64_t kTemplateTokens = 8;
-
 // `tokens` tokens of text (at least one): " hello" is one token.
 std::string hello_text(int64_t tokens) {
   std::string text;
   for (int64_t i = 0; i < std::max<int64_t>(1, tokens); ++i) text += " hello";
   return text;
+}
+
+// The tokens the model's chat template puts around the text of `request`'s last message (a user's, its text not yet
+// added: <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n, and the end of the turn before it), counted with
+// its own template and tokenizer: the prompt with one " hello" as that text, less the prompt without the message,
+// less the " hello". Images in the message are left out of the count.
+int64_t template_tokens(const Engine& engine, GenerateRequest request) {
+  const auto count = [&](const GenerateRequest& r) {
+    return int64_t(count_prompt(engine.tokenizer(), engine.image_preprocessor(),
+                                TokenId(engine.model().config.image_token_id), r).ids.size());
+  };
+  request.images.clear();
+  ChatMessage message = std::move(request.messages.back());
+  request.messages.pop_back();
+  const int64_t before = request.messages.empty() ? 0 : count(request);
+  std::erase_if(message.content, [](const ContentItem& c) { return c.kind != ContentItem::Kind::Text; });
+  message.content.push_back(ContentItem::make_text(hello_text(1)));
+  request.messages.push_back(std::move(message));
+  return count(request) - before - 1;
 }
 
 // A square test picture of `side` pixels, different for each `seed`.
@@ -209,8 +226,8 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
       turn.images.push_back(image);
       question.content.push_back(ContentItem::image());
     }
-    question.content.push_back(ContentItem::make_text(hello_text(tokens - 6)));  // 6 template tokens around it
-    turn.messages.push_back(std::move(question));
+    turn.messages.push_back(question);
+    turn.messages.back().content.push_back(ContentItem::make_text(hello_text(tokens - template_tokens(engine, turn))));
     second = engine.generate(turn);
     turn.conversation_id.clear();
     const GenerateResult computed_whole = engine.generate(turn);
@@ -254,7 +271,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"compare-fusion", "",
        "also run fused and unfused side by side: times, kernels, output difference (all fusions, and each alone)"},
       {"device", "NAME", "cpu (default) or cuda"},
-      {"prompt-tokens", "N", "text tokens in the prompt, the chat template's 8 among them (default 128)"},
+      {"prompt-tokens", "N", "text tokens in the prompt, the chat template's among them (8 for Qwen3-VL; default 128)"},
       {"prompt", "TEXT", "this question instead of --prompt-tokens' generated text"},
       {"decode-tokens", "N", "tokens to generate (default 32)"},
       {"image-size", "N", "add an NxN image to the prompt (default: none)"},
@@ -295,9 +312,7 @@ int run_bench(const std::vector<std::string>& argv) {
   apply_gpu_options(args, options);
   if (follow_up_tokens < 0 || follow_up_tokens > options.max_context)
     fail("qvl bench: --follow-up-tokens takes 0 to ", options.max_context, " (--max-context)");
-  if (prompt_tokens < kTemplateTokens + 1 || decode_tokens < 2)
-    fail("qvl bench: need --prompt-tokens >= ", kTemplateTokens + 1, " (the chat template's ", kTemplateTokens,
-         " and a word) and --decode-tokens >= 2");
+  if (decode_tokens < 2) fail("qvl bench: need --decode-tokens >= 2");
   if (args.has("image-size") && image_size < 1) fail("qvl bench: --image-size takes 1 or more (leave it out for no picture)");
   if (repeat < 1 || repeat > 1000) fail("qvl bench: --repeat takes 1 to 1000");
   if ((args.has("top-k") || args.has("top-p")) && !(args.get_double("temperature", 0.0) > 0))
@@ -343,9 +358,12 @@ int run_bench(const std::vector<std::string>& argv) {
     user.content.push_back(ContentItem::image());
   }
   if (args.has("prompt") && args.has("prompt-tokens")) fail("qvl bench: --prompt and --prompt-tokens exclude each other");
-  const std::string text = args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - kTemplateTokens);
-  user.content.push_back(ContentItem::make_text(text));
   request.messages.push_back(std::move(user));
+  const int64_t around = template_tokens(*engine, request);
+  if (!args.has("prompt") && prompt_tokens < around + 1)
+    fail("qvl bench: need --prompt-tokens >= ", around + 1, " (the chat template's ", around, " and a word)");
+  request.messages.back().content.push_back(
+      ContentItem::make_text(args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - around)));
   request.max_new_tokens = decode_tokens;
   request.ignore_eos = true;
   request.sampling.temperature = args.get_double("temperature", 0.0);

@@ -28,9 +28,10 @@ struct Fusions {
   // input itself.
   bool norm_into_projection = true;
   bool layer_norm_linear = true;  // vision: the LayerNorm writes the q, k, v and fc1 GEMMs' 16-bit operand the same way
-  // Greedy decoding's pick from a bounds copy of the output head (Backend::project_then_pick): only the rows whose
-  // logit may be the largest are computed from the head itself. The same pick; logits are not all computed, so it
-  // runs where a step hands back a pick only (CUDA, where the memory plan has room for the copy).
+  // The pick on the device from a bounds copy of the output head (Backend::project_then_pick, project_then_top_k):
+  // only the rows whose logit may be picked, or be one of top-k's candidates, are computed from the head itself. The
+  // same pick and candidates; logits are not all computed, so it runs where a step hands back a pick only (CUDA,
+  // where the memory plan has room for the copy).
   bool bounded_head_pick = true;
 
   static Fusions none() { return {false, false, false, false, false, false, false, false, false, false}; }

@@ -841,7 +841,9 @@ MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOpti
     r.gpu_narrows_product_inputs = options.cuda_profile != "sm61";
   }
   r.formats = model.config.quantization ? model.config.quantization : weights_for(model, options.weights, r).quantise;
-  if (!r.formats) r.head_bounds = head_bounds_bytes(model.config.text.vocab_size, model.config.text.hidden_size);
+  // The head's bounds copy, for a float head with the switch on at load (switched on later, the head is read whole).
+  if (!r.formats && options.fusions.bounded_head_pick)
+    r.head_bounds = head_bounds_bytes(model.config.text.vocab_size, model.config.text.hidden_size);
   return r;
 }
 

@@ -307,7 +307,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   if (k < n_layers) add("decoder layers " + layer_range(k, n_layers), false, sum(cpu.layer, k, n_layers));
   add(c.tie_word_embeddings ? "embedding table (tied output head), final norm" : "embedding table, output head, final norm",
       plan.head_on_gpu, (plan.head_on_gpu ? gpu : cpu).head);
-  add("output head's bounds copy (int8, for greedy picks)", true, head_bounds);
+  add("output head's bounds copy (int8, for picks on the GPU)", true, head_bounds);
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
@@ -327,6 +327,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
 void MemoryPlan::drop_head_bounds() {
   if (!head_bounds) return;
   std::erase_if(parts, [](const PlannedPart& p) { return p.name.starts_with("output head's bounds copy"); });
+  gpu_peak -= head_bounds;  // the parts still add up to the peak
   head_bounds = 0;
 }
 

@@ -184,6 +184,47 @@ TEST_F(QueuedSteps, HandBackForwardsPicksAndADroppedOneChangesNothing) {
   EXPECT_EQ(cache.length(), reference_cache.length());
 }
 
+// The output head's bounds copy (Backend::prepare_head_pick): recorded and queued steps that pick from it hand back
+// what steps computing every logit hand back, greedy and top-k with the draw (the whole result: candidates, their
+// values, the draw and its state), and the prompt's one-token last pass, which wants its logits, gets every one (it
+// runs directly, not as the recorded step).
+TEST_F(QueuedSteps, PickFromTheHeadsBoundsCopyAsFromEveryLogit) {
+  const int64_t vocabulary = weights.text.lm_head.rows();
+  ASSERT_TRUE(gpu->prepare_head_pick(weights.text.lm_head));  // the demo model's 48-wide head: one partial slab
+  for (const TextDecoder::StepPick pick : {TextDecoder::StepPick{vocabulary}, TextDecoder::StepPick{vocabulary, 20, 0.7, 0.8}}) {
+    const auto run = [&](bool bounded) {
+      Fusions fusions;
+      fusions.bounded_head_pick = bounded;
+      gpu->set_fusions(fusions);
+      TextDecoder decoder(*gpu, model.config, weights.text);
+      decoder.set_step_pick(pick);
+      KvCache cache(*gpu, model.config.text, 24);
+      const auto [cos, sin] = tables(0, int64_t(prompt.size()) - 1);
+      decoder.forward(std::span(prompt).first(prompt.size() - 1), cos, sin, nullptr, cache);
+      const auto [c, s] = tables(cache.length());
+      const std::vector<float> last = decoder.forward(std::span(prompt).last(1), c, s, nullptr, cache).to_f32_vector();
+      EXPECT_TRUE(decoder.can_queue_steps(cache));  // that pass recorded the step
+      std::vector<std::vector<int64_t>> steps;
+      decoder.queue_step(largest(last), 0, cache, pick.top_k > 0 ? std::optional<uint64_t>(0x5eed) : std::nullopt);
+      for (int i = 0; i < 6; ++i) {
+        decoder.queue_step(TextDecoder::kPickedOnDevice, 0, cache);
+        const Tensor handed = decoder.take_step(cache);
+        steps.emplace_back(handed.data<int64_t>(), handed.data<int64_t>() + handed.numel());
+      }
+      decoder.drop_queued_steps();
+      return std::pair{last, steps};
+    };
+    const auto [every_logit, every_steps] = run(false);
+    const auto [bounded_logits, bounded_steps] = run(true);
+    const std::string what = pick.top_k > 0 ? "top-k" : "greedy";
+    EXPECT_EQ(bounded_logits, every_logit) << what;
+    EXPECT_EQ(bounded_steps, every_steps) << what;
+    ASSERT_EQ(every_steps.size(), 6u);
+    EXPECT_GT(std::set<std::vector<int64_t>>(every_steps.begin(), every_steps.end()).size(), 1u) << what;
+  }
+  gpu->set_fusions({});
+}
+
 // A step queued after another rotates at the position its hand-off set on the device, from the ring of rotary rows
 // the host refills every 63 steps: 150 queued steps (three fills) at a rope delta of 7 (a prompt after an image) give
 // forward's picks, and the cache they leave gives forward's next logits bit for bit (the same recorded kernels; a

@@ -177,6 +177,9 @@ TEST(MemoryPlan, PlansTheHeadsBoundsCopyOnlyBesideEverythingElse) {
   EXPECT_EQ(dropped.head_bounds, 0u);
   EXPECT_EQ(part(dropped), 0u);
   EXPECT_EQ(dropped.context_room, roomy.context_room);
+  uint64_t parts = 0;
+  for (const PlannedPart& p : dropped.parts) parts += p.on_gpu ? p.bytes : 0;
+  EXPECT_EQ(parts, dropped.gpu_peak) << "the parts still add up to the peak";
 }
 
 TEST(MemoryPlan, LeavesRoomForSeveralImagesInOneVisionPassWhereTheBudgetAllows) {

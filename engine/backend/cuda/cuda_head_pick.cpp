@@ -19,9 +19,12 @@ bool CudaBackend::prepare_head_pick(const LinearWeights& head) {
     return false;
   HeadBounds bounds;
   const int64_t rows = head.rows(), width = head.cols();
-  bounds.values = ctx_.device_tensor(DType::I8, {rows, width}, pool::Owner::Weights);
-  bounds.scales = ctx_.device_tensor(DType::F32, {rows, (width + cuda::kHeadBoundsGroup - 1) / cuda::kHeadBoundsGroup},
-                                     pool::Owner::Weights);
+  const int64_t groups = (width + cuda::kHeadBoundsGroup - 1) / cuda::kHeadBoundsGroup;
+  // One block, as the memory plan counts it (head_bounds_bytes): the values, then the scales (16-byte aligned: the
+  // width is a multiple of 16).
+  const Tensor block = ctx_.device_tensor(DType::U8, {int64_t(head_bounds_bytes(rows, width))}, pool::Owner::Weights);
+  bounds.values = block.reinterpreted(DType::I8, {rows, width}, 0);
+  bounds.scales = block.reinterpreted(DType::F32, {rows, groups}, std::size_t(rows * width));
   bounds.workspace = ctx_.device_tensor(DType::U8, {cuda::head_bounds_workspace_bytes()}, pool::Owner::Workspace);
   CUDA_CHECK(cudaMemsetAsync(bounds.workspace.raw(), 0, bounds.workspace.nbytes(), ctx_.stream));
   bounds.copy = {.weight = w.raw(), .w_type = weight_type(w.dtype()), .values = bounds.values.data<int8_t>(),
