@@ -184,17 +184,18 @@ std::string hello_text(int64_t tokens) {
 // The tokens the model's chat template puts around the text of `request`'s last message (a user's, its text not yet
 // added: <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n, and the end of the turn before it), counted with
 // its own template and tokenizer: the prompt with one " hello" as that text, less the prompt without the message,
-// less the " hello". Images in the message are left out of the count.
+// less the " hello". The pictures are left out of both counts.
 int64_t template_tokens(const Engine& engine, GenerateRequest request) {
   const auto count = [&](const GenerateRequest& r) {
     return int64_t(count_prompt(engine.tokenizer(), engine.image_preprocessor(),
                                 TokenId(engine.model().config.image_token_id), r).ids.size());
   };
   request.images.clear();
+  for (ChatMessage& m : request.messages)
+    std::erase_if(m.content, [](const ContentItem& c) { return c.kind != ContentItem::Kind::Text; });
   ChatMessage message = std::move(request.messages.back());
   request.messages.pop_back();
   const int64_t before = request.messages.empty() ? 0 : count(request);
-  std::erase_if(message.content, [](const ContentItem& c) { return c.kind != ContentItem::Kind::Text; });
   message.content.push_back(ContentItem::make_text(hello_text(1)));
   request.messages.push_back(std::move(message));
   return count(request) - before - 1;
