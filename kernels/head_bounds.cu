@@ -1,4 +1,4 @@
-// The output head's bounded greedy pick (head_bounds.cuh says what and why).
+// The output head's bounded pick, greedy or top-k's candidates (head_bounds.cuh says what and why).
 //
 // The bound. For a row r and a group g of 128 inputs, let s = the group's scale and q = rint(fl(w / s)), so that
 // |fl(w / s)| <= 127 (1 + u)^2 < 127.5 and |w - s q| <= s (0.5 + 127.5 u), u = 2^-24. With H_g = sum over the group

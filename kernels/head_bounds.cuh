@@ -1,5 +1,6 @@
 #pragma once
-// Greedy decoding's pick from the output head without every logit (Backend::project_then_pick on CUDA).
+// The pick on the device from the output head without every logit (Backend::project_then_pick and project_then_top_k
+// on CUDA): greedy, and top-k's candidates (below).
 //
 // The head is the largest matrix a decode step reads (the 2B's tied 151,936 x 2048 table: 622 MB of 3.44 GB in bf16),
 // yet greedy decoding keeps one of its rows' products. A copy of the head in int8 with an f32 scale per 128 values
