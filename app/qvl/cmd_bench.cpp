@@ -216,6 +216,7 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
                               const std::vector<RgbImage>& new_images, int64_t repeat) {
   std::vector<double> ttft, vision, prefill, whole;
   GenerateResult second;
+  int64_t around = -1;  // the question's template tokens
   for (int64_t r = 0; r <= repeat; ++r) {
     GenerateRequest turn = first;
     turn.conversation_id = "bench-follow-up";
@@ -227,8 +228,9 @@ nlohmann::json time_follow_up(Engine& engine, const GenerateRequest& first, int6
       turn.images.push_back(image);
       question.content.push_back(ContentItem::image());
     }
-    turn.messages.push_back(question);
-    turn.messages.back().content.push_back(ContentItem::make_text(hello_text(tokens - template_tokens(engine, turn))));
+    turn.messages.push_back(std::move(question));
+    if (around < 0) around = template_tokens(engine, turn);  // the same each time: the answers differ, not the template
+    turn.messages.back().content.push_back(ContentItem::make_text(hello_text(tokens - around)));
     second = engine.generate(turn);
     turn.conversation_id.clear();
     const GenerateResult computed_whole = engine.generate(turn);

@@ -177,7 +177,7 @@ private:
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
   // The output head's bounds copy (prepare_head_pick) and its kernels' workspace (zeroed once, likewise).
   struct HeadBounds {
-    Tensor values, scales, workspace;
+    Tensor block, workspace;     // block: the values, then the scales (copy's pointers into it)
     cuda::HeadBoundsCopy copy;
   };
   std::optional<HeadBounds> head_bounds_;

@@ -22,13 +22,13 @@ bool CudaBackend::prepare_head_pick(const LinearWeights& head) {
   const int64_t groups = (width + cuda::kHeadBoundsGroup - 1) / cuda::kHeadBoundsGroup;
   // One block, as the memory plan counts it (head_bounds_bytes): the values, then the scales (16-byte aligned: the
   // width is a multiple of 16).
-  const Tensor block = ctx_.device_tensor(DType::U8, {int64_t(head_bounds_bytes(rows, width))}, pool::Owner::Weights);
-  bounds.values = block.reinterpreted(DType::I8, {rows, width}, 0);
-  bounds.scales = block.reinterpreted(DType::F32, {rows, groups}, std::size_t(rows * width));
+  bounds.block = ctx_.device_tensor(DType::U8, {int64_t(head_bounds_bytes(rows, width))}, pool::Owner::Weights);
   bounds.workspace = ctx_.device_tensor(DType::U8, {cuda::head_bounds_workspace_bytes()}, pool::Owner::Workspace);
   CUDA_CHECK(cudaMemsetAsync(bounds.workspace.raw(), 0, bounds.workspace.nbytes(), ctx_.stream));
-  bounds.copy = {.weight = w.raw(), .w_type = weight_type(w.dtype()), .values = bounds.values.data<int8_t>(),
-                 .scales = bounds.scales.data<float>(), .rows = rows, .width = width};
+  bounds.copy = {.weight = w.raw(), .w_type = weight_type(w.dtype()),
+                 .values = bounds.block.reinterpreted(DType::I8, {rows, width}, 0).data<int8_t>(),
+                 .scales = bounds.block.reinterpreted(DType::F32, {rows, groups}, std::size_t(rows * width)).data<float>(),
+                 .rows = rows, .width = width};
   cuda::make_head_bounds(bounds.copy, ctx_.stream);
   head_bounds_ = std::move(bounds);
   return true;
@@ -49,7 +49,7 @@ void CudaBackend::bounded_head(const Projection& head, int64_t vocabulary, int t
   const Tensor& in = unfused_prologue(*this, head);
   if (in.dtype() != DType::F32) fail("the output head's bounded pick reads f32 rows, not ", dtype_name(in.dtype()));
   const GpuTimer timer = timed([&] {
-    return op_cost::make("head bounds+pick", double(head_bounds_->values.nbytes() + head_bounds_->scales.nbytes()),
+    return op_cost::make("head bounds+pick", double(head_bounds_->block.nbytes()),
                          2.0 * double(vocabulary) * double(head.weights[0]->cols()));
   });
   cuda::head_bounds_pick({.x = f32(in), .copy = head_bounds_->copy, .vocabulary = vocabulary,
