@@ -86,9 +86,9 @@ struct RowBlend {
 void check_blend(const Tensor& x, const Tensor& table, const RowBlend& blend);
 // greedy_pick's arguments: one f32 row, 0 < vocabulary <= its length, two indices for the pick.
 void check_greedy_pick(const Tensor& logits, int64_t vocabulary, const Tensor& pick);
-// Bytes of the bounds copy Backend::prepare_head_pick makes on CUDA (kernels/head_bounds.cuh) for a float head of
-// [rows, width]: an int8 value a weight and an f32 scale per 128; 0 for a width it does not take (a multiple of 16
-// up to 4,096).
+// Bytes of the bounds copy Backend::prepare_head_pick makes (CUDA: kernels/head_bounds.cuh; the CPU:
+// backend/cpu/head_bounds.h) for a float head of [rows, width]: an int8 value a weight and an f32 scale per 128; 0
+// for a width it does not take (a multiple of 16 up to 4,096).
 uint64_t head_bounds_bytes(int64_t rows, int64_t width);
 
 // Sampling's temperature and top-k applied where the logits are (Backend::top_k_candidates): what the host's
@@ -392,18 +392,22 @@ public:
   virtual void greedy_pick(const Tensor& logits, int64_t vocabulary, Tensor& pick);
   // The output head and greedy decoding's pick in one call: project(head) (one row), then greedy_pick over the first
   // `vocabulary` outputs, so that a backend may pick without computing every logit (Fusions::bounded_head_pick: CUDA
-  // with a bounds copy, prepare_head_pick). The pick is always greedy_pick's over the logits project would give; the
-  // head's output tensor then holds them only where the backend says so (CUDA: an upper bound of each logit, the
-  // logit itself where it had to be computed). Default: project, then greedy_pick.
+  // and the CPU with a bounds copy, prepare_head_pick). The pick is always greedy_pick's over the logits project would
+  // give; the head's output tensor then holds them only where the backend says so (from a bounds copy: an upper bound
+  // of each logit, the logit itself where it had to be computed). Default: project, then greedy_pick.
   virtual void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick);
   // Likewise the head and top_k_candidates (with its draw where the spec asks): the same result as those over every
-  // logit (CUDA: the head's output then holds the candidates' logits and -inf elsewhere, over which a host's top-k
-  // finds the same candidates). Default: project, then top_k_candidates.
+  // logit (from a bounds copy the head's output then holds the candidates' logits and -inf elsewhere, over which a
+  // host's top-k finds the same candidates). Default: project, then top_k_candidates.
   virtual void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out);
   // Makes what project_then_pick needs to pick from `head` (a weight of this backend) without every logit, where
-  // this backend can: true if it did. It takes device memory (CUDA: an int8 copy with a scale per 128 values, 321 MB
-  // for the 2B model: head_bounds_bytes), so the engine asks only where the memory plan has room for it.
+  // this backend can: true if it did. It takes memory (an int8 copy with a scale per 128 values, 321 MB for the 2B
+  // model: head_bounds_bytes), so the engine asks only where there is room for it (CUDA: where the memory plan has;
+  // the CPU makes it only where it leaves a quarter of the machine's memory free).
   virtual bool prepare_head_pick(const LinearWeights& /*head*/) { return false; }
+  // Whether project_then_pick and project_then_top_k with `head` read its bounds copy here (prepare_head_pick made
+  // it and Fusions::bounded_head_pick is on): what a decode step reads of the head (Engine::decode_weight_bytes).
+  virtual bool picks_from_bounds_of(const LinearWeights& /*head*/) const { return false; }
   // Sampling's temperature and top-k over one f32 row of logits, into `out` (TopKSpec::kSlots int64 on this backend,
   // laid out as TopKSpec says): the candidates core/top_k.h gives for the same row; then the draw from them where the
   // spec asks for it. Default: read the row back and select and draw on the host (a backend that records work

@@ -31,7 +31,7 @@ struct Fusions {
   // The pick on the device from a bounds copy of the output head (Backend::project_then_pick, project_then_top_k):
   // only the rows whose logit may be picked, or be one of top-k's candidates, are computed from the head itself. The
   // same pick and candidates; logits are not all computed, so it runs where a step hands back a pick only (CUDA,
-  // where the memory plan has room for the copy).
+  // where the memory plan has room for the copy; the CPU, where the host has).
   bool bounded_head_pick = true;
 
   static Fusions none() { return {false, false, false, false, false, false, false, false, false, false}; }

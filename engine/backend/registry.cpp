@@ -8,12 +8,14 @@ namespace qvl {
 
 namespace {
 // The CPU fuses the residual add into the RMSNorm after it, runs q+k+v as one loop over their rows and gate/up with
-// SiLU ⊙ up in each chunk of rows (cpu_backend.cpp, cpu_products.h); the rest it runs as the reference.
+// SiLU ⊙ up in each chunk of rows (cpu_backend.cpp, cpu_products.h), and picks from the output head's bounds copy
+// (cpu/head_bounds.h); the rest it runs as the reference.
 Fusions cpu_fused_kernels() {
   Fusions f = Fusions::none();
   f.add_rms_norm = true;
   f.qkv_projection = true;
   f.swiglu_projection = true;
+  f.bounded_head_pick = true;
   return f;
 }
 }  // namespace

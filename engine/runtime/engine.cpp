@@ -135,6 +135,8 @@ private:
         for (int64_t l = plan.gpu_layers; l < plan.layers; ++l) placement.layers[std::size_t(l)] = host.get();
         ModelWeights weights = bind_weights(model_, placement, policy, options_.load_progress);
         if (plan.head_bounds && !gpu->prepare_head_pick(weights.text.lm_head)) plan.drop_head_bounds();
+        if (!plan.head_on_gpu && request.head_bounds && !host->prepare_head_pick(weights.text.lm_head))
+          plan.drop_head_bounds();
         adopt(std::move(gpu), std::move(host), std::move(weights), BackendKind::Cuda, "", std::move(plan));
         held_policy_ = policy;
         return;
@@ -152,6 +154,8 @@ private:
     auto cpu = create_backend(BackendKind::Cpu);
     // --weights auto on the CPU: as stored (the host's memory is not the budget a GPU's is).
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
+    // The output head's bounds copy, where the host has room for it (a quarter of its memory left free).
+    if (options_.fusions.bounded_head_pick) cpu->prepare_head_pick(weights.text.lm_head);
     adopt(std::move(cpu), nullptr, std::move(weights), BackendKind::Cpu, fallback, std::nullopt);
     held_policy_ = weight_policy_;
   }
@@ -751,8 +755,9 @@ public:
   uint64_t decode_weight_bytes(const GenerateRequest* request) const override {
     const TextWeights& t = weights_.text;
     const auto norm = [](const NormWeights& n) { return uint64_t(n.weight.nbytes() + n.bias.nbytes()); };
-    const bool bounds = request && plan_ && plan_->head_bounds && options_.fusions.bounded_head_pick &&
-                        step_pick(Sampler(request->sampling, tokenizer_->vocab_size()), *request, *backend_,
+    const Backend& head = *decoder_parts().back().backend;
+    const bool bounds = request && head.picks_from_bounds_of(t.lm_head) &&
+                        step_pick(Sampler(request->sampling, tokenizer_->vocab_size()), *request, head,
                                   t.lm_head.rows()).on();
     uint64_t bytes = norm(t.final_norm) + (bounds ? head_bounds_bytes(t.lm_head.rows(), t.lm_head.cols()) : t.lm_head.nbytes());
     for (const DecoderLayerWeights& l : t.layers) {

@@ -195,9 +195,9 @@ public:
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
   virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4", "q8-g32"...
   // Bytes of weights one decode step reads as they are held (every decoder layer, the final norm, the output head).
-  // With `request`: that request's steps, which read the head's bounds copy instead where its pick is made on the
-  // GPU from it (memory_plan's head_bounds, Backend::project_then_pick: greedy, or top-k sampling without
-  // penalties), besides the rows they compute again (a few KB).
+  // With `request`: that request's steps, which read the head's bounds copy instead where its pick is made from it
+  // (Backend::picks_from_bounds_of: the GPU's where the memory plan had room, the CPU's where the host had;
+  // project_then_pick: greedy, or top-k sampling without penalties), besides the rows they compute again (a few KB).
   virtual uint64_t decode_weight_bytes(const GenerateRequest* request = nullptr) const = 0;
   // Where the parts of the model live on the GPU and the CPU within the GPU's budget (nullopt: all on the CPU).
   virtual std::optional<MemoryPlan> memory_plan() const = 0;

@@ -308,6 +308,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   add(c.tie_word_embeddings ? "embedding table (tied output head), final norm" : "embedding table, output head, final norm",
       plan.head_on_gpu, (plan.head_on_gpu ? gpu : cpu).head);
   add("output head's bounds copy (int8, for picks on the GPU)", true, head_bounds);
+  // A head the plan leaves to the CPU has its copy in the host's memory (made there where a quarter of the machine's
+  // memory stays free: CpuBackend::prepare_head_pick).
+  if (!plan.head_on_gpu) add("output head's bounds copy (int8, for picks on the CPU)", false, r.head_bounds);
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
@@ -325,7 +328,6 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
 }
 
 void MemoryPlan::drop_head_bounds() {
-  if (!head_bounds) return;
   std::erase_if(parts, [](const PlannedPart& p) { return p.name.starts_with("output head's bounds copy"); });
   gpu_peak -= head_bounds;  // the parts still add up to the peak
   head_bounds = 0;

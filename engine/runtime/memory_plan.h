@@ -65,8 +65,8 @@ struct MemoryPlan {
   uint64_t room_beside_vision_pass(int64_t tokens) const;
   uint64_t room_beside_prefill(int64_t image_tokens) const;
   bool decoder_split() const { return gpu_layers < layers || !head_on_gpu; }
-  // The bounds copy left out after all (the backend made none): its part and its bytes in the peak go, the room
-  // planned beside it stays.
+  // The bounds copy left out after all (the backend made none): its part (the GPU's, or the CPU's where the head is
+  // there) and its bytes in the peak go, the room planned beside it stays.
   void drop_head_bounds();
   std::string summary() const;  // one line: "everything on the GPU", "vision tower on the CPU, ...", ...
   std::string table() const;    // the parts, one a line, MiB and device

@@ -15,10 +15,12 @@
 #include <set>
 #include <thread>
 
+#include "backend/backend.h"
 #include "backend/cuda_plugin.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/fusion_comparison.h"
+#include "runtime/profiler.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -456,6 +458,41 @@ TEST(Engine, PicksOnTheBackendGiveTheHostsTokens) {
     on_backend.sampling = on_host.sampling = sampled;
     EXPECT_EQ(engine->generate(on_backend).generated_ids, engine->generate(on_host).generated_ids);
   }
+}
+
+// On the CPU a decode step picks from the output head's int8 bounds copy (backend/cpu/head_bounds.h; the test above
+// checks its tokens against the host's over every logit): the kernel table shows it, a step's bytes count the copy
+// instead of the head, and with the switch off the head's product runs, with the same tokens.
+TEST(Engine, TheCpuPicksFromTheHeadsBoundsCopy) {
+  const auto engine = Engine::load(test::resource_dir() / "models" / "demo-tiny", EngineOptions{"cpu"});
+  SamplingOptions sampled;
+  sampled.temperature = 0.7, sampled.top_k = 20, sampled.top_p = 0.8, sampled.seed = 5;
+  for (const SamplingOptions& sampling : {SamplingOptions{}, sampled}) {
+    SCOPED_TRACE(sampling.temperature > 0 ? "sampled" : "greedy");
+    GenerateRequest r = text_request("Pick, please.", 12);
+    r.sampling = sampling;
+    const auto run = [&](bool bounded) {
+      Fusions fusions;
+      fusions.bounded_head_pick = bounded;
+      engine->set_fusions(fusions);
+      auto profiler = std::make_shared<Profiler>();
+      engine->set_profiler(profiler);
+      const GenerateResult result = engine->generate(r);
+      engine->set_profiler(nullptr);
+      const auto kernels = profiler->summary();
+      const bool ran = std::any_of(kernels.begin(), kernels.end(), [](const KernelSummary& k) { return k.name == "head bounds+pick"; });
+      EXPECT_EQ(ran, bounded);
+      return std::pair{result.generated_ids, engine->decode_weight_bytes(&r)};
+    };
+    const auto [bounded_ids, bounded_bytes] = run(true);
+    const auto [every_ids, every_bytes] = run(false);
+    EXPECT_EQ(bounded_ids, every_ids);
+    EXPECT_EQ(every_bytes, engine->decode_weight_bytes(nullptr));
+    // The demo model's 151,936 x 64 bf16 head: 128 bytes a row, where the copy holds 64 and a scale.
+    const int64_t rows = 151936, width = 64;
+    EXPECT_EQ(every_bytes - bounded_bytes, uint64_t(rows * width * 2) - head_bounds_bytes(rows, width));
+  }
+  engine->set_fusions({});
 }
 
 // Sampled decoding runs ahead on a GPU: the step for the next token is queued with the token drawn on the device

@@ -165,12 +165,19 @@ TEST(MemoryPlan, PlansTheHeadsBoundsCopyOnlyBesideEverythingElse) {
   EXPECT_EQ(tight.head_bounds, 0u);
   EXPECT_EQ(part(tight), 0u);
   EXPECT_LE(tight.gpu_peak, tight.budget);
-  // The head off the GPU: no copy however much is asked for it.
+  // The head off the GPU: no copy in the pool however much is asked for it; the CPU's in the host's memory.
   r.budget = 1024 * kMiB;
-  r.formats = QuantizationConfig{WeightFormat::Q4, 32, WeightFormat::Q8};
   const MemoryPlan split = plan_memory(c, r);
-  EXPECT_TRUE(split.decoder_split());
+  ASSERT_FALSE(split.head_on_gpu);
   EXPECT_EQ(split.head_bounds, 0u);
+  uint64_t host_copy = 0;
+  for (const PlannedPart& q : split.parts)
+    if (q.name.starts_with("output head's bounds copy")) host_copy += q.on_gpu ? 1 : q.bytes;
+  EXPECT_EQ(host_copy, r.head_bounds);
+  MemoryPlan split_dropped = split;
+  split_dropped.drop_head_bounds();  // the host had no room for it
+  EXPECT_EQ(part(split_dropped), 0u);
+  EXPECT_EQ(split_dropped.gpu_peak, split.gpu_peak);
   // Dropped after all (the backend made none): the part goes, the plan's room stays.
   MemoryPlan dropped = roomy;
   dropped.drop_head_bounds();

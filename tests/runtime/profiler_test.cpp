@@ -51,15 +51,17 @@ TEST(Profiler, SeesEveryOpOfAGenerationAndUpdatesListenersPerToken) {
   r.ignore_eos = true;
   engine->generate(r);
   EXPECT_EQ(updates, 6);  // one per token and one at the end
-  int64_t linear_calls = 0, attention_calls = 0;
+  int64_t linear_calls = 0, attention_calls = 0, bounded_heads = 0;
   for (const auto& k : profiler->summary()) {
     if (k.name.rfind("linear", 0) == 0) linear_calls += k.calls;
     if (k.name.rfind("attention", 0) == 0) attention_calls += k.calls;
+    if (k.name == "head bounds+pick") bounded_heads += k.calls;
     EXPECT_GE(k.total_ms, 0.0);
   }
-  // demo-tiny: 4 layers x 4 products (q+k+v in one, o, gate/up + SwiGLU in one, down: the CPU's fused loops) + the
-  // head, for the prefill and 4 decode steps.
-  EXPECT_EQ(linear_calls, 5 * (4 * 4 + 1));
+  // demo-tiny: 4 layers x 4 products (q+k+v in one, o, gate/up + SwiGLU in one, down: the CPU's fused loops), for
+  // the prefill and 4 decode steps; the head's product after the prefill, its bounded pick in the decode steps.
+  EXPECT_EQ(linear_calls, 5 * 4 * 4 + 1);
+  EXPECT_EQ(bounded_heads, 4);
   EXPECT_EQ(attention_calls, 5 * 4);
 
   engine->set_profiler(nullptr);

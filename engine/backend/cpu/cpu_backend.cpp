@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -15,6 +17,7 @@
 #include "backend/cpu/decode_attention.h"
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/gemm_kernels.h"
+#include "backend/cpu/head_bounds.h"
 #include "backend/cpu/huge_pages.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
@@ -88,7 +91,59 @@ public:
                  norm_slot(*this, *p.then_normed, *p.residual, p));
   }
 
+  // Top-k's candidates come through project_then_top_k (from the head's bounds copy where there is one; else the
+  // default op over the logits, which lie here already).
+  BackendLimits limits() const override {
+    BackendLimits l;
+    l.top_k_max_vocabulary = std::numeric_limits<int64_t>::max();
+    return l;
+  }
+
+  // The output head's pick from its bounds copy (head_bounds.h): where there is room for the copy.
+  bool prepare_head_pick(const LinearWeights& head) override {
+    if (head.quantised() || head.bias.raw()) return false;
+    std::optional<cpu::HeadBoundsCopy> copy = cpu::make_head_bounds(head.weight);
+    if (!copy) return false;
+    head_bounds_ = std::move(copy);
+    return true;
+  }
+  bool picks_from_bounds_of(const LinearWeights& head) const override {
+    return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->weight == head.weight.raw();
+  }
+  void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) override {
+    if (!picks_from_bounds(head)) return Backend::project_then_pick(head, vocabulary, pick);
+    check_greedy_pick(*head.outputs[0], vocabulary, pick);
+    const FirstMax m = bounded_head(head, vocabulary, 0, 1.0);
+    const int64_t values[2] = {int64_t(m.index), m.nan ? 1 : 0};
+    write_indices(pick, values);
+  }
+  void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out) override {
+    if (!picks_from_bounds(head)) return Backend::project_then_top_k(head, spec, out);
+    check_top_k_candidates(*head.outputs[0], spec, out);
+    bounded_head(head, spec.vocabulary, int(spec.top_k), spec.temperature);
+    top_k_candidates(*head.outputs[0], spec, out);
+  }
+
 private:
+  // The head's projection from the bounds copy: the switch on, the copy this head's, one row, no bias.
+  bool picks_from_bounds(const Projection& head) const {
+    check_projection(head);
+    const LinearWeights& w = *head.weights[0];
+    return picks_from_bounds_of(w) && head.epilogue == Epilogue::Store && head.count == 1 && head.rows() == 1 &&
+           !w.bias.raw();
+  }
+  FirstMax bounded_head(const Projection& head, int64_t vocabulary, int top_k, double temperature) {
+    const Tensor& in = unfused_prologue(*this, head);
+    expect_f32(in, "the output head's bounded pick", "x");
+    expect_f32(*head.outputs[0], "the output head's bounded pick", "the logits");
+    const ScopedKernelTimer timer(timing_, [&] {
+      return op_cost::make("head bounds+pick", double(head_bounds_->block.nbytes()),
+                           2.0 * double(vocabulary) * double(head_bounds_->width));
+    });
+    return cpu::head_bounds_pick({.x = in.data<float>(), .copy = &*head_bounds_, .vocabulary = vocabulary,
+                                  .logits = head.outputs[0]->data<float>(), .top_k = top_k, .temperature = temperature});
+  }
+
   void project_together(const Projection& p) {
     const Tensor& in = unfused_prologue(*this, p);
     expect_f32(in, "linear", "x");
@@ -454,6 +509,8 @@ private:
       for (int64_t e = 0; e < width; ++e) fn(dst[e], s[e]);
     }
   }
+
+  std::optional<cpu::HeadBoundsCopy> head_bounds_;  // prepare_head_pick's copy of the output head
 };
 
 }  // namespace

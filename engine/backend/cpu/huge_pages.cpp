@@ -75,34 +75,43 @@ bool room_for_copy(std::size_t bytes) {
   return memory.available >= bytes && memory.available - bytes >= memory.total / 4;
 }
 
-Tensor on_huge_pages(const Tensor& t) {
+Tensor empty_on_huge_pages(DType dtype, const Shape& shape) {
 #ifdef __linux__
-  if (t.device() != Device::CPU || t.nbytes() < kHugePageBytes || !huge_pages_offered()) return t;
-  const std::size_t bytes = (t.nbytes() + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  if (!room_for_copy(bytes)) return t;
+  const std::size_t size = std::size_t(shape_numel(shape)) * dtype_size(dtype);
+  if (size < kHugePageBytes || !huge_pages_offered()) return {};
+  const std::size_t bytes = (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  if (!room_for_copy(bytes)) return {};
   // 2 MiB more than needed, so that a 2 MiB-aligned range of `bytes` lies inside; the rest is given back.
   void* reserved = mmap(nullptr, bytes + kHugePageBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (reserved == MAP_FAILED) return t;
+  if (reserved == MAP_FAILED) return {};
   const auto start = reinterpret_cast<std::uintptr_t>(reserved);
   const std::uintptr_t aligned = (start + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
   if (aligned > start) munmap(reserved, aligned - start);
   if (const std::size_t tail = start + bytes + kHugePageBytes - (aligned + bytes); tail > 0)
     munmap(reinterpret_cast<void*>(aligned + bytes), tail);
   void* p = reinterpret_cast<void*>(aligned);
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice: without it the copy is still right, on 4 KB pages
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice: without it the memory still works, on 4 KB pages
+  std::shared_ptr<const void> owner(p, [bytes](const void* q) { munmap(const_cast<void*>(q), bytes); });
+  return Tensor::borrow(dtype, shape, p, std::move(owner));
+#else
+  (void)dtype, (void)shape;
+  return {};
+#endif
+}
+
+Tensor on_huge_pages(const Tensor& t) {
+  if (t.device() != Device::CPU) return t;
+  Tensor copy = empty_on_huge_pages(t.dtype(), t.shape());
+  if (!copy.raw()) return t;
   // Copied a huge page at a time over the threads: most of the time is the kernel's, giving each page as it is
   // first written (zeroed, and on a virtual machine possibly backed by the host first), and the threads' faults run
   // side by side.
-  const std::size_t pages = bytes / kHugePageBytes;
+  const std::size_t pages = (t.nbytes() + kHugePageBytes - 1) / kHugePageBytes;
   ThreadPool::global().parallel_for(pages, 1, [&](std::size_t begin, std::size_t end) {
     const std::size_t from = begin * kHugePageBytes, to = std::min(end * kHugePageBytes, t.nbytes());
-    if (from < to) std::memcpy(static_cast<char*>(p) + from, static_cast<const char*>(t.raw()) + from, to - from);
+    if (from < to) std::memcpy(static_cast<char*>(copy.raw()) + from, static_cast<const char*>(t.raw()) + from, to - from);
   });
-  std::shared_ptr<const void> owner(p, [bytes](const void* q) { munmap(const_cast<void*>(q), bytes); });
-  return Tensor::borrow(t.dtype(), t.shape(), p, std::move(owner));
-#else
-  return t;
-#endif
+  return copy;
 }
 
 }  // namespace qvl::cpu

@@ -27,6 +27,11 @@ bool huge_pages_offered();
 // dropped under memory pressure and read again, a copy cannot.
 bool room_for_copy(std::size_t bytes);
 
+// An uninitialised CPU tensor on memory advised for huge pages (2 MiB aligned, whole huge pages), where they are
+// offered, it holds at least kHugePageBytes and there is room_for_copy; otherwise an empty Tensor() (raw() null).
+// The kernel gives each huge page when it is first written: fill it over the threads.
+Tensor empty_on_huge_pages(DType dtype, const Shape& shape);
+
 // `t` copied onto huge pages where they are offered, `t` holds at least kHugePageBytes and there is room_for_copy;
 // otherwise `t` itself. The copy has t's type, shape and bytes.
 Tensor on_huge_pages(const Tensor& t);

@@ -108,6 +108,7 @@ public:
   void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) override;  // cuda_head_pick.cpp
   void project_then_top_k(const Projection& head, const TopKSpec& spec, Tensor& out) override;
   bool prepare_head_pick(const LinearWeights& head) override;
+  bool picks_from_bounds_of(const LinearWeights& head) const override;
   void top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tensor& out) override;
 
 private:

@@ -34,13 +34,16 @@ bool CudaBackend::prepare_head_pick(const LinearWeights& head) {
   return true;
 }
 
+bool CudaBackend::picks_from_bounds_of(const LinearWeights& head) const {
+  return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->copy.weight == head.weight.raw();
+}
+
 // Whether the head's projection can run from the bounds copy: the switch on, the copy this head's, one row, no bias.
 bool CudaBackend::picks_from_bounds(const Projection& head) const {
   check_projection(head);
   const LinearWeights& w = *head.weights[0];
-  return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->copy.weight == w.weight.raw() &&
-         head.epilogue == Epilogue::Store && head.count == 1 && head.rows() == 1 && !w.bias.raw() &&
-         head.outputs[0]->device() == Device::CUDA;
+  return picks_from_bounds_of(w) && head.epilogue == Epilogue::Store && head.count == 1 && head.rows() == 1 &&
+         !w.bias.raw() && head.outputs[0]->device() == Device::CUDA;
 }
 
 // The head's norm (its own kernel, as the head's GEMV reads it), then the two kernels: greedy (top_k 0) into `pick`,
