@@ -103,6 +103,8 @@ float bound_rows_generic_impl(const BoundRows& a) {
   return largest_lower;
 }
 
+// The SIMD passes are written once per instruction set, as the dot kernels are: a function's target attribute is its
+// own, so one loop cannot serve both.
 // ---- AVX2 + FMA: 8 values a vector, each int8 widened to f32 exactly (sign-extended to int32, converted) ----
 QVL_AVX2 float bound_rows_avx2_impl(const BoundRows& a) {
   float largest_lower = -kInf;
