@@ -91,16 +91,17 @@ public:
                  norm_slot(*this, *p.then_normed, *p.residual, p));
   }
 
-  // Top-k's candidates come through project_then_top_k (from the head's bounds copy where there is one; else the
-  // default op over the logits, which lie here already).
+  // Top-k's candidates come through project_then_top_k where they are found from the head's bounds copy; otherwise
+  // the sampler selects over the logits in place (the op's default would copy the row first).
   BackendLimits limits() const override {
     BackendLimits l;
-    l.top_k_max_vocabulary = std::numeric_limits<int64_t>::max();
+    if (head_bounds_ && fusions_.bounded_head_pick) l.top_k_max_vocabulary = std::numeric_limits<int64_t>::max();
     return l;
   }
 
   // The output head's pick from its bounds copy (head_bounds.h): where there is room for the copy.
   bool prepare_head_pick(const LinearWeights& head) override {
+    head_bounds_.reset();  // a copy of another head must not outlive this call
     if (head.quantised() || head.bias.raw()) return false;
     std::optional<cpu::HeadBoundsCopy> copy = cpu::make_head_bounds(head.weight);
     if (!copy) return false;
@@ -108,7 +109,7 @@ public:
     return true;
   }
   bool picks_from_bounds_of(const LinearWeights& head) const override {
-    return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->weight == head.weight.raw();
+    return fusions_.bounded_head_pick && head_bounds_ && head_bounds_->weight() == head.weight.raw();
   }
   void project_then_pick(const Projection& head, int64_t vocabulary, Tensor& pick) override {
     if (!picks_from_bounds(head)) return Backend::project_then_pick(head, vocabulary, pick);

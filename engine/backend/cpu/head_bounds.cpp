@@ -38,7 +38,7 @@ float widen(const void* w, int64_t i) {
 template <DType T>
 void copy_row(const HeadBoundsCopy& c, int64_t r, int8_t* values, float* scales) {
   const int64_t width = c.width;
-  const void* w = static_cast<const char*>(c.weight) + r * width * int64_t(dtype_size(T));
+  const void* w = static_cast<const char*>(c.weight()) + r * width * int64_t(dtype_size(T));
   float v[kHeadBoundsGroup];
   for (int64_t g = 0; g < c.groups(); ++g) {
     const int64_t begin = g * kHeadBoundsGroup, n = std::min(kHeadBoundsGroup, width - begin);
@@ -63,16 +63,19 @@ struct RowBound {
   float upper, lower;
   bool sound;
 };
+// (Multiplies and adds, not std::fma: where the build has no FMA instructions that is a library call; the bound
+// allows either.)
 inline RowBound row_bound(float product, float scaled_magnitudes) {
-  const float bound = std::fma(scaled_magnitudes, kBoundFactor, kBoundFloor);
+  const float bound = scaled_magnitudes * kBoundFactor + kBoundFloor;
   const bool sound = bound <= kBoundCeiling && std::isfinite(product);
   return {sound ? product + bound : kInf, product - bound, sound};
 }
 
 // The copy's values kPrefetchAhead ahead, a group's two lines as the loop reaches it, and the scales' line two rows
 // ahead (a stream of their own). On the H200 machine's host the pass drew 32 GB/s at 4 threads with a row's 32 lines
-// asked for at its start and the scales left to the hardware, 39-41 GB/s so (the head's bf16 product 43-46); reading
-// each block as four runs (memory_bandwidth.h) gained nothing there (38.6-42.7 GB/s; 113 against 118 at 16 threads).
+// asked for at its start and the scales left to the hardware, 39.0-40.9 GB/s so (the head's bf16 product 42.6-43.4 in
+// that call); reading each block as four runs (memory_bandwidth.h) gained nothing there (38.6-42.7 GB/s; 113 against
+// 118 at 16 threads).
 inline void prefetch_group_ahead(const int8_t* group) {
   _mm_prefetch(reinterpret_cast<const char*>(group) + kPrefetchAhead, _MM_HINT_T0);
   _mm_prefetch(reinterpret_cast<const char*>(group) + kPrefetchAhead + 64, _MM_HINT_T0);
@@ -92,9 +95,9 @@ float bound_rows_generic_impl(const BoundRows& a) {
     for (int64_t g = 0; g < a.groups; ++g) {
       const int64_t begin = g * kHeadBoundsGroup, end = std::min(a.width, begin + kHeadBoundsGroup);
       float partial = 0.0f;
-      for (int64_t i = begin; i < end; ++i) partial = std::fma(float(v[i]), a.x[i], partial);
-      product = std::fma(s[g], partial, product);
-      magnitudes = std::fma(s[g], a.magnitudes[g], magnitudes);
+      for (int64_t i = begin; i < end; ++i) partial += float(v[i]) * a.x[i];
+      product += s[g] * partial;
+      magnitudes += s[g] * a.magnitudes[g];
     }
     const RowBound b = row_bound(product, magnitudes);
     a.upper[r - a.begin] = b.upper;
@@ -124,7 +127,7 @@ QVL_AVX2 float bound_rows_avx2_impl(const BoundRows& a) {
         p1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(bytes, 8))), _mm256_loadu_ps(a.x + i + 8), p1);
       }
       product = _mm256_fmadd_ps(_mm256_set1_ps(s[g]), _mm256_add_ps(p0, p1), product);
-      magnitudes = std::fma(s[g], a.magnitudes[g], magnitudes);
+      magnitudes += s[g] * a.magnitudes[g];
     }
     const RowBound b = row_bound(hsum_avx2(product), magnitudes);
     a.upper[r - a.begin] = b.upper;
@@ -157,7 +160,7 @@ QVL_AVX512 float bound_rows_avx512_impl(const BoundRows& a) {
         p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)))),
                              _mm512_loadu_ps(a.x + i), p0);
       product = _mm512_fmadd_ps(_mm512_set1_ps(s[g]), _mm512_add_ps(p0, p1), product);
-      magnitudes = std::fma(s[g], a.magnitudes[g], magnitudes);
+      magnitudes += s[g] * a.magnitudes[g];
     }
     const RowBound b = row_bound(_mm512_reduce_add_ps(product), magnitudes);
     a.upper[r - a.begin] = b.upper;
@@ -184,7 +187,7 @@ BoundRowsFn bound_rows_avx512() { return dot_kernels_avx512() ? bound_rows_avx51
 BoundRowsFn bound_rows() {
   static const BoundRowsFn chosen = [] {
     const std::string_view isa = dot_kernels().name;
-    return isa == "avx512" ? bound_rows_avx512() : isa == "avx2" ? bound_rows_avx2() : bound_rows_generic();
+    return isa == "avx512" ? bound_rows_avx512() : isa == "avx2" ? bound_rows_avx2() : nullptr;
   }();
   return chosen;
 }
@@ -194,14 +197,14 @@ std::optional<HeadBoundsCopy> make_head_bounds(const Tensor& head) {
   if (head.device() != Device::CPU || head.rank() != 2 || (t != DType::F32 && t != DType::F16 && t != DType::BF16))
     return std::nullopt;
   const uint64_t bytes = head_bounds_bytes(head.dim(0), head.dim(1));
-  if (bytes == 0) return std::nullopt;
+  if (bytes == 0 || !bound_rows()) return std::nullopt;
   HeadBoundsCopy c;
   c.block = empty_on_huge_pages(DType::I8, {int64_t(bytes)});
   if (!c.block.raw()) {
     if (!room_for_copy(bytes)) return std::nullopt;
     c.block = Tensor::empty(DType::I8, {int64_t(bytes)});
   }
-  c.weight = head.raw(), c.w_type = t, c.rows = head.dim(0), c.width = head.dim(1);
+  c.head = head, c.rows = head.dim(0), c.width = head.dim(1);
   int8_t* values = c.block.data<int8_t>();
   float* scales = const_cast<float*>(c.scales());
   // Rows in chunks over the threads: each thread's first writes fault its own pages in.
@@ -255,7 +258,7 @@ FirstMax head_bounds_pick(const HeadBoundsPick& a) {
   // head's product computes a decode row (the dot kernel's one-row loop: a row's sums do not depend on its
   // neighbours). Greedy keeps each block's first largest; top-k sets the other rows to -inf.
   const DotKernels& dot = dot_kernels();
-  const std::size_t row_bytes = std::size_t(width) * dtype_size(c.w_type);
+  const std::size_t row_bytes = std::size_t(width) * dtype_size(c.w_type());
   std::vector<BlockBest> best(static_cast<std::size_t>(blocks));
   ThreadPool::global().parallel_chunks(std::size_t(blocks), 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t b = first; b < last; ++b) {
@@ -269,8 +272,8 @@ FirstMax head_bounds_pick(const HeadBoundsPick& a) {
           continue;
         }
         float logit = 0.0f;
-        dot.dot_tile(a.x, 1, std::size_t(width), static_cast<const char*>(c.weight) + std::size_t(r) * row_bytes,
-                     row_bytes, 1, c.w_type, &logit, 1);
+        dot.dot_tile(a.x, 1, std::size_t(width), static_cast<const char*>(c.weight()) + std::size_t(r) * row_bytes,
+                     row_bytes, 1, c.w_type(), &logit, 1);
         a.logits[r] = logit;
         kept.nan = kept.nan || std::isnan(logit);
         if (logit > kept.value) kept.value = logit, kept.index = r;

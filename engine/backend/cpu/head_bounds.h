@@ -21,11 +21,12 @@ namespace qvl::cpu {
 constexpr int64_t kHeadBoundsGroup = 128;  // values a scale (head_bounds_bytes counts the same copy on both backends)
 
 struct HeadBoundsCopy {
-  Tensor block;                  // head_bounds_bytes(rows, width): int8 values [rows, width], then f32 scales
-  const void* weight = nullptr;  // the head it was made from, [rows, width]
-  DType w_type = DType::BF16;
+  Tensor block;  // head_bounds_bytes(rows, width): int8 values [rows, width], then f32 scales
+  Tensor head;   // the head it was made from, [rows, width], kept alive (its address is not reused while the copy is)
   int64_t rows = 0, width = 0;
 
+  const void* weight() const { return head.raw(); }
+  DType w_type() const { return head.dtype(); }
   int64_t groups() const { return (width + kHeadBoundsGroup - 1) / kHeadBoundsGroup; }
   const int8_t* values() const { return block.data<int8_t>(); }
   // [rows, groups]: a group's largest |w| / 127; +inf where a value is not finite or the scale not a normal float
@@ -35,8 +36,8 @@ struct HeadBoundsCopy {
 
 // The copy of `head` (f32, f16 or bf16 [rows, width], head_bounds_bytes(rows, width) > 0: a width that is a multiple
 // of 16 up to 4,096), made over the threads onto huge pages where offered (huge_pages.h), with the values the CUDA
-// copy holds. nullopt for a head it does not take, or where the copy would leave the machine less than a quarter of
-// its memory (room_for_copy).
+// copy holds. nullopt for a head it does not take, where the copy would leave the machine less than a quarter of its
+// memory (room_for_copy), or where the dot kernels are the plain C++ ones (bound_rows()).
 std::optional<HeadBoundsCopy> make_head_bounds(const Tensor& head);
 
 struct HeadBoundsPick {
@@ -67,9 +68,12 @@ struct BoundRows {
 };
 // Writes each row's upper bound and returns the largest lower bound (a - b) of the rows that bound (-inf if none).
 using BoundRowsFn = float (*)(const BoundRows&);
-BoundRowsFn bound_rows_generic();
-BoundRowsFn bound_rows_avx2();    // nullptr without AVX2/FMA
-BoundRowsFn bound_rows_avx512();  // nullptr without AVX-512F
-BoundRowsFn bound_rows();         // the dot kernels' instruction set
+BoundRowsFn bound_rows_generic();  // the reference the tests hold the others to
+BoundRowsFn bound_rows_avx2();     // nullptr without AVX2/FMA
+BoundRowsFn bound_rows_avx512();   // nullptr without AVX-512F
+// The dot kernels' instruction set's pass; nullptr where they are the plain C++ ones. The plain pass is slower than
+// the plain head product it would replace (the 2B's head on this project's machine: 86-91 against 47-48 ms), so a
+// processor without AVX2 computes every logit.
+BoundRowsFn bound_rows();
 
 }  // namespace qvl::cpu

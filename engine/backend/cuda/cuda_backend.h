@@ -178,6 +178,7 @@ private:
   Tensor top_k_workspace_;        // top_k_candidates' blocks' lists and counter (the counter zeroed once, likewise)
   // The output head's bounds copy (prepare_head_pick) and its kernels' workspace (zeroed once, likewise).
   struct HeadBounds {
+    Tensor head;                 // the head it was made from, kept alive: copy.weight stays its (no address reused)
     Tensor block, workspace;     // block: the values, then the scales (copy's pointers into it)
     cuda::HeadBoundsCopy copy;
   };

@@ -13,11 +13,13 @@ static_assert(cuda::kHeadBoundsGroup == 128 && cuda::kHeadBoundsMaxWidth == 4096
               "head_bounds_bytes (backend.cpp) counts the copy the kernels make");
 
 bool CudaBackend::prepare_head_pick(const LinearWeights& head) {
+  head_bounds_.reset();  // a copy of another head must not outlive this call
   const Tensor& w = head.weight;
   if (head.quantised() || head.bias.raw() || w.device() != Device::CUDA || w.rank() != 2 ||
       !cuda::head_bounds_fit(weight_type(w.dtype()), head.cols()))
     return false;
   HeadBounds bounds;
+  bounds.head = w;
   const int64_t rows = head.rows(), width = head.cols();
   const int64_t groups = (width + cuda::kHeadBoundsGroup - 1) / cuda::kHeadBoundsGroup;
   // One block, as the memory plan counts it (head_bounds_bytes): the values, then the scales (16-byte aligned: the
