@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "backend/cpu/head_bounds.h"
 #include "backend/cpu/huge_pages.h"
 #include "core/first_max.h"
+#include "core/top_k.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -51,8 +53,19 @@ Case make_case(const Shape& sh, const std::string& variant, uint32_t seed) {
   if (variant == "infinite weight") w[5 * k] = std::numeric_limits<float>::infinity();
   if (variant == "tiny weights")
     for (int64_t i = 0; i < k; ++i) w[9 * k + i] = 1e-37f * (i % 3 == 0 ? 1.0f : -1.0f);
+  if (variant == "200 tied winners")  // more than TopKSpec::kMaxCandidates at the top: top-k's candidates do not fit
+    for (int64_t r = 10; r < std::min<int64_t>(210, std::min(n, sh.vocabulary)); ++r) winner_row(r);
   if (n > sh.vocabulary) winner_row(n - 1);
   return c;
+}
+
+// What the host samples from where top-k's candidates did not fit: core/top_k.h over the row the head's output holds
+// (from the bounds copy: -inf outside the candidates), as (value, id) pairs.
+std::vector<std::pair<float, int32_t>> host_top_k(const Tensor& logits, int64_t vocabulary) {
+  std::vector<float> row(logits.data<float>(), logits.data<float>() + vocabulary), heap;
+  std::vector<std::pair<float, int32_t>> kept;
+  temperature_top_k(std::span(row), 0.7, 20, heap, [&](float v, int32_t id) { kept.emplace_back(v, id); });
+  return kept;
 }
 
 std::vector<int64_t> top_k_slots(Backend& be, const Projection& p, int64_t vocabulary, bool from_bounds) {
@@ -84,7 +97,8 @@ TEST(HeadBounds, PickAndTopKAsFromEveryLogit) {
     for (const Shape& sh : shapes) {
       if ((sh.rows == 4096 || sh.rows == 20000) && wt != DType::BF16) continue;  // the largest once
       for (const std::string variant : {"random", "exact tie", "one step apart", "outlier in x", "NaN in x",
-                                        "infinite weight", "tiny weights"}) {
+                                        "infinite weight", "tiny weights", "200 tied winners"}) {
+        if (variant == "200 tied winners" && sh.vocabulary < 1000) continue;
         const std::string what = std::string(dtype_name(wt)) + " " + std::to_string(sh.rows) + "x" +
                                  std::to_string(sh.width) + " v=" + std::to_string(sh.vocabulary) + " " + variant;
         SCOPED_TRACE(what);
@@ -131,7 +145,16 @@ TEST(HeadBounds, PickAndTopKAsFromEveryLogit) {
         // Top-k at the models' defaults with the draw: the same candidates, draw and state.
         Tensor logits = be->alloc({1, sh.rows});
         const Projection p = Projection::of(c.x, head, logits).reading_norm(rms, normed);
-        EXPECT_EQ(top_k_slots(*be, p, sh.vocabulary, true), top_k_slots(*be, p, sh.vocabulary, false));
+        const std::vector<int64_t> bounded_slots = top_k_slots(*be, p, sh.vocabulary, true);
+        const std::vector<std::pair<float, int32_t>> bounded_host = host_top_k(logits, sh.vocabulary);
+        EXPECT_EQ(bounded_slots, top_k_slots(*be, p, sh.vocabulary, false));
+        // Where they did not fit (the tied winners), the host's top-k over the row handed back keeps what it keeps
+        // over every logit.
+        if (variant == "200 tied winners") {
+          EXPECT_EQ(bounded_slots[0], -1) << "the candidates fitted";
+          EXPECT_EQ(bounded_host, host_top_k(logits, sh.vocabulary));
+          EXPECT_EQ(bounded_host.size(), 200u);
+        }
       }
     }
   // With the switch off the same call computes every logit.
