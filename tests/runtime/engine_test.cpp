@@ -361,6 +361,17 @@ TEST(Engine, APartialOffloadAnswersAsTheWholeGpuDoes) {
     const GenerateResult unrecorded = Engine::load(dir, launched)->generate(request);
     EXPECT_EQ(unrecorded.generated_ids, split.generated_ids) << plan.summary();
     EXPECT_LT(relative_difference(unrecorded.last_step_logits, split.last_step_logits), 1e-6) << plan.summary();
+    // The head on the CPU picks from the host's copy of it (the plan's CPU part, where the host had room): the same
+    // tokens as every logit gives, and a step's bytes count the copy.
+    GenerateRequest picked = request;
+    picked.keep_step_logits = false;
+    EXPECT_EQ(engine->generate(picked).generated_ids, split.generated_ids) << plan.summary();
+    const bool host_copy = std::any_of(plan.parts.begin(), plan.parts.end(), [](const PlannedPart& p) {
+      return !p.on_gpu && p.name.starts_with("output head's bounds copy");
+    });
+    EXPECT_EQ(host_copy, !plan.head_on_gpu && cpu::room_for_copy(head_bounds_bytes(151936, 64)) && cpu::bound_rows())
+        << plan.summary();
+    EXPECT_EQ(engine->decode_weight_bytes(&picked) < engine->decode_weight_bytes(nullptr), host_copy) << plan.summary();
   }
   EXPECT_TRUE(saw_layers_on_both) << "no budget from 6 to 40 MiB split the decoder's layers";
   EXPECT_TRUE(saw_head_alone) << "no budget from 6 to 40 MiB left only the head on the CPU";
