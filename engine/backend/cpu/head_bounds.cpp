@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -42,18 +43,27 @@ void copy_row(const HeadBoundsCopy& c, int64_t r, int8_t* values, float* scales)
   float v[kHeadBoundsGroup];
   for (int64_t g = 0; g < c.groups(); ++g) {
     const int64_t begin = g * kHeadBoundsGroup, n = std::min(kHeadBoundsGroup, width - begin);
-    bool finite = true;
-    float largest = 0.0f;
+    // The largest magnitude and whether any value is not finite, on the values' bits (|w|'s bits order as |w| does;
+    // an exponent of all ones is inf or NaN): integer loops the compiler vectorises, where the float compares and
+    // a call to nearbyint a value below made the 2B's copy take 0.77 s on this project's 2 cores.
+    for (int64_t i = 0; i < n; ++i) v[i] = widen<T>(w, begin + i);
+    uint32_t largest_bits = 0, not_finite = 0;
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = widen<T>(w, begin + i);
-      finite = finite && std::isfinite(v[i]);
-      largest = std::max(largest, std::abs(v[i]));
+      const uint32_t magnitude = std::bit_cast<uint32_t>(v[i]) & 0x7fffffffu;
+      largest_bits = std::max(largest_bits, magnitude);
+      not_finite |= uint32_t(magnitude >= 0x7f800000u);
     }
+    const float largest = std::bit_cast<float>(largest_bits);
     float scale = largest / 127.0f;
-    if (!finite || (largest > 0.0f && !(scale >= std::numeric_limits<float>::min()))) scale = kInf;
+    if (not_finite || (largest > 0.0f && !(scale >= std::numeric_limits<float>::min()))) scale = kInf;
     const bool scaled = largest > 0.0f && scale != kInf;
-    for (int64_t i = 0; i < n; ++i)
-      values[begin + i] = scaled ? int8_t(std::min(127.0f, std::max(-127.0f, std::nearbyint(v[i] / scale)))) : 0;
+    // rint(v / scale) by adding and taking away 1.5 · 2^23 (ties to even in the default rounding, as rint; |v / scale|
+    // <= 127.5 here).
+    constexpr float kRound = 12582912.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float q = scaled ? (v[i] / scale + kRound) - kRound : 0.0f;
+      values[begin + i] = int8_t(std::min(127.0f, std::max(-127.0f, q)));
+    }
     scales[g] = scale;
   }
 }
