@@ -128,29 +128,34 @@ void Backend::top_k_candidates(const Tensor& logits, const TopKSpec& spec, Tenso
   check_top_k_candidates(logits, spec, out);
   const Tensor host = to_host(logits);
   std::vector<float> row(host.data<float>(), host.data<float>() + spec.vocabulary);  // divided in place below
+  select_top_k_on_host(*this, row, {}, spec, out);
+}
+
+void select_top_k_on_host(Backend& be, std::span<float> values, std::span<const int32_t> ids, const TopKSpec& spec,
+                          Tensor& out) {
   std::vector<int64_t> result(TopKSpec::kSlots, 0);
   std::vector<float> heap;
   int64_t count = 0;
-  const bool numbers = temperature_top_k(row, spec.temperature,
-                                         spec.top_k, heap, [&](float v, int32_t id) {
+  const bool numbers = temperature_top_k(values, spec.temperature,
+                                         spec.top_k, heap, [&](float v, int32_t at) {
                                            if (count < TopKSpec::kMaxCandidates) {
                                              uint32_t bits;
                                              std::memcpy(&bits, &v, sizeof bits);
-                                             result[std::size_t(2 + 2 * count)] = id;
+                                             result[std::size_t(2 + 2 * count)] = ids.empty() ? at : ids[std::size_t(at)];
                                              result[std::size_t(3 + 2 * count)] = bits;
                                            }
                                            ++count;
                                          });
   result[0] = !numbers ? 0 : count > TopKSpec::kMaxCandidates ? -1 : count;
   result[1] = numbers ? 0 : 1;
-  write_indices(out, result);
+  be.write_indices(out, result);
   if (!spec.drawn) return;
-  auto state = uint64_t(to_host(*spec.draw_state).data<int64_t>()[0]);
+  auto state = uint64_t(be.to_host(*spec.draw_state).data<int64_t>()[0]);
   const TopKResult found = candidates_in(result.data());  // the slots just written, not read back
   const int64_t id = found.fitted && !found.nan ? draw_from_candidates(found.candidates, spec.top_p, state) : 0;
   const auto bits = int64_t(state);
-  write_indices(*spec.draw_state, {&bits, 1});
-  write_indices(*spec.drawn, {&id, 1});
+  be.write_indices(*spec.draw_state, {&bits, 1});
+  be.write_indices(*spec.drawn, {&id, 1});
 }
 
 static_assert(TopKSpec::kMaxCandidates == int64_t(kMaxSmallDraw), "every fitted result is a small draw");

@@ -121,6 +121,13 @@ struct TopKResult {
   std::vector<TopKCandidate> candidates;
 };
 TopKResult read_top_k_candidates(const Tensor& host);
+class Backend;
+// Backend::top_k_candidates' selection and draw on the host, into `out` (on `be`): over `values` (divided by the
+// temperature in place), the logits of the rows `ids` lists in ascending order (empty: rows 0, 1, ...). The default
+// op runs it over the whole row; the CPU's bounded head over its candidates alone, since the rows it set to -inf are
+// left out by top-k anyway.
+void select_top_k_on_host(Backend& be, std::span<float> values, std::span<const int32_t> ids, const TopKSpec& spec,
+                          Tensor& out);
 
 // A copy of a backend's tensor to the host, queued behind the work queued before it (Backend::read_later); get()
 // waits for it and hands it over (once).
@@ -212,7 +219,6 @@ struct StepHandoff {
 };
 void check_step_handoff(const StepHandoff& op);
 
-class Backend;
 class DeviceInterop;
 // Throws qvl::Error unless the shapes fit (both paths check the same way).
 void check_head_norm_rope_append(const HeadNormRopeAppend& op);

@@ -122,7 +122,14 @@ public:
     if (!picks_from_bounds(head)) return Backend::project_then_top_k(head, spec, out);
     check_top_k_candidates(*head.outputs[0], spec, out);
     bounded_head(head, spec.vocabulary, int(spec.top_k), spec.temperature);
-    top_k_candidates(*head.outputs[0], spec, out);
+    // Top-k over the candidates alone: the other rows are -inf, which top-k leaves out. (Over the whole row the
+    // default op copied and divided the 2B's 151,936 logits: 0.3-0.6 ms a step on this project's machine.)
+    const float* logits = head.outputs[0]->data<float>();
+    std::vector<int32_t> ids;
+    std::vector<float> values;
+    for (int64_t r = 0; r < spec.vocabulary; ++r)
+      if (logits[r] != -std::numeric_limits<float>::infinity()) ids.push_back(int32_t(r)), values.push_back(logits[r]);
+    select_top_k_on_host(*this, values, ids, spec, out);
   }
 
 private:
