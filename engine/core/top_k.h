@@ -24,7 +24,10 @@ struct TopKCandidate {
 // scratch, reused from call to call.
 float kth_largest(std::span<const float> values, std::size_t k, std::vector<float>& heap);
 
-// Each logit becomes float(logit / temperature) (in place; double division, as the sampler has always done), then
+// A logit over the temperature as the sampler has always computed it: a double division, rounded to float.
+inline float over_temperature(float logit, double temperature) { return float(double(logit) / temperature); }
+
+// Each logit becomes over_temperature(logit, temperature) (in place), then
 // visit(value, id) is called in id order for each value at or above the top_k-th largest (ties with it too, as
 // transformers keeps them; top_k 0, or at least the count: every value), -inf excepted. Returns false, visiting
 // nothing, where a logit is NaN.
@@ -34,7 +37,7 @@ bool temperature_top_k(std::span<float> logits, double temperature, int64_t top_
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (float& l : logits) {
     if (std::isnan(l)) return false;
-    l = float(l / temperature);
+    l = over_temperature(l, temperature);
   }
   const float kth = top_k > 0 && std::size_t(top_k) < logits.size() ? kth_largest(logits, std::size_t(top_k), heap)
                                                                       : kNegInf;
