@@ -169,9 +169,9 @@ QVL_AVX512 inline float row_product_avx512(const int8_t* v, const float* s, cons
 
 // Each instruction set's pass is the shared row loop compiled for it, its row product inlined (flatten: called once a
 // row, it cost the AVX-512 pass 2-4% on this project's machine).
-[[gnu::flatten]] float bound_rows_generic_impl(const BoundRows& a) { return bound_rows_with<row_product_generic>(a); }
-QVL_AVX2 [[gnu::flatten]] float bound_rows_avx2_impl(const BoundRows& a) { return bound_rows_with<row_product_avx2>(a); }
-QVL_AVX512 [[gnu::flatten]] float bound_rows_avx512_impl(const BoundRows& a) {
+__attribute__((flatten)) float bound_rows_generic_impl(const BoundRows& a) { return bound_rows_with<row_product_generic>(a); }
+QVL_AVX2 __attribute__((flatten)) float bound_rows_avx2_impl(const BoundRows& a) { return bound_rows_with<row_product_avx2>(a); }
+QVL_AVX512 __attribute__((flatten)) float bound_rows_avx512_impl(const BoundRows& a) {
   return bound_rows_with<row_product_avx512>(a);
 }
 
