@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   constexpr int kRows = Shape::kRows, kLoads = Shape::kLoads, kTile = Shape::kTile, kValues = Shape::kValues;
   constexpr int kKept = Shape::kKept, kSpread = Shape::kSpread, kWarps = Shape::kWarps, kThreads = Shape::kThreads;
   __shared__ float warp_best[kWarps][kHeads], warp_total[kWarps][kHeads], warp_weight[kWarps][kHeads];
-  __shared__ float block_best[kHeads], block_total[kHeads];
+  __shared__ float block_best[kHeads];
   __shared__ __align__(16) float warp_acc[kWarps][kHeads][kD];
   __shared__ __align__(16) float cluster_slot[kCluster ? kHeads * (kD + 2) : 1];  // this chunk's (merge_in_cluster)
 
@@ -283,27 +283,25 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
     if (w == 0) block_best[g] = m;
   }
   __syncthreads();
-  if (threadIdx.x < kHeads) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += warp_weight[w][threadIdx.x] * warp_total[w][threadIdx.x];
-    block_total[threadIdx.x] = sum;
-  }
-  __syncthreads();
+  // Each output's thread also sums its head's weighted totals itself (the same order, so the same bits, as one thread
+  // a head did before behind a barrier of its own).
   float* const partials = p.partials + (i * p.hq + h0) * gridDim.x * (kD + 2);
   for (int e = threadIdx.x; e < kHeads * kD; e += kThreads) {
     const int g = e / kD, c = e % kD;
-    float value = 0.0f;
+    float value = 0.0f, total = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) value += warp_weight[w][g] * warp_acc[w][g][c];
+    for (int w = 0; w < kWarps; ++w) {
+      value += warp_weight[w][g] * warp_acc[w][g][c];
+      total += warp_weight[w][g] * warp_total[w][g];
+    }
     if (used == 1) {
-      p.out[(i * p.hq + h0 + g) * kD + c] = value / block_total[g];
+      p.out[(i * p.hq + h0 + g) * kD + c] = value / total;
       continue;
     }
     float* const partial =
         kCluster ? cluster_slot + g * (kD + 2) : partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
     partial[2 + c] = value;
-    if (c == 0) partial[0] = block_best[g], partial[1] = block_total[g];
+    if (c == 0) partial[0] = block_best[g], partial[1] = total;
   }
   if constexpr (kCluster) {
     merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);

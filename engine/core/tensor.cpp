@@ -133,6 +133,15 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
     std::memcpy(dst, src, count * dtype_size(from));
     return;
   }
+  // The common widenings in a loop of their own: through the general switch below, an element cost ~2.5 ns, so the
+  // CPU's add + RMSNorm spent ~5 of its ~8 µs a 2B decode row widening its 2,048 bf16 weights.
+  if (to == DType::F32 && (from == DType::BF16 || from == DType::F16)) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto bits = load<uint16_t>(src, i);
+      store<float>(dst, i, from == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits));
+    }
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i) {
     // f64 sources reach f16/bf16 through f32, as PyTorch's conversions do.
     const double v = load_as_double(from, src, i);

@@ -2,6 +2,7 @@
 // and against invariants that hold for every one of the 65536 half-precision values.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,20 @@ TEST(DType, TensorConversionRoundsLikeScalarCode) {
   }
   EXPECT_TRUE(std::isinf(h.to_f32_vector()[4]));  // 70000 overflows f16
   EXPECT_EQ(b.to(DType::F32).to_f32_vector()[2], bf16_to_f32(f32_to_bf16(3.14159f)));
+}
+
+// The tensors' widening to f32 (a loop of its own for f16 and bf16) gives every one of the 65,536 bit patterns as
+// the scalar conversions do, subnormals, infinities and NaNs included (compared as bits).
+TEST(DType, EveryHalfAndBfloatWidensAsTheScalarConversion) {
+  for (const DType type : {DType::F16, DType::BF16}) {
+    Tensor t = Tensor::empty(type, {65536});
+    for (uint32_t i = 0; i < 65536; ++i) t.data<uint16_t>()[i] = uint16_t(i);
+    const std::vector<float> wide = t.to_f32_vector();
+    for (uint32_t i = 0; i < 65536; ++i) {
+      const float expected = type == DType::F16 ? f16_to_f32(uint16_t(i)) : bf16_to_f32(uint16_t(i));
+      ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(expected)) << dtype_name(type) << " bits " << i;
+    }
+  }
 }
 
 TEST(DType, ShapesRejectNegativeAndOverflowingSizes) {
