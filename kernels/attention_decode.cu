@@ -288,20 +288,20 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) attention_decode_kernel(De
   float* const partials = p.partials + (i * p.hq + h0) * gridDim.x * (kD + 2);
   for (int e = threadIdx.x; e < kHeads * kD; e += kThreads) {
     const int g = e / kD, c = e % kD;
-    float value = 0.0f, total = 0.0f;
+    float value = 0.0f, block_sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       value += warp_weight[w][g] * warp_acc[w][g][c];
-      total += warp_weight[w][g] * warp_total[w][g];
+      block_sum += warp_weight[w][g] * warp_total[w][g];
     }
     if (used == 1) {
-      p.out[(i * p.hq + h0 + g) * kD + c] = value / total;
+      p.out[(i * p.hq + h0 + g) * kD + c] = value / block_sum;
       continue;
     }
     float* const partial =
         kCluster ? cluster_slot + g * (kD + 2) : partials + (int64_t(g) * gridDim.x + chunk) * (kD + 2);
     partial[2 + c] = value;
-    if (c == 0) partial[0] = block_best[g], partial[1] = total;
+    if (c == 0) partial[0] = block_best[g], partial[1] = block_sum;
   }
   if constexpr (kCluster) {
     merge_in_cluster<kHeads, kMaxClusterChunks>(cluster_slot, p.out + (i * p.hq + h0) * kD, kD, used);

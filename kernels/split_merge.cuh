@@ -21,29 +21,35 @@ inline int64_t split_workspace_floats(int64_t pairs, int64_t chunks, int64_t d) 
 }
 
 // Whether this block is the last of `blocks` to finish its partials (every thread gets the answer). The partials
-// must be visible to whichever block merges: after a barrier (the block's writes ordered before thread 0's next
-// operation), thread 0 counts the block in on `counter` with one acquire-release atomic at GPU scope, which
-// publishes what the block wrote and, in the last block, makes every other block's writes visible to the reads after
-// the second barrier (cooperative groups' grid barrier fences from one thread the same way). Before SM70, which has
-// no acquire-release atomics, a fence on each side of a plain one. The last block resets the counter to 0 for the
-// next call (counters start at 0: the caller zeroes them once) after it has merged. (Every thread fenced before and
-// after, until 2026-11-30: with that and a barrier fewer in the decode attention's own merge, its time in the 2B's
-// decode chain at 4,096 keys on an H200 went 10.14 -> 9.82-9.86 µs; docs/performance.md.)
+// must be visible to whichever block merges. From SM70: after a barrier (the block's writes ordered before thread
+// 0's next operation), thread 0 counts the block in on `counter` with one acquire-release atomic at GPU scope, which
+// publishes what the block wrote and, in the last block, makes every other block's writes visible to its threads'
+// reads after the second barrier (cooperative groups' grid barrier orders a block's writes from one thread the same
+// way). Before SM70 (no acquire-release atomics; a fence there orders only its own thread's accesses) every thread
+// fences before the count and, in the last block, after it. The last block resets the counter to 0 for the next call
+// (counters start at 0: the caller zeroes them once) after it has merged. (Every thread fenced on every GPU until
+// 2026-11-30; with one atomic, and a barrier fewer in the decode attention's own merge, the 2B's decode attention at
+// 4,096 keys took 9.82-9.86 µs of an H200's decode chain where it took 10.14: docs/performance.md.)
 __device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned blocks) {
   __shared__ bool last;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
   __syncthreads();
   if (threadIdx.x == 0) {
     unsigned before;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
-#else
-    __threadfence();
-    before = atomicAdd(counter, 1u);
-    __threadfence();
-#endif
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(__cvta_generic_to_global(counter))  // .global takes a global address (the same bits here)
+                 : "memory");
     last = before == blocks - 1;
   }
   __syncthreads();
+#else
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == blocks - 1;
+  __syncthreads();
+  if (last) __threadfence();
+#endif
   return last;
 }
 

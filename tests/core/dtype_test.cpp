@@ -5,6 +5,8 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -91,6 +93,12 @@ TEST(DType, EveryHalfAndBfloatWidensAsTheScalarConversion) {
       ASSERT_EQ(std::bit_cast<uint32_t>(wide[i]), std::bit_cast<uint32_t>(expected)) << dtype_name(type) << " bits " << i;
     }
   }
+  // A tensor borrowed from a checkpoint may start at an odd byte: the widening reads it byte-wise.
+  auto bytes = std::make_shared<std::vector<uint8_t>>(7);
+  const uint16_t bits[3] = {0x3f80, 0xc2f7, 0x0001};  // bf16: 1, -123.5, the smallest subnormal
+  std::memcpy(bytes->data() + 1, bits, sizeof bits);
+  const Tensor odd = Tensor::borrow(DType::BF16, {3}, bytes->data() + 1, bytes);
+  EXPECT_EQ(odd.to_f32_vector(), (std::vector<float>{1.0f, -123.5f, bf16_to_f32(0x0001)}));
 }
 
 TEST(DType, ShapesRejectNegativeAndOverflowingSizes) {
