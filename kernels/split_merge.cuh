@@ -3,7 +3,8 @@
 // chunk of a (query, head) pair's keys leaves a partial result, (max, sum, unnormalised values) as d + 2 floats, and
 // the last block of the pair to finish merges them (one kernel: a second kernel for the merge took 5 µs of a decode
 // step's 16 a layer on an H100, a launch and a dependent round trip for a few KB). last_to_arrive also serves the
-// greedy pick's blocks (greedy_pick.cu) and top-k's (top_k_candidates.cu).
+// greedy pick's blocks (greedy_pick.cu, pick_merge.cuh), top-k's (top_k_candidates.cu) and the head bounds'
+// (head_bounds.cu).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -20,16 +21,17 @@ inline int64_t split_workspace_floats(int64_t pairs, int64_t chunks, int64_t d) 
   return chunks > 1 ? pairs * chunks * (d + 2) : 0;
 }
 
-// Whether this block is the last of `blocks` to finish its partials (every thread gets the answer). The partials
-// must be visible to whichever block merges. From SM70: after a barrier (the block's writes ordered before thread
-// 0's next operation), thread 0 counts the block in on `counter` with one acquire-release atomic at GPU scope, which
-// publishes what the block wrote and, in the last block, makes every other block's writes visible to its threads'
-// reads after the second barrier (cooperative groups' grid barrier orders a block's writes from one thread the same
-// way). Before SM70 (no acquire-release atomics; a fence there orders only its own thread's accesses) every thread
-// fences before the count and, in the last block, after it. The last block resets the counter to 0 for the next call
-// (counters start at 0: the caller zeroes them once) after it has merged. (Every thread fenced on every GPU until
-// 2026-11-30; with one atomic, and a barrier fewer in the decode attention's own merge, the 2B's decode attention at
-// 4,096 keys took 9.82-9.86 µs of an H200's decode chain where it took 10.14: docs/performance.md.)
+// Whether this block is the last of `blocks` to finish its partials (every thread gets the answer). The partials must
+// be visible to whichever block merges. From SM70: after a barrier (the block's writes ordered before thread 0's next
+// operation), thread 0 counts the block in on `counter` with one acquire-release atomic at GPU scope, which publishes
+// what the block wrote and, in the last block, makes every other block's writes visible to its threads' reads after
+// the second barrier (cooperative groups' grid barrier, from SM70, orders a block's writes from one thread the same
+// way). Before SM70 (no acquire-release atomics; a fence is only documented to order its own thread's accesses there)
+// every thread fences before the count and, in the last block, after it. The last block resets the counter to 0 for
+// the next call (counters start at 0: the caller zeroes them once) after it has merged. (Every thread fenced on every
+// GPU until 2026-11-30; with one atomic, and a barrier fewer in the decode attention's own merge, the 2B's decode
+// attention at 4,096 keys took 9.82-9.86 µs of an H200's decode chain where it took 10.14; the o GEMV after it took
+// most of that back. Measured before the address went through cvta.to.global: docs/performance.md.)
 __device__ __forceinline__ bool last_to_arrive(unsigned* counter, unsigned blocks) {
   __shared__ bool last;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
