@@ -14,6 +14,10 @@ namespace {
 // The fewest keys worth a task of their own: a chunk of 256 keys at d = 128 reads 256 KB of keys and values, tens
 // of microseconds of work against a hand-over of a few.
 constexpr int64_t kMinChunkKeys = 256;
+// Keys a block: at d = 128 in f32, 32 rows of keys (or values) are 16 KB, which stay in a 32 KB L1 while the other
+// query heads of their kv head read them. Each head reading its kv head's whole chunk in turn read the 2B's cache
+// twice from memory: its decode attention at 4,096 keys took 2.6 ms a layer on this project's 2-core machine.
+constexpr int64_t kBlockKeys = 32;
 
 }  // namespace
 
@@ -30,7 +34,7 @@ void decode_attention(const DecodeAttention& a) {
   const auto& kernels = attention_kernels();
   const std::size_t stride = std::size_t(a.kv_heads * d);
   pool.parallel_for(std::size_t(a.kv_heads * chunks), 1, [&](std::size_t begin, std::size_t end) {
-    std::vector<float> scores(static_cast<std::size_t>(chunk));
+    std::vector<float> scores(static_cast<std::size_t>(group * chunk)), block_out(static_cast<std::size_t>(d));
     for (std::size_t task = begin; task < end; ++task) {
       if (stop_requested(a.stop)) return;
       const int64_t kvh = int64_t(task) / chunks, c = int64_t(task) % chunks;
@@ -38,15 +42,28 @@ void decode_attention(const DecodeAttention& a) {
       if (n <= 0) continue;  // the last chunks of a span that does not divide evenly
       const float* keys = a.k + (t0 * a.kv_heads + kvh) * d;
       const float* values = a.v + (t0 * a.kv_heads + kvh) * d;
-      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const std::size_t slot = std::size_t(h * chunks + c);
-        kernels.score_rows(a.q + h * d, keys, std::size_t(n), stride, std::size_t(d), scores.data());
+      const int64_t h0 = kvh * group;
+      // The group's query heads take each block of keys (and later of values) in turn, so the block is read from
+      // memory once and from cache for the other heads.
+      for (int64_t b = 0; b < n; b += kBlockKeys)
+        for (int64_t g = 0; g < group; ++g)
+          kernels.score_rows(a.q + (h0 + g) * d, keys + b * int64_t(stride), std::size_t(std::min(kBlockKeys, n - b)),
+                             stride, std::size_t(d), scores.data() + g * n + b);
+      for (int64_t g = 0; g < group; ++g) {
+        float* const row = scores.data() + g * n;
+        const std::size_t slot = std::size_t((h0 + g) * chunks + c);
         float best = -INFINITY;
-        for (int64_t t = 0; t < n; ++t) best = std::max(best, scores[std::size_t(t)] * a.scale);
-        totals[slot] = kernels.exp_scaled(scores.data(), std::size_t(n), a.scale, best);
+        for (int64_t t = 0; t < n; ++t) best = std::max(best, row[t] * a.scale);
+        totals[slot] = kernels.exp_scaled(row, std::size_t(n), a.scale, best);
         maxima[slot] = best;
-        kernels.weighted_rows(scores.data(), std::size_t(n), values, stride, std::size_t(d), partial.data() + slot * std::size_t(d));
       }
+      for (int64_t b = 0; b < n; b += kBlockKeys)
+        for (int64_t g = 0; g < group; ++g) {
+          kernels.weighted_rows(scores.data() + g * n + b, std::size_t(std::min(kBlockKeys, n - b)),
+                                values + b * int64_t(stride), stride, std::size_t(d), block_out.data());
+          float* const acc = partial.data() + std::size_t((h0 + g) * chunks + c) * std::size_t(d);
+          for (int64_t e = 0; e < d; ++e) acc[e] += block_out[std::size_t(e)];
+        }
     }
   });
   // The chunks merged: out = Σ_c e^(m_c − M) · acc_c / Σ_c e^(m_c − M) · total_c, M the largest maximum (an empty

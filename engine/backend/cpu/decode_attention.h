@@ -2,8 +2,9 @@
 // Attention for a single query row (a decode step) on the CPU. The general loop (cpu_backend.cpp) transposes tiles of
 // keys for blocks of 64 queries; for one query that transpose cost more than the scores it saved (the 2B's decode
 // attention took 135 µs a layer at 80 keys on the 2-core machine, 42 µs at 16 threads of the GPU machine's host).
-// Here each kv head's keys and values are read as stored, once for the query heads that share them, and long
-// contexts are cut into chunks across the threads (a partial softmax a chunk, merged by their maxima).
+// Here each kv head's keys and values are read as stored, in blocks of rows that the query heads sharing them take
+// in turn (so from cache after the first), and long contexts are cut into chunks across the threads (a partial
+// softmax a chunk, merged by their maxima).
 #include <atomic>
 #include <cstdint>
 
