@@ -19,7 +19,9 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
   for (const AttentionKernels* v : {attention_kernels_avx2(), attention_kernels_avx512()}) {
     if (!v) continue;
     ++tested;
-    for (std::size_t d : {8u, 20u, 32u, 36u, 64u, 72u, 128u, 264u}) {  // 264: weighted_rows' passes of 128 (64) and a tail
+    // weighted_rows' passes (AVX2 64 dimensions, AVX-512 128) and tails: 4 (AVX2's scalar tail alone), 100 (a short
+    // last pass, then a tail), 132 (whole passes, then a tail), 264 (several passes)
+    for (std::size_t d : {4u, 8u, 20u, 32u, 36u, 64u, 72u, 100u, 128u, 132u, 264u}) {
       for (std::size_t rows : {1u, 2u, 5u, 64u}) {
         std::vector<float> q(rows * d), kt(d * kKeyTile), want(rows * 20), got(rows * 20);
         for (auto& e : q) e = normal(rng);

@@ -1,5 +1,6 @@
-// The CPU's one-query attention (a decode step) against softmax(q·k·scale)·v in double: grouped heads (two query
-// heads a kv head), a window of keys that starts past the first, and the keys cut into 1 to 7 chunks (the merge of
+// The CPU's one-query attention (a decode step) against softmax(q·k·scale)·v in double: one, two and four query heads
+// a kv head (the heads of a group take each block of keys in turn), a window of keys that starts past the first, spans
+// that are not whole blocks, and the keys cut into 1 to 7 chunks (the merge of
 // partial softmaxes, which a 2-core machine's own choice of one chunk would never exercise), including chunks left
 // empty when the span does not divide; no visible key gives zeros, as the general loop does.
 #include <gtest/gtest.h>
@@ -13,8 +14,9 @@
 namespace qvl::cpu {
 namespace {
 
-TEST(DecodeAttention, MatchesTheSoftmaxInDoubleForAnyChunking) {
-  constexpr int64_t heads = 4, kv_heads = 2, d = 72, cache = 700;
+void check_every_span_and_chunking(int64_t heads, int64_t kv_heads, int64_t d) {
+  constexpr int64_t cache = 700;
+  SCOPED_TRACE(testing::Message() << heads << " heads over " << kv_heads << ", d " << d);
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> q(heads * d), k(cache * kv_heads * d), v(k.size());
@@ -46,6 +48,15 @@ TEST(DecodeAttention, MatchesTheSoftmaxInDoubleForAnyChunking) {
         ASSERT_NEAR(got[i], want[i], 2e-5) << "keys [" << first << ", " << end << ") in " << chunks << " chunks, element " << i;
     }
   }
+}
+
+struct Shape {
+  int64_t heads, kv_heads, d;
+};
+
+TEST(DecodeAttention, MatchesTheSoftmaxInDoubleForAnyChunking) {
+  for (const auto [heads, kv_heads, d] : {Shape{4, 2, 72}, Shape{2, 2, 128}, Shape{8, 2, 128}})
+    check_every_span_and_chunking(heads, kv_heads, d);
 }
 
 }  // namespace

@@ -89,10 +89,10 @@ QVL_AVX2 float exp_scaled_avx2(float* x, std::size_t n, float scale, float shift
   return total + exp_scaled_generic(x + i, n - i, scale, shift);
 }
 
-// Four accumulators over t: one would wait an FMA latency per key.
-// Rows outermost: each value row is read once, front to back (64 dimensions a pass, the 8 accumulators of 16
-// registers), where a pass a column slice read every row's slice again at a 4 KB stride (the cache's rows are
-// kv_heads x d apart) and the 2B's decode attention drew ~13 GB/s of the 2-core machine's ~28.
+// Rows outermost: a pass takes 64 dimensions of every row in turn (8 accumulators of the 16 registers; two passes at
+// d = 128), where before a pass took 8 dimensions of every row, 32 bytes of a row 4 KB after the last (the cache's
+// rows are kv_heads x d apart). The chains are the accumulators: at d = 128 eight of them; a pass of one vector (d
+// under 16, or the last 8 of a row) waits an FMA latency a row.
 QVL_AVX2 void weighted_rows_avx2(const float* p, std::size_t n, const float* v, std::size_t vs, std::size_t d, float* out) {
   std::size_t e = 0;
   for (; e + 8 <= d; e += 64) {

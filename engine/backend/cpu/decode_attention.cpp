@@ -14,9 +14,10 @@ namespace {
 // The fewest keys worth a task of their own: a chunk of 256 keys at d = 128 reads 256 KB of keys and values, tens
 // of microseconds of work against a hand-over of a few.
 constexpr int64_t kMinChunkKeys = 256;
-// Keys a block: at d = 128 in f32, 32 rows of keys (or values) are 16 KB, which stay in a 32 KB L1 while the other
-// query heads of their kv head read them. Each head reading its kv head's whole chunk in turn read the 2B's cache
-// twice from memory: its decode attention at 4,096 keys took 2.6 ms a layer on this project's 2-core machine.
+// Keys a block: at d = 128 in f32, 32 rows of keys (or values) are 16 KB, still in L2 when the other query heads of
+// their kv head read them (not in L1: the 2B's rows are 4 KB apart, so a block's rows fall in the same few L1 sets).
+// Each head reading its kv head's whole chunk in turn read the 2B's cache twice from memory (docs/performance.md,
+// "The CPU's decode attention at long contexts").
 constexpr int64_t kBlockKeys = 32;
 
 }  // namespace
