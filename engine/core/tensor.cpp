@@ -133,8 +133,8 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
     std::memcpy(dst, src, count * dtype_size(from));
     return;
   }
-  // The common widenings in a loop of their own: through the general switch below, an element cost ~2.5 ns, so the
-  // CPU's add + RMSNorm spent ~5 of its ~8 µs a 2B decode row widening its 2,048 bf16 weights.
+  // The common widenings in a loop of their own: 2,048 bf16 values (the 2B's norm weights, widened by the CPU's norms
+  // every call) took 0.13 µs so against 1.53 through the general switch below (a probe on this project's machine).
   if (to == DType::F32 && (from == DType::BF16 || from == DType::F16)) {
     for (std::size_t i = 0; i < count; ++i) {
       const auto bits = load<uint16_t>(src, i);
