@@ -1,8 +1,9 @@
 // qvl bench: vision encode, prefill and decode speed of a model, with the memory-bandwidth roofline beside it.
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -285,6 +286,9 @@ int run_bench(const std::vector<std::string>& argv) {
       {"views-layer", "N", "with --views: the layer whose attention the view taps (default 0)"},
       {"views-snapshot", "DIR", "with --views: write the last frame of each view there (pool-map.ppm, attention.ppm)"},
       {"repeat", "N", "timed runs after one warm-up (default 3); medians are reported"},
+      {"keep-prompt", "", "the runs share one conversation: the timed runs find the warm-up's keys and values of the "
+                          "prompt kept and prefill only its last token, so decode at a long prompt's depth is timed "
+                          "without prefilling it again (prefill and first token are then not the prompt's)"},
       {"follow-up-tokens", "N", "also time a second turn of N new tokens in the same conversation, its first turn kept "
                                 "(and the same turn computed whole, for comparison)"},
       {"follow-up-images", "N", "the second turn also brings N new pictures of --image-size (default 0)"},
@@ -341,6 +345,10 @@ int run_bench(const std::vector<std::string>& argv) {
   if (vision_cache_mb < 0 || vision_cache_mb > (int64_t(1) << 20)) fail("qvl bench: --vision-cache-mb takes 0 to 1048576");
   options.vision_cache_bytes = uint64_t(vision_cache_mb) << 20;  // the runs repeat one request: kept, its pictures
                                                                   // would be encoded once
+  const bool keep_prompt = args.has("keep-prompt");
+  if (keep_prompt && follow_up_tokens > 0) fail("qvl bench: --keep-prompt and --follow-up-tokens exclude each other");
+  // The kept conversation's budget: its one cache whatever its length (on a GPU the memory plan's room still bounds it).
+  if (keep_prompt) options.conversation_cache_bytes = std::numeric_limits<uint64_t>::max();
   options.cuda_graphs = !args.has("no-graphs");
   if (args.has("no-fusion") && args.has("compare-fusion")) fail("qvl bench: --no-fusion and --compare-fusion exclude each other");
   if (args.has("no-fusion")) options.fusions = Fusions::none();
@@ -369,6 +377,7 @@ int run_bench(const std::vector<std::string>& argv) {
       ContentItem::make_text(args.has("prompt") ? args.get("prompt") : hello_text(prompt_tokens - around)));
   request.max_new_tokens = decode_tokens;
   request.ignore_eos = true;
+  if (keep_prompt) request.conversation_id = "bench";
   request.sampling.temperature = args.get_double("temperature", 0.0);
   request.sampling.top_k = args.get_int("top-k", 0);
   request.sampling.top_p = args.get_double("top-p", 1.0);
@@ -390,7 +399,7 @@ int run_bench(const std::vector<std::string>& argv) {
   if (!engine->device_identity()) vitals_reason = "the model runs on the CPU";
   std::optional<GpuVitalsRecorder> vitals;  // from the first timed run (the warm-up pages the weights in)
 
-  std::vector<double> vision, prefill, decode, ttft, sample;
+  std::vector<double> vision, prefill, decode, ttft, sample, kept;
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
     last = engine->generate(request);
@@ -404,7 +413,11 @@ int run_bench(const std::vector<std::string>& argv) {
     decode.push_back(t.decode_ms / double(std::max<int64_t>(1, t.decode_steps)));
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
     sample.push_back(t.sample_ms / double(std::max<int64_t>(1, t.generated_tokens)));
+    kept.push_back(double(t.cached_tokens));
   }
+  if (keep_prompt && median(kept) < double(last.timing.prompt_tokens - 1))
+    fail("qvl bench --keep-prompt: the timed runs kept ", median(kept), " of the prompt's ", last.timing.prompt_tokens,
+         " tokens (the conversation was not kept; --max-context or the GPU's memory plan may be too small for it)");
   const nlohmann::json gpu_vitals = [&]() -> nlohmann::json {
     if (!vitals) return {{"unavailable", vitals_reason}};
     try {
@@ -443,7 +456,7 @@ int run_bench(const std::vector<std::string>& argv) {
       {"fusions", engine->fusions().enabled()},
       {"backend", engine->backend_name()},
       {"weights", engine->weights()},
-      {"kv_cache", engine->backend_kind() == BackendKind::Cuda ? options.kv_cache : "f32"},
+      {"kv_cache", engine->kv_cache()},
       {"device", engine->device()},
       {"cuda_graphs", backend_info(engine->backend_kind()).records_work && options.cuda_graphs},
       {"prompt_tokens", last.timing.prompt_tokens},
@@ -453,8 +466,9 @@ int run_bench(const std::vector<std::string>& argv) {
       {"repeats", repeat},
       {"vision_ms", median(vision)},
       {"cached_images", last.timing.cached_images},  // of the last run: kept features, not encoded (--vision-cache-mb)
+      {"prompt_tokens_kept", median(kept)},  // --keep-prompt: what the timed runs did not prefill
       {"prefill_ms", median(prefill)},
-      {"prefill_tokens_per_s", double(last.timing.prompt_tokens) / median(prefill) * 1e3},
+      {"prefill_tokens_per_s", (double(last.timing.prompt_tokens) - median(kept)) / median(prefill) * 1e3},
       {"time_to_first_token_ms", median(ttft)},
       {"decode_ms_per_token", decode_ms},
       {"decode_tokens_per_s", 1e3 / decode_ms},
@@ -485,7 +499,8 @@ int run_bench(const std::vector<std::string>& argv) {
   if (args.has("trace"))
     std::printf("chrome trace     %s (%zu kernel events of the profiled run)\n", args.get("trace").c_str(),
                 profiler->events().size());
-  std::printf("model            %s\nbackend          %s\n", dir.c_str(), engine->backend_name().c_str());
+  std::printf("model            %s\nbackend          %s (weights %s, kv cache %s)\n", dir.c_str(),
+              engine->backend_name().c_str(), engine->weights().c_str(), engine->kv_cache().c_str());
   if (const auto plan = engine->memory_plan()) std::printf("memory plan      %s\n", plan->summary().c_str());
   const std::string& backend = engine->backend_name();
   if (backend.find("profile sm61") != std::string::npos && backend.find("sm_6") == std::string::npos)
@@ -500,8 +515,9 @@ int run_bench(const std::vector<std::string>& argv) {
   else if (request.images.size() > 1)
     std::printf(" (%.2f ms an image, %zu in one batch)", median(vision) / double(request.images.size()),
                 request.images.size());
-  std::printf("\nprefill          %.1f ms (%.1f tokens/s)\ntime to 1st tok  %.1f ms\n", median(prefill),
-              out["prefill_tokens_per_s"].get<double>(), median(ttft));
+  std::printf("\nprefill          %.1f ms (%.1f tokens/s)", median(prefill), out["prefill_tokens_per_s"].get<double>());
+  if (keep_prompt) std::printf(" of the last %.0f tokens: the rest kept (--keep-prompt)", double(last.timing.prompt_tokens) - median(kept));
+  std::printf("\ntime to 1st tok  %.1f ms\n", median(ttft));
   std::printf("decode           %.2f ms/token (%.2f tokens/s), median of %lld runs%s\n", decode_ms, 1e3 / decode_ms,
               (long long)repeat, out["cuda_graphs"].get<bool>() ? ", steps replayed as a CUDA graph" : "");
   std::printf("sampling         %.3f ms/token of it (%s)\n", median(sample),

@@ -14,16 +14,16 @@ std::vector<OptionSpec> gpu_option_specs() {
        "free, less 200 MiB); the memory plan places the model within it"},
       {"max-context", "N", "prompt + answer tokens a request may hold (default 32768, at most 1048576)"},
       {"plan-context", "N", "tokens of context the memory plan keeps room for on the GPU (default 2048)"},
-      {"kv-cache", "TYPE", "the GPU's KV cache: bf16 (default: half the bytes, as transformers keeps a bf16 model's) "
-                           "or f32"},
+      {"kv-cache", "TYPE", "the KV cache, on the GPU and the CPU: bf16 (half the bytes), f32, or auto (default: what "
+                           "transformers keeps, bf16 for a bf16 checkpoint, else f32)"},
   };
 }
 
 void apply_gpu_options(const Args& args, EngineOptions& options) {
   options.cuda_profile = args.get("profile", "auto");
-  options.kv_cache = args.get("kv-cache", "bf16");
-  if (options.kv_cache != "bf16" && options.kv_cache != "f32")
-    fail("--kv-cache takes bf16 or f32, not \"", options.kv_cache, "\"");
+  options.kv_cache = args.get("kv-cache", "auto");
+  if (options.kv_cache != "auto" && options.kv_cache != "bf16" && options.kv_cache != "f32")
+    fail("--kv-cache takes auto, bf16 or f32, not \"", options.kv_cache, "\"");
   const int64_t mib = args.get_int("gpu-memory-mb", 0);
   if (mib < 0 || mib > (int64_t(1) << 24))  // 16 TiB: no GPU has more
     fail("--gpu-memory-mb takes 0 (the driver's free memory) to ", int64_t(1) << 24, " MiB, not ", mib);

@@ -24,11 +24,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// EngineOptions::kv_cache as the type the GPU's cache keeps.
-DType kv_cache_type(const std::string& name) {
+// EngineOptions::kv_cache as the type every backend's cache keeps: "auto" is what transformers keeps for the
+// checkpoint's floats (a bf16 model's cache in bf16; f32 for f32 and f16 ones, since f16 has no cache here).
+DType kv_cache_type(const std::string& name, DType checkpoint_floats) {
+  if (name == "auto") return checkpoint_floats == DType::BF16 ? DType::BF16 : DType::F32;
   if (name == "bf16") return DType::BF16;
   if (name == "f32") return DType::F32;
-  fail("the KV cache type must be bf16 or f32, not \"", name, "\"");
+  fail("the KV cache type must be auto, bf16 or f32, not \"", name, "\"");
+}
+DType checkpoint_floats(const ModelFolder& model) {
+  return model.checkpoint.find("model.language_model.norm.weight")->info->dtype;  // checked at open
 }
 
 // Where the decode steps choose the next token on the head's backend, handing back a pick or a few candidates
@@ -123,12 +128,13 @@ private:
       if (kind_ == BackendKind::Cuda) release_model();
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
-        gpu->set_cache_type(kv_cache_type(options_.kv_cache));
+        gpu->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
         const MemoryPlanRequest request = memory_plan_request(model_, options_, gpu.get());
         const WeightPolicy policy = weights_for(model_, options_.weights, request);
         MemoryPlan plan = plan_memory(model_.config, request);
         // The parts the plan leaves off the GPU run on a CPU backend beside it.
         std::unique_ptr<Backend> host = plan.everything_on_gpu() ? nullptr : create_backend(BackendKind::Cpu);
+        if (host) host->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
         WeightPlacement placement = WeightPlacement::all_on(*gpu, model_.config);
         if (!plan.vision_on_gpu) placement.vision = host.get();
         if (!plan.head_on_gpu) placement.head = host.get();
@@ -152,6 +158,7 @@ private:
       fallback = device_error_.empty() ? gpu_info.reason : "the GPU failed earlier: " + device_error_;
     }
     auto cpu = create_backend(BackendKind::Cpu);
+    cpu->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
     // --weights auto on the CPU: as stored (the host's memory is not the budget a GPU's is).
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
     // The output head's bounds copy, where the host has room for it (a quarter of its memory left free).
@@ -749,6 +756,7 @@ public:
   std::string device() const override { return backend_info(kind_).id; }
   BackendKind backend_kind() const override { return kind_; }
   std::string backend_name() const override { return backend_ ? backend_->name() : "none"; }
+  std::string kv_cache() const override { return backend_ ? std::string(dtype_name(backend_->cache_type())) : "none"; }
   std::string weights() const override {
     return model_.config.quantization ? model_.config.quantization->name() : held_policy_.name;
   }
@@ -830,18 +838,18 @@ MemoryPlanRequest memory_plan_request(const ModelFolder& model, const EngineOpti
   r.context = std::min(options.plan_context, options.max_context);
   const PreprocessorConfig p = with_token_budget(model.preprocessor, options.image_min_tokens, options.image_max_tokens);
   r.image_tokens = p.max_pixels / std::max<int64_t>(1, p.patch_size * p.patch_size * p.merge_size * p.merge_size);
-  r.checkpoint_floats = model.checkpoint.find("model.language_model.norm.weight")->info->dtype;  // checked at open
+  r.checkpoint_floats = checkpoint_floats(model);
   if (gpu) {  // the budget is the pool's capacity as the backend was made, less what it holds already
     const MemoryReport pool = gpu->memory_report(false);
     r.budget = uint64_t(std::max<int64_t>(0, pool.capacity));
     r.reserved = uint64_t(std::max<int64_t>(0, pool.reserved));
     r.gpu_floats = gpu->weight_storage(r.checkpoint_floats);
     r.gpu_activations = gpu->activation_type();
-    r.gpu_cache = gpu->cache_type();
+    r.kv_cache = gpu->cache_type();
     r.gpu_narrows_product_inputs = gpu->limits().narrows_product_inputs;
   } else {  // the CUDA backend's own storage: f32 activations, the KV cache asked for; the SM61 profile keeps bf16 as f16
     r.gpu_activations = DType::F32;
-    r.gpu_cache = kv_cache_type(options.kv_cache);
+    r.kv_cache = kv_cache_type(options.kv_cache, r.checkpoint_floats);
     r.gpu_floats = options.cuda_profile == "sm61" && r.checkpoint_floats == DType::BF16 ? DType::F16 : r.checkpoint_floats;
     r.gpu_narrows_product_inputs = options.cuda_profile != "sm61";
   }

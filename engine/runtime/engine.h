@@ -41,8 +41,8 @@ struct EngineOptions {
                                         // the driver has free less a reserve). The memory plan places parts within it.
   int64_t plan_context = 2048;          // tokens of KV cache the memory plan keeps room for on the GPU
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
-  std::string kv_cache = "bf16";        // the GPU's KV cache: "bf16" (half the bytes; what transformers keeps in a
-                                        // bf16 model) or "f32" (the CPU's is f32 either way)
+  std::string kv_cache = "auto";        // the KV cache, on the GPU and the CPU: "bf16" (half the bytes), "f32", or
+                                        // "auto": what transformers keeps, bf16 for a bf16 checkpoint, else f32
   std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)
@@ -194,6 +194,7 @@ public:
   virtual BackendKind backend_kind() const = 0;     // what it can do: backend_info(kind)
   virtual std::string backend_name() const = 0;     // e.g. "cpu (avx512)"
   virtual std::string weights() const = 0;          // the weight policy's name: "bf16", "q8", "q4", "q8-g32"...
+  virtual std::string kv_cache() const = 0;         // the KV cache's element type on every part: "bf16" or "f32"
   // Bytes of weights one decode step reads as they are held (every decoder layer, the final norm, the output head).
   // With `request`: that request's steps, which read the head's bounds copy instead where its pick is made from it
   // (Backend::picks_from_bounds_of: the GPU's where the memory plan had room, the CPU's where the host had;

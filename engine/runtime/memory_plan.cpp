@@ -212,7 +212,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const int64_t n_layers = c.text.num_hidden_layers;
   const WeightBytes gpu = weight_bytes(c, r, true), cpu = weight_bytes(c, r, false);
   const ActivationModel act{c, r};
-  const uint64_t kv_block = u(r.context) * kv_bytes_per_token(c.text, 1, r.gpu_cache) / 2;
+  const uint64_t kv_block = u(r.context) * kv_bytes_per_token(c.text, 1, r.kv_cache) / 2;
   const int64_t image_tokens = r.image_tokens > 0 ? std::min(r.image_tokens, r.context) : r.context;
 
   // The pool's peak for one arrangement: weights, then the larger of the vision phase and the decoder phase (the
@@ -244,7 +244,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
     return act.decoder(p.chunk, p.head_on_gpu, gpu.widest_decoder_quantised);
   };
   const auto peak = [&](const Arrangement& p, int64_t kv_tokens, int64_t vision_tokens) {
-    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.gpu_cache) + decoder_pass(p) +
+    const uint64_t decoder_phase = kv_cache_pool_bytes(c.text, p.gpu_layers, kv_tokens, r.kv_cache) + decoder_pass(p) +
                                    act.outputs(vision_tokens);
     return fixed(p) + std::max(vision_phase(p, vision_tokens), decoder_phase);
   };
@@ -314,10 +314,10 @@ MemoryPlan plan_memory(const ModelConfig& c, const MemoryPlanRequest& r) {
   const std::string tokens = std::to_string(r.context) + " tokens";
   if (k > 0)
     add("kv cache, layers " + layer_range(0, k) + ", " + tokens, true,
-        kv_cache_pool_bytes(c.text, k, r.context, r.gpu_cache));
+        kv_cache_pool_bytes(c.text, k, r.context, r.kv_cache));
   if (k < n_layers)
     add("kv cache, layers " + layer_range(k, n_layers) + ", " + tokens, false,
-        kv_bytes_per_token(c.text, n_layers - k, DType::F32) * u(r.context));
+        kv_bytes_per_token(c.text, n_layers - k, r.kv_cache) * u(r.context));
   add("the backend's own buffers", true, r.reserved);
   add("activations, workspaces, pool slack (peak)", true, plan.gpu_peak - [&] {
     uint64_t placed = 0;

@@ -24,7 +24,7 @@ struct MemoryPlanRequest {
   DType checkpoint_floats = DType::BF16;      // the checkpoint's float type (the CPU computes on it in place)
   DType gpu_floats = DType::BF16;             // what the GPU stores float weights in (the SM61 profile: f16)
   DType gpu_activations = DType::F32;         // the GPU's activations
-  DType gpu_cache = DType::BF16;              // the GPU's KV cache (Backend::cache_type; the CPU's is f32)
+  DType kv_cache = DType::BF16;               // the KV cache on either device (EngineOptions::kv_cache)
   bool gpu_narrows_product_inputs = true;     // BackendLimits::narrows_product_inputs (the SM61 profile: false)
   uint64_t head_bounds = 0;  // bytes of the output head's bounds copy (head_bounds_bytes; 0: the head has none)
 };

@@ -1,13 +1,17 @@
 // Every SIMD variant of the CPU attention kernels this processor runs agrees with the plain C++ one: score tiles
-// (row counts that exercise the two-row blocks), one query's scores against stored keys (key counts off the
+// (row counts that exercise the two-row blocks), one to three queries' scores against stored keys (key counts off the
 // passes of four, head sizes off the vector width), the vectorised exp against std::exp over the softmax range, and
-// weighted value rows for head sizes with and without a vector tail.
+// weighted value rows for one to three queries and head sizes with and without a vector tail (a pair giving each
+// query's own bits).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/cpu/attention_kernels.h"
+#include "core/error.h"
+#include "core/half.h"
 
 namespace qvl::cpu {
 namespace {
@@ -32,22 +36,38 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
           for (std::size_t j = 0; j < kKeyTile; ++j)
             EXPECT_NEAR(got[r * 20 + j], want[r * 20 + j], 1e-5f * std::sqrt(float(d)) * 4) << v->name << " d=" << d;
       }
-      for (std::size_t n : {1u, 3u, 4u, 7u, 300u}) {  // one query against keys as stored: passes of four and the rest
-        std::vector<float> q(d), keys(n * (d + 5)), want(n), got(n);
-        for (auto& e : q) e = normal(rng);
-        for (auto& e : keys) e = normal(rng);
-        attention_kernels_generic().score_rows(q.data(), keys.data(), n, d + 5, d, want.data());
-        v->score_rows(q.data(), keys.data(), n, d + 5, d, got.data());
-        for (std::size_t t = 0; t < n; ++t) EXPECT_NEAR(got[t], want[t], 1e-5f * std::sqrt(float(d)) * 4) << v->name << " d=" << d << " n=" << n;
-      }
-      for (std::size_t n : {1u, 15u, 16u, 17u, 300u}) {
-        std::vector<float> p(n), rows_v(n * (d + 3)), want(d), got(d);
-        for (auto& e : p) e = std::abs(normal(rng));
-        for (auto& e : rows_v) e = normal(rng);
-        attention_kernels_generic().weighted_rows(p.data(), n, rows_v.data(), d + 3, d, want.data());
-        v->weighted_rows(p.data(), n, rows_v.data(), d + 3, d, got.data());
-        for (std::size_t e = 0; e < d; ++e) EXPECT_NEAR(got[e], want[e], 1e-5f * float(n)) << v->name << " n=" << n;
-      }
+      // Queries against keys as stored: passes of four and the rest, one query, a pair (the 2B's query heads a kv
+      // head) and a pair plus one.
+      for (std::size_t queries : {1u, 2u, 3u})
+        for (std::size_t n : {1u, 3u, 4u, 7u, 300u}) {
+          std::vector<float> q(queries * d), keys(n * (d + 5)), want(queries * (n + 2)), got(want.size());
+          for (auto& e : q) e = normal(rng);
+          for (auto& e : keys) e = normal(rng);
+          attention_kernels_generic().f32.score_rows(q.data(), queries, keys.data(), n, d + 5, d, want.data(), n + 2);
+          v->f32.score_rows(q.data(), queries, keys.data(), n, d + 5, d, got.data(), n + 2);
+          for (std::size_t g = 0; g < queries; ++g)
+            for (std::size_t t = 0; t < n; ++t)
+              EXPECT_NEAR(got[g * (n + 2) + t], want[g * (n + 2) + t], 1e-5f * std::sqrt(float(d)) * 4)
+                  << v->name << " d=" << d << " n=" << n << " query " << g << " of " << queries;
+        }
+      for (std::size_t queries : {1u, 2u, 3u})
+        for (std::size_t n : {1u, 15u, 16u, 17u, 300u}) {
+          std::vector<float> p(queries * (n + 1)), rows_v(n * (d + 3)), want(queries * d), got(queries * d);
+          for (auto& e : p) e = std::abs(normal(rng));
+          for (auto& e : rows_v) e = normal(rng);
+          attention_kernels_generic().f32.weighted_rows(p.data(), queries, n + 1, rows_v.data(), n, d + 3, d, want.data());
+          v->f32.weighted_rows(p.data(), queries, n + 1, rows_v.data(), n, d + 3, d, got.data());
+          for (std::size_t e = 0; e < queries * d; ++e)
+            EXPECT_NEAR(got[e], want[e], 1e-5f * float(n)) << v->name << " n=" << n << " queries " << queries;
+          // A pair's outputs are the bits each query alone gives (the kernels load a row once for both).
+          if (queries == 2) {
+            std::vector<float> alone(d);
+            for (std::size_t g = 0; g < 2; ++g) {
+              v->f32.weighted_rows(p.data() + g * (n + 1), 1, 0, rows_v.data(), n, d + 3, d, alone.data());
+              EXPECT_EQ(0, std::memcmp(alone.data(), got.data() + g * d, d * sizeof(float))) << v->name << " n=" << n;
+            }
+          }
+        }
     }
     // exp over what a softmax feeds it: scaled scores minus their maximum, down to where float underflows.
     for (std::size_t n : {1u, 7u, 16u, 33u, 1000u}) {
@@ -62,6 +82,36 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
   }
   if (tested == 0) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512; only the generic kernel runs";
   std::printf("compared %d SIMD variant(s) with the generic kernels; in use: %s\n", tested, attention_kernels().name);
+}
+
+// A bf16 cache's rows widened as they are loaded: each variant's bf16 kernels give the bits its f32 kernels give over
+// the same values in f32, for head sizes with and without a vector tail (where AVX-512 copies the last elements
+// instead of a masked load) and row counts off the passes of four.
+TEST(AttentionKernels, Bf16RowsGiveTheF32KernelsBitsOverTheSameValues) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<const AttentionKernels*> variants{&attention_kernels_generic()};
+  for (const AttentionKernels* v : {attention_kernels_avx2(), attention_kernels_avx512()})
+    if (v) variants.push_back(v);
+  for (const AttentionKernels* v : variants)
+    for (std::size_t d : {4u, 20u, 72u, 100u, 128u, 132u})
+      for (std::size_t n : {1u, 3u, 17u, 64u}) {
+        const std::size_t stride = d + 6;
+        constexpr std::size_t kQueries = 2;  // a pair: the loads shared
+        std::vector<float> q(kQueries * d), p(kQueries * n), wide(n * stride);
+        std::vector<uint16_t> stored(n * stride);
+        for (auto& e : q) e = normal(rng);
+        for (auto& e : p) e = std::abs(normal(rng));
+        for (std::size_t i = 0; i < stored.size(); ++i) wide[i] = bf16_to_f32(stored[i] = f32_to_bf16(normal(rng)));
+        std::vector<float> want(kQueries * std::max(n, d)), got(want.size());
+        v->f32.score_rows(q.data(), kQueries, wide.data(), n, stride, d, want.data(), n);
+        v->bf16.score_rows(q.data(), kQueries, stored.data(), n, stride, d, got.data(), n);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), kQueries * n * sizeof(float))) << v->name << " scores d=" << d << " n=" << n;
+        v->f32.weighted_rows(p.data(), kQueries, n, wide.data(), n, stride, d, want.data());
+        v->bf16.weighted_rows(p.data(), kQueries, n, stored.data(), n, stride, d, got.data());
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), kQueries * d * sizeof(float))) << v->name << " values d=" << d << " n=" << n;
+      }
+  EXPECT_THROW(attention_kernels().rows(DType::F16), Error);
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The CPU backend's ops that take their inputs from index tensors (the inputs of a recorded decode step) give
-// exactly what the same ops give with the values passed on the host.
+// exactly what the same ops give with the values passed on the host; a bf16 KV cache what an f32 one holding its
+// values gives.
 #include <gtest/gtest.h>
 
 #include <cmath>
-
+#include <cstring>
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -40,6 +42,50 @@ TEST(CpuBackend, IndexTensorInputsMatchHostValues) {
   be->write_indices(past, std::vector<int64_t>{10});  // beyond the bound given: a clear error, not a wild read
   EXPECT_THROW(be->attention(q, cache_a, cache_a, 10, AttentionMask::causal_on_device(past, 9), 0.25f, on_device), Error);
   EXPECT_THROW(be->write_indices(past, std::vector<int64_t>{1, 2}), Error);
+}
+
+// A bf16 KV cache (EngineOptions::kv_cache): appended f32 rows are narrowed to nearest even, and every reader of
+// the cache (the tiled prefill loop, block-sparse too, the decode step's, the attention tap) gives the bits it gives
+// over an f32 cache holding the same values, at a head size with a vector tail (72) and the 2B's (128).
+TEST(CpuBackend, ABf16KvCacheAnswersAsAnF32CacheHoldingItsValues) {
+  const auto be = make_cpu_backend();
+  EXPECT_THROW(be->set_cache_type(DType::F16), Error);
+  for (const int64_t d : {72, 128}) {
+    SCOPED_TRACE(testing::Message() << "d " << d);
+    constexpr int64_t kCapacity = 300, kKvHeads = 2, kHeads = 4, kKeys = 260;
+    be->set_cache_type(DType::BF16);
+    Tensor k16 = be->alloc_cache({kCapacity, kKvHeads, d}), v16 = be->alloc_cache({kCapacity, kKvHeads, d});
+    ASSERT_EQ(k16.dtype(), DType::BF16);
+    const Tensor k_rows = test::random_normal({kKeys, kKvHeads, d}, 11), v_rows = test::random_normal({kKeys, kKvHeads, d}, 12);
+    be->copy_rows(k_rows.slice_rows(0, 100), k16, 0);  // appended in two pieces, as a prefill and its follow-up
+    be->copy_rows(k_rows.slice_rows(100, kKeys), k16, 100);
+    be->copy_rows(v_rows, v16, 0);
+    for (int64_t i = 0; i < kKeys * kKvHeads * d; ++i)
+      ASSERT_EQ(k16.data<uint16_t>()[i], f32_to_bf16(k_rows.data<float>()[i])) << "element " << i;
+    const Tensor k32 = k16.to(DType::F32), v32 = v16.to(DType::F32);
+    Tensor kept = be->alloc_cache({kCapacity, kKvHeads, d});  // a kept conversation's rows copied as they are
+    be->copy_rows(k16.slice_rows(0, kKeys), kept, 0);
+    EXPECT_EQ(0, std::memcmp(kept.raw(), k16.raw(), std::size_t(kKeys * kKvHeads * d) * 2));
+
+    const auto same_bits = [&](int64_t queries, const AttentionMask& mask, const char* what) {
+      const Tensor q = test::random_normal({queries, kHeads, d}, 13);
+      Tensor narrow = be->alloc({queries, kHeads, d}), wide = be->alloc({queries, kHeads, d});
+      be->attention(q, k16, v16, kKeys, mask, 0.1f, narrow);
+      be->attention(q, k32, v32, kKeys, mask, 0.1f, wide);
+      EXPECT_EQ(0, std::memcmp(narrow.raw(), wide.raw(), std::size_t(narrow.nbytes()))) << what;
+    };
+    same_bits(1, AttentionMask::causal(kKeys - 1), "a decode step");
+    same_bits(70, AttentionMask::causal(kKeys - 70), "a prefill chunk after 190 kept positions");
+    same_bits(kKeys, AttentionMask::causal(0), "a prefill");
+    same_bits(kKeys, AttentionMask::causal_block_sparse(0, AttentionMask::local_global_layout(5, 2, 1), 5),
+              "a block-sparse prefill");
+
+    const Tensor q = test::random_normal({1, kHeads, d}, 14);
+    Tensor heat16 = be->alloc({40}), heat32 = be->alloc({40});
+    be->attention_tap({&q, &k16, kKeys, nullptr, 200, 40, -1, 0.1f, &heat16});
+    be->attention_tap({&q, &k32, kKeys, nullptr, 200, 40, -1, 0.1f, &heat32});
+    EXPECT_EQ(heat16.to_f32_vector(), heat32.to_f32_vector());
+  }
 }
 
 // The fused residual add + RMSNorm (a projection's closing norm) is the unfused sequence in one pass: same float

@@ -2,14 +2,17 @@
 // a kv head (the heads of a group take each block of keys in turn), a window of keys that starts past the first, spans
 // that are not whole blocks, and the keys cut into 1 to 7 chunks (the merge of
 // partial softmaxes, which a 2-core machine's own choice of one chunk would never exercise), including chunks left
-// empty when the span does not divide; no visible key gives zeros, as the general loop does.
+// empty when the span does not divide; no visible key gives zeros, as the general loop does. A bf16 cache gives the
+// bits of an f32 cache holding its values.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backend/cpu/decode_attention.h"
+#include "core/half.h"
 
 namespace qvl::cpu {
 namespace {
@@ -23,6 +26,12 @@ void check_every_span_and_chunking(int64_t heads, int64_t kv_heads, int64_t d) {
   for (auto& e : q) e = normal(rng);
   for (auto& e : k) e = 2.0f * normal(rng);  // wide scores: the chunks' maxima differ
   for (auto& e : v) e = normal(rng);
+  std::vector<uint16_t> k16(k.size()), v16(v.size());  // the same in bf16, and the values those hold in f32
+  std::vector<float> k_wide(k.size()), v_wide(v.size());
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k_wide[i] = bf16_to_f32(k16[i] = f32_to_bf16(k[i]));
+    v_wide[i] = bf16_to_f32(v16[i] = f32_to_bf16(v[i]));
+  }
   const float scale = 1.0f / std::sqrt(float(d));
   for (const auto& [first, end] : {std::pair<int64_t, int64_t>{0, 1}, {0, 700}, {37, 600}, {5, 13}, {5, 5}}) {
     std::vector<double> want(heads * d, 0.0);
@@ -46,6 +55,16 @@ void check_every_span_and_chunking(int64_t heads, int64_t kv_heads, int64_t d) {
                         .first_key = first, .end_key = end, .scale = scale, .out = got.data(), .chunks = chunks});
       for (std::size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(got[i], want[i], 2e-5) << "keys [" << first << ", " << end << ") in " << chunks << " chunks, element " << i;
+      // The same keys and values in a bf16 cache: the bits of the f32 cache that holds their values.
+      std::vector<float> narrow(heads * d, NAN), through_f32(heads * d, NAN);
+      decode_attention({.q = q.data(), .k = k16.data(), .v = v16.data(), .type = DType::BF16, .heads = heads,
+                        .kv_heads = kv_heads, .d = d, .first_key = first, .end_key = end, .scale = scale,
+                        .out = narrow.data(), .chunks = chunks});
+      decode_attention({.q = q.data(), .k = k_wide.data(), .v = v_wide.data(), .heads = heads, .kv_heads = kv_heads,
+                        .d = d, .first_key = first, .end_key = end, .scale = scale, .out = through_f32.data(),
+                        .chunks = chunks});
+      ASSERT_EQ(0, std::memcmp(narrow.data(), through_f32.data(), narrow.size() * sizeof(float)))
+          << "bf16 cache, keys [" << first << ", " << end << ") in " << chunks << " chunks";
     }
   }
 }

@@ -74,31 +74,38 @@ TEST(GemmKernels, EveryVariantGivesTheReferenceChainBitForBit) {
               gemm_kernels() ? gemm_kernels()->name : "none (dot tiles)");
 }
 
-// gemm_by_rows (an attention's probabilities times its values: b stored by rows of k, only its first rows read):
-// the same chains as the reference over b's columns, bit for bit.
+// gemm_by_rows (an attention's probabilities times its values: b stored by rows of k, f32 or bf16, only its first
+// rows read): the same chains as the reference over b's columns, bit for bit.
 TEST(GemmKernels, ByRowsGivesTheReferenceChainBitForBit) {
   const auto tested = variants();
   if (tested.empty()) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512";
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   for (const GemmKernels* g : tested)
-    for (std::size_t k : {0u, 5u, 64u, 300u})
-      for (std::size_t rows : {1u, 7u, 64u})
-        for (std::size_t n : {8u, 64u, 40u}) {
-          const std::size_t b_rows = k > 3 ? k - 3 : k, b_stride = n + 5;  // rows past b_rows count as zeros
-          std::vector<float> x(rows * k), b(std::max<std::size_t>(b_rows, 1) * b_stride);
-          for (auto& e : x) e = normal(rng);
-          for (auto& e : b) e = normal(rng);
-          // The reference reads b's columns as weight rows: w[j][i] = b[i][j] (0 past b_rows).
-          std::vector<float> w(n * k, 0.0f);
-          for (std::size_t j = 0; j < n; ++j)
-            for (std::size_t i = 0; i < b_rows; ++i) w[j * k + i] = b[i * b_stride + j];
-          std::vector<float> want(rows * n), got(rows * n, -7.0f);
-          gemm_reference(x.data(), rows, k, w.data(), k * 4, DType::F32, n, want.data(), n);
-          gemm_by_rows(*g, PackedActivations(x.data(), rows, k, g->mr), k, b.data(), b_stride, b_rows, n, got.data(), n);
-          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
-              << g->name << " k=" << k << " rows=" << rows << " n=" << n;
-        }
+    for (const DType type : {DType::F32, DType::BF16})
+      for (std::size_t k : {0u, 5u, 64u, 300u})
+        for (std::size_t rows : {1u, 7u, 64u})
+          for (std::size_t n : {8u, 64u, 40u}) {
+            const std::size_t b_rows = k > 3 ? k - 3 : k, b_stride = n + 5;  // rows past b_rows count as zeros
+            std::vector<float> x(rows * k), b(std::max<std::size_t>(b_rows, 1) * b_stride);
+            std::vector<uint16_t> b16;
+            for (auto& e : x) e = normal(rng);
+            for (auto& e : b) {
+              e = normal(rng);
+              if (type == DType::BF16) e = bf16_to_f32(b16.emplace_back(f32_to_bf16(e)));  // the values b16 holds
+            }
+            // The reference reads b's columns as weight rows: w[j][i] = b[i][j] (0 past b_rows).
+            std::vector<float> w(n * k, 0.0f);
+            for (std::size_t j = 0; j < n; ++j)
+              for (std::size_t i = 0; i < b_rows; ++i) w[j * k + i] = b[i * b_stride + j];
+            std::vector<float> want(rows * n), got(rows * n, -7.0f);
+            gemm_reference(x.data(), rows, k, w.data(), k * 4, DType::F32, n, want.data(), n);
+            const void* stored = type == DType::BF16 ? static_cast<const void*>(b16.data()) : b.data();
+            gemm_by_rows(*g, PackedActivations(x.data(), rows, k, g->mr), k, stored, type, b_stride, b_rows, n,
+                         got.data(), n);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+                << g->name << " " << dtype_name(type) << " k=" << k << " rows=" << rows << " n=" << n;
+          }
 }
 
 TEST(GemmKernels, AStopEndsTheRowsBeforeTheirPanels) {

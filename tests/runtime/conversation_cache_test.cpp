@@ -262,7 +262,8 @@ TEST(ConversationCache, AGrowingPictureTurnOnATightGpuEvictsTheLeastRecentlyUsed
   ASSERT_TRUE(probe->memory_plan().has_value());
   const MemoryPlan generous = *probe->memory_plan();
   const TextConfig& text = probe->model().config.text;
-  const uint64_t cache = kv_cache_pool_bytes(text, text.num_hidden_layers, 512, DType::BF16);  // a short chat's
+  const DType cache_type = *dtype_from_name(probe->kv_cache());  // auto: bf16 for this bf16 checkpoint
+  const uint64_t cache = kv_cache_pool_bytes(text, text.num_hidden_layers, 512, cache_type);  // a short chat's
   const uint64_t text_room = generous.room_beside_prefill(0);  // moves one for one with the budget
   ASSERT_GT(text_room, 4 * cache);
   options.device_memory_limit = std::size_t(generous.budget - text_room + cache * 7 / 2);

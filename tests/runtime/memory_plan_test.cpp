@@ -87,11 +87,11 @@ TEST(MemoryPlan, CountsTheDecoderAsTheFormatStoresIt) {
   // The KV cache: keys and values of every layer, bf16 (the CUDA backend's), for the planned context, each its own
   // pool block: 2,048 x 1,024 x 2 = 4 MiB, five to a 20 MiB segment (56 blocks in 12 segments, where the raw bytes
   // are 224 MiB; in f32 they were 448 MiB in 28 segments).
-  ASSERT_EQ(q4_on_pascal(1).gpu_cache, DType::BF16);
+  ASSERT_EQ(q4_on_pascal(1).kv_cache, DType::BF16);
   ASSERT_EQ(uint64_t(kv * 2 * 2048), 4 * kMiB);
   EXPECT_EQ(part_starting(plan, "kv cache").bytes, uint64_t(12) * 20 * kMiB);
   MemoryPlanRequest f32_cache = q4_on_pascal(1 << 20);
-  f32_cache.gpu_cache = DType::F32;
+  f32_cache.kv_cache = DType::F32;
   EXPECT_EQ(part_starting(plan_memory(c, f32_cache), "kv cache").bytes, uint64_t(c.text.num_hidden_layers) * 20 * kMiB);
   // The parts add up to the peak, none of them negative (the activations are what the peak holds beyond the rest).
   EXPECT_EQ(gpu_bytes(plan), plan.gpu_peak);
@@ -118,11 +118,11 @@ TEST(MemoryPlan, MovesTheVisionTowerFirstThenTheLastLayers) {
       saw_vision_only = true;
     }
     // The room reported is real: a KV cache of that many tokens, placed as the pool places it, fits beside the rest.
-    const auto cache = [&](int64_t tokens) { return kv_cache_pool_bytes(c.text, plan.gpu_layers, tokens, q4_on_pascal(1).gpu_cache); };
+    const auto cache = [&](int64_t tokens) { return kv_cache_pool_bytes(c.text, plan.gpu_layers, tokens, q4_on_pascal(1).kv_cache); };
     EXPECT_GE(plan.context_room, plan.context);
     EXPECT_LE(plan.gpu_peak + cache(plan.context_room) - cache(plan.context), plan.budget) << mib;
     // ...and it is not given away: within a pool segment's worth of tokens of what the raw bytes would allow.
-    const uint64_t per_token = kv_bytes_per_token(c.text, plan.gpu_layers, q4_on_pascal(1).gpu_cache);
+    const uint64_t per_token = kv_bytes_per_token(c.text, plan.gpu_layers, q4_on_pascal(1).kv_cache);
     const int64_t raw_room = plan.context + int64_t((plan.budget - plan.gpu_peak) / per_token);
     EXPECT_GE(plan.context_room + int64_t(20 * kMiB / (per_token / uint64_t(2 * plan.gpu_layers))), raw_room) << mib;
   }

@@ -24,6 +24,7 @@
 #include "backend/quantize.h"
 #include "core/cancel.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "core/thread_pool.h"
 
 namespace qvl {
@@ -55,6 +56,14 @@ public:
   // Weights of 2 MiB and more are copied onto huge pages (huge_pages.h says why); the rest stay where they are.
   Tensor upload(const Tensor& w, WeightRole) override { return cpu::on_huge_pages(w); }
   Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }
+  // The KV cache: f32, or bf16 (half the bytes a decode step's attention reads and a long chat holds; the attention
+  // widens its rows as it loads them, and copy_rows narrows the appended rows to nearest even, as the GPU does).
+  Tensor alloc_cache(Shape shape) override { return Tensor::empty(cache_type_, std::move(shape)); }
+  DType cache_type() const override { return cache_type_; }
+  void set_cache_type(DType type) override {
+    if (type != DType::F32 && type != DType::BF16) fail(name(), " keeps its KV cache in f32 or bf16 (not ", dtype_name(type), ")");
+    cache_type_ = type;
+  }
   Tensor from_host(const Tensor& t) override { return t.dtype() == DType::F32 ? t : t.to(DType::F32); }
   Tensor to_host(const Tensor& t) override { return t; }
 
@@ -331,14 +340,17 @@ public:
     const int64_t kv_len = t.past_on_device ? t.past_on_device->data<int64_t>()[0] + 1 : t.kv_len;
     if (kv_len <= 0 || kv_len > t.cache_k->dim(0)) fail("attention_tap: ", kv_len, " keys in a cache of ", t.cache_k->dim(0));
     const float* q = t.q->data<float>();
-    const float* k = t.cache_k->data<float>();
+    const bool bf16 = t.cache_k->dtype() == DType::BF16;  // else f32
+    const auto key = [&, k = t.cache_k->raw()](int64_t i) {  // element i of the cache
+      return bf16 ? double(bf16_to_f32(static_cast<const uint16_t*>(k)[i])) : double(static_cast<const float*>(k)[i]);
+    };
     std::vector<double> mean(static_cast<std::size_t>(t.count), 0.0), logits(static_cast<std::size_t>(kv_len));
     const int64_t h0 = t.head < 0 ? 0 : t.head, h1 = t.head < 0 ? hq : t.head + 1;
     for (int64_t h = h0; h < h1; ++h) {
       double top = -1e300;
       for (int64_t j = 0; j < kv_len; ++j) {
         double dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * double(k[(j * hkv + h / group) * d + e]);
+        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * key((j * hkv + h / group) * d + e);
         logits[std::size_t(j)] = dot * t.scale;
         top = std::max(top, logits[std::size_t(j)]);
       }
@@ -370,8 +382,15 @@ public:
     const auto& kernels = cpu::attention_kernels();
     constexpr int64_t kTile = int64_t(cpu::kKeyTile);
     const float* qp = q.data<float>();
-    const float* kp = k.data<float>();
-    const float* vp = v.data<float>();
+    // Keys and values: activations (f32) or the KV cache (f32 or bf16), widened as they are read.
+    const DType kv_type = k.dtype();
+    if (v.dtype() != kv_type) fail("attention: keys of ", dtype_name(kv_type), " with values of ", dtype_name(v.dtype()));
+    const std::size_t element = dtype_size(kv_type);
+    const auto* kp = static_cast<const char*>(k.raw());
+    const auto* vp = static_cast<const char*>(v.raw());
+    const auto cache_row = [&](const char* base, int64_t t, int64_t kvh) {  // key or value t of kv head kvh
+      return base + std::size_t((t * hkv + kvh) * d) * element;
+    };
     float* op = out.data<float>();
     // Queries go in blocks of kBlock per head and keys in tiles of kTile, transposed once per block: each key is read
     // and transposed once for the block's 64 queries, and a score costs d FMAs in a 16-wide register instead of a
@@ -385,8 +404,8 @@ public:
     };
     if (s == 1 && mask.block_layout.empty()) {  // a decode step: one query row (decode_attention.h)
       const auto [first, end] = visible(0);
-      cpu::decode_attention({.q = qp, .k = kp, .v = vp, .heads = hq, .kv_heads = hkv, .d = d, .first_key = first,
-                             .end_key = end, .scale = scale, .out = op, .stop = stop_});
+      cpu::decode_attention({.q = qp, .k = kp, .v = vp, .type = kv_type, .heads = hq, .kv_heads = hkv, .d = d,
+                             .first_key = first, .end_key = end, .scale = scale, .out = op, .stop = stop_});
       return;
     }
     const cpu::GemmKernels* gemm = cpu::gemm_kernels();
@@ -409,8 +428,12 @@ public:
         for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
           const int64_t keys = std::min(kTile, hi - t0);
           for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
-            const float* key = j < keys ? kp + ((t0 + j) * hkv + kvh) * d : nullptr;
-            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = key ? key[e] : 0.0f;
+            const char* key = j < keys ? cache_row(kp, t0 + j, kvh) : nullptr;
+            for (int64_t e = 0; e < d; ++e)
+              key_tile[std::size_t(e * kTile + j)] =
+                  !key ? 0.0f
+                       : kv_type == DType::BF16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(key)[e])
+                                                : reinterpret_cast<const float*>(key)[e];
           }
           kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
                              std::size_t(stride));
@@ -433,14 +456,14 @@ public:
             std::fill(row + u, row + lo + stride, 0.0f);
             continue;
           }
-          kernels.weighted_rows(row + l, std::size_t(u - l), vp + (l * hkv + kvh) * d, std::size_t(hkv * d), std::size_t(d),
+          kernels.rows(kv_type).weighted_rows(row + l, 1, 0, cache_row(vp, l, kvh), std::size_t(u - l), std::size_t(hkv * d), std::size_t(d),
                                 op + ((i0 + r) * hq + h) * d);
         }
         // The block's probabilities times its values as one product (gemm_kernels.h): each value row is read once
         // for the block's rows, where a row at a time read all of them per query (784 rows of a head 4 KB apart).
         if (gemm)
           cpu::gemm_by_rows(*gemm, cpu::PackedActivations(scores.data(), std::size_t(rows), std::size_t(stride), gemm->mr),
-                            std::size_t(stride), vp + (lo * hkv + kvh) * d, std::size_t(hkv * d), std::size_t(span),
+                            std::size_t(stride), cache_row(vp, lo, kvh), kv_type, std::size_t(hkv * d), std::size_t(span),
                             std::size_t(d), op + (i0 * hq + h) * d, std::size_t(hq * d));
       }
     });
@@ -449,8 +472,11 @@ public:
   void copy_rows(const Tensor& src, Tensor& dst, int64_t row) override {
     const ScopedKernelTimer timer(timing_, [&] { return op_cost::rows("copy_rows", src, 2); });
     const int64_t width = src.numel() / std::max<int64_t>(1, src.dim(0));
-    if (row + src.dim(0) > dst.dim(0) || dst.numel() / dst.dim(0) != width) fail("copy_rows: does not fit");
-    std::memcpy(dst.data<float>() + row * width, src.data<float>(), src.nbytes());
+    if (row < 0 || row + src.dim(0) > dst.dim(0) || dst.numel() / dst.dim(0) != width) fail("copy_rows: does not fit");
+    // As they are between tensors of one type (a kept conversation's cache); f32 rows narrowed into a bf16 cache.
+    if (src.dtype() != dst.dtype() && src.dtype() != DType::F32) fail("copy_rows: ", dtype_name(src.dtype()), " rows into ", dtype_name(dst.dtype()));
+    convert_elements(src.dtype(), src.raw(), dst.dtype(),
+                     static_cast<char*>(dst.raw()) + std::size_t(row * width) * dtype_size(dst.dtype()), std::size_t(src.numel()));
   }
 
   void add_rows(Tensor& x, const Tensor& src, std::span<const int64_t> rows) override {
@@ -525,6 +551,7 @@ private:
   }
 
   std::optional<cpu::HeadBoundsCopy> head_bounds_;  // prepare_head_pick's copy of the output head
+  DType cache_type_ = DType::F32;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "backend/cpu/simd_loads.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/cpu_features.h"
 #include "core/error.h"
@@ -58,13 +59,6 @@ void tile_rows(const void* w, std::size_t w_stride, std::size_t w_rows, const vo
   for (std::size_t j = 0; j < kDotTileRows; ++j) rows[j] = static_cast<const char*>(w) + (j < w_rows ? j : 0) * w_stride;
 }
 
-template <DType T>
-float load1(const void* w, std::size_t i) {
-  if constexpr (T == DType::BF16) return bf16_to_f32(static_cast<const uint16_t*>(w)[i]);
-  else if constexpr (T == DType::F16) return f16_to_f32(static_cast<const uint16_t*>(w)[i]);
-  else return static_cast<const float*>(w)[i];
-}
-
 // Software prefetch 2 KB ahead of a weight stream: the hardware prefetchers alone leave a decode GEMV at ~70% of
 // the read bandwidth on two cores (measured 16 GB/s against 24 GB/s for a plain sum); with it, ~23 GB/s.
 template <DType T>
@@ -75,18 +69,6 @@ void prefetch_ahead(const void* w, std::size_t i, std::size_t elements) {
 }
 
 // ---- AVX2 + FMA + F16C --------------------------------------------------------------------------------------------
-
-template <DType T>
-QVL_AVX2_F16C inline __m256 load8(const void* w, std::size_t i) {
-  if constexpr (T == DType::BF16) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16 is the top half of f32
-  } else if constexpr (T == DType::F16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i)));
-  } else {
-    return _mm256_loadu_ps(static_cast<const float*>(w) + i);
-  }
-}
 
 // kDotTileRows weight rows x kX activation rows in 4·kX accumulators (kX = 3: 12 + 3 activation vectors + the
 // weight vector = the 16 registers): per 8 elements kX + 4 loads for 4·kX FMAs.
@@ -144,19 +126,6 @@ QVL_AVX2_F16C void tiles_avx2(const float* x, std::size_t rows, std::size_t k, c
 }
 
 // ---- AVX-512F -----------------------------------------------------------------------------------------------------
-#define QVL_AVX512_F16C __attribute__((target("avx512f,avx2,fma,f16c")))
-
-template <DType T>
-QVL_AVX512_F16C inline __m512 load16(const void* w, std::size_t i) {
-  if constexpr (T == DType::BF16) {
-    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  } else if constexpr (T == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + i)));
-  } else {
-    return _mm512_loadu_ps(static_cast<const float*>(w) + i);
-  }
-}
 
 // As tile_avx2 with 32 registers: kX = 4 (16 accumulators + 4 activation vectors + the weight vector).
 template <DType T, int kX>

@@ -258,15 +258,17 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
                     });
 }
 
-void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const float* b,
+void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* b, DType b_type,
                   std::size_t b_stride, std::size_t b_rows, std::size_t n, float* y, std::size_t y_stride) {
-  const std::size_t nr = kernels.nr;
+  const std::size_t nr = kernels.nr, element = dtype_size(b_type);
   product_by_panels(kernels, x, k, 0, n, y, y_stride, nullptr,
                     [&](std::size_t j, std::size_t cols, std::size_t k0, std::size_t kc, float* panel) {
-                      for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: a copy, no transposition
+                      for (std::size_t i = 0; i < kc; ++i) {  // b's rows as they are stored: no transposition
                         float* out = panel + i * nr;
                         const std::size_t have = k0 + i < b_rows ? cols : 0;
-                        if (have > 0) std::copy_n(b + (k0 + i) * b_stride + j, have, out);
+                        if (have > 0)
+                          convert_elements(b_type, static_cast<const char*>(b) + ((k0 + i) * b_stride + j) * element,
+                                           DType::F32, out, have);
                         std::fill(out + have, out + nr, 0.0f);
                       }
                     });

@@ -70,9 +70,10 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
                std::size_t w_stride, DType type, std::size_t begin, std::size_t end, float* y, std::size_t y_stride,
                const std::atomic<bool>* stop);
 
-// y[m][j] = Σ_k x[m][k] · b[k][j] for j < n, with b stored by rows of k (b_stride floats apart; only the first b_rows
-// read, the rest counted as zeros): an attention's probabilities times its values. The same chains as gemm_rows.
-void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const float* b,
+// y[m][j] = Σ_k x[m][k] · b[k][j] for j < n, with b stored by rows of k (f32 or bf16, widened as packed; b_stride
+// elements apart; only the first b_rows read, the rest counted as zeros): an attention's probabilities times its
+// values. The same chains as gemm_rows.
+void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* b, DType b_type,
                   std::size_t b_stride, std::size_t b_rows, std::size_t n, float* y, std::size_t y_stride);
 
 // The same sums, one output at a time in plain C++ (std::fma in k's order): what the kernels must equal bit for bit.
