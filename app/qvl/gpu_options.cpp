@@ -14,8 +14,8 @@ std::vector<OptionSpec> gpu_option_specs() {
        "free, less 200 MiB); the memory plan places the model within it"},
       {"max-context", "N", "prompt + answer tokens a request may hold (default 32768, at most 1048576)"},
       {"plan-context", "N", "tokens of context the memory plan keeps room for on the GPU (default 2048)"},
-      {"kv-cache", "TYPE", "the KV cache, on the GPU and the CPU: bf16 (half the bytes), f32, or auto (default: what "
-                           "transformers keeps, bf16 for a bf16 checkpoint, else f32)"},
+      {"kv-cache", "TYPE", "the KV cache, on the GPU and the CPU: bf16 (half the bytes), f32, or auto (default: bf16 "
+                           "for a 16-bit checkpoint, as transformers keeps a bf16 one's; f32 for an f32 one)"},
   };
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The options that size a request and place a model on the GPU (the context limit, the GPU's memory budget, the
-// context the plan keeps room for, the architecture profile), shared by every command that loads a model, and the
-// memory plan as JSON.
+// context the plan keeps room for, the architecture profile, the KV cache's type on either device), shared by every
+// command that loads a model, and the memory plan as JSON.
 #include <nlohmann/json.hpp>
 #include <vector>
 

@@ -307,9 +307,10 @@ public:
   virtual Tensor alloc(Shape shape) = 0;  // activation type
   // A layer's keys or values (of cache_type()), told apart from activations in the memory report.
   virtual Tensor alloc_cache(Shape shape) { return alloc(std::move(shape)); }
-  // The KV cache's element type: f32, or narrower where the backend's kernels read it so (CUDA: bf16, half the bytes
-  // decode attention reads and a small card holds; what transformers keeps in a bf16 model). set_cache_type chooses
-  // (EngineOptions::kv_cache) for caches allocated from then on; a type the backend cannot keep throws.
+  // The KV cache's element type: f32, or narrower where the backend's kernels read it so (bf16 on the CPU and CUDA:
+  // half the bytes decode attention reads and a small card or a long chat holds; what transformers keeps in a bf16
+  // model). set_cache_type chooses (EngineOptions::kv_cache) for caches allocated from then on; a type the backend
+  // cannot keep throws.
   virtual DType cache_type() const { return DType::F32; }
   virtual void set_cache_type(DType type);
   // The element type upload() stores a float weight of type `stored` in (the memory plan counts with it).

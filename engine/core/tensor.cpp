@@ -142,13 +142,6 @@ void convert_elements(DType from, const void* src, DType to, void* dst, std::siz
     }
     return;
   }
-  if (from == DType::F32 && (to == DType::BF16 || to == DType::F16)) {  // and the narrowing (a bf16 KV cache's rows)
-    for (std::size_t i = 0; i < count; ++i) {
-      const float v = load<float>(src, i);
-      store<uint16_t>(dst, i, to == DType::BF16 ? f32_to_bf16(v) : f32_to_f16(v));
-    }
-    return;
-  }
   for (std::size_t i = 0; i < count; ++i) {
     // f64 sources reach f16/bf16 through f32, as PyTorch's conversions do.
     const double v = load_as_double(from, src, i);

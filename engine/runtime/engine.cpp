@@ -24,10 +24,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// EngineOptions::kv_cache as the type every backend's cache keeps: "auto" is what transformers keeps for the
-// checkpoint's floats (a bf16 model's cache in bf16; f32 for f32 and f16 ones, since f16 has no cache here).
+// EngineOptions::kv_cache as the type every backend's cache keeps: "auto" keeps 16 bits where transformers does (a
+// bf16 checkpoint's cache in bf16; an f16 one's in bf16 too, as there is no f16 cache here and the GPU's always was)
+// and f32 for an f32 checkpoint.
 DType kv_cache_type(const std::string& name, DType checkpoint_floats) {
-  if (name == "auto") return checkpoint_floats == DType::BF16 ? DType::BF16 : DType::F32;
+  if (name == "auto") return checkpoint_floats == DType::F32 ? DType::F32 : DType::BF16;
   if (name == "bf16") return DType::BF16;
   if (name == "f32") return DType::F32;
   fail("the KV cache type must be auto, bf16 or f32, not \"", name, "\"");

@@ -42,7 +42,8 @@ struct EngineOptions {
   int64_t plan_context = 2048;          // tokens of KV cache the memory plan keeps room for on the GPU
   std::string cuda_profile = "auto";    // "auto" (from the GPU), "sm61" (the Pascal path, on any GPU) or "native"
   std::string kv_cache = "auto";        // the KV cache, on the GPU and the CPU: "bf16" (half the bytes), "f32", or
-                                        // "auto": what transformers keeps, bf16 for a bf16 checkpoint, else f32
+                                        // "auto": bf16 for a 16-bit checkpoint (as transformers keeps a bf16 one's),
+                                        // f32 for an f32 one
   std::function<void(double)> load_progress{};  // fraction of the weights on the device, while loading or moving
   bool cuda_graphs = true;  // decode steps recorded once per request and replayed (off: every kernel launched)
   Fusions fusions{};        // fused ops the model asks for (Fusions::none(): the unfused reference path)

@@ -76,7 +76,7 @@ struct MemoryPlan {
 // what everything on the GPU would take.
 MemoryPlan plan_memory(const ModelConfig& config, const MemoryPlanRequest& request);
 
-// Bytes the GPU's KV cache takes per token of context for `layers` decoder layers.
+// Bytes a KV cache of type `cache` takes per token of context for `layers` decoder layers.
 uint64_t kv_bytes_per_token(const TextConfig& text, int64_t layers, DType cache);
 // The pool bytes of that cache for `tokens` tokens: each layer's K and V is its own block, placed as the pool places
 // blocks (shared 20 MiB segments under 10 MiB, the rest rounded to 2 MiB).

@@ -98,8 +98,9 @@ TEST(AttentionKernels, Bf16RowsGiveTheF32KernelsBitsOverTheSameValues) {
       for (std::size_t n : {1u, 3u, 17u, 64u}) {
         const std::size_t stride = d + 6;
         constexpr std::size_t kQueries = 2;  // a pair: the loads shared
-        std::vector<float> q(kQueries * d), p(kQueries * n), wide(n * stride);
-        std::vector<uint16_t> stored(n * stride);
+        // Rows `stride` apart, the last one ending the buffer: a read past it is out of bounds (ASan builds).
+        std::vector<float> q(kQueries * d), p(kQueries * n), wide((n - 1) * stride + d);
+        std::vector<uint16_t> stored(wide.size());
         for (auto& e : q) e = normal(rng);
         for (auto& e : p) e = std::abs(normal(rng));
         for (std::size_t i = 0; i < stored.size(); ++i) wide[i] = bf16_to_f32(stored[i] = f32_to_bf16(normal(rng)));

@@ -1,9 +1,8 @@
-// The CPU's one-query attention (a decode step) against softmax(q·k·scale)·v in double: one, two and four query heads
-// a kv head (the heads of a group take each block of keys in turn), a window of keys that starts past the first, spans
-// that are not whole blocks, and the keys cut into 1 to 7 chunks (the merge of
-// partial softmaxes, which a 2-core machine's own choice of one chunk would never exercise), including chunks left
-// empty when the span does not divide; no visible key gives zeros, as the general loop does. A bf16 cache gives the
-// bits of an f32 cache holding its values.
+// The CPU's one-query attention (a decode step) against softmax(q·k·scale)·v in double: one to four query heads a kv
+// head (the row kernels take them a pair at a time), a window of keys that starts past the first, spans
+// that are not whole blocks, the keys cut into 1 to 7 chunks (the merge of partial softmaxes), including chunks left
+// empty when the span does not divide, and the kv heads into groups (8 into 3: uneven); no visible key gives zeros,
+// as the general loop does. A bf16 cache gives the bits of an f32 cache holding its values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -49,23 +48,25 @@ void check_every_span_and_chunking(int64_t heads, int64_t kv_heads, int64_t d) {
         for (int64_t e = 0; e < d; ++e)
           want[std::size_t(h * d + e)] += score[std::size_t(t - first)] / total * double(v[(t * kv_heads + kvh) * d + e]);
     }
-    for (const int64_t chunks : {0, 1, 2, 3, 7}) {
-      std::vector<float> got(heads * d, NAN);
-      decode_attention({.q = q.data(), .k = k.data(), .v = v.data(), .heads = heads, .kv_heads = kv_heads, .d = d,
-                        .first_key = first, .end_key = end, .scale = scale, .out = got.data(), .chunks = chunks});
-      for (std::size_t i = 0; i < want.size(); ++i)
-        ASSERT_NEAR(got[i], want[i], 2e-5) << "keys [" << first << ", " << end << ") in " << chunks << " chunks, element " << i;
-      // The same keys and values in a bf16 cache: the bits of the f32 cache that holds their values.
-      std::vector<float> narrow(heads * d, NAN), through_f32(heads * d, NAN);
-      decode_attention({.q = q.data(), .k = k16.data(), .v = v16.data(), .type = DType::BF16, .heads = heads,
-                        .kv_heads = kv_heads, .d = d, .first_key = first, .end_key = end, .scale = scale,
-                        .out = narrow.data(), .chunks = chunks});
-      decode_attention({.q = q.data(), .k = k_wide.data(), .v = v_wide.data(), .heads = heads, .kv_heads = kv_heads,
-                        .d = d, .first_key = first, .end_key = end, .scale = scale, .out = through_f32.data(),
-                        .chunks = chunks});
-      ASSERT_EQ(0, std::memcmp(narrow.data(), through_f32.data(), narrow.size() * sizeof(float)))
-          << "bf16 cache, keys [" << first << ", " << end << ") in " << chunks << " chunks";
-    }
+    for (const int64_t chunks : {0, 1, 2, 3, 7})
+      for (const int64_t groups : {0, 1, 3}) {  // the kv heads in groups: all, or 3 (uneven where there are 8)
+        SCOPED_TRACE(testing::Message() << "keys [" << first << ", " << end << ") in " << chunks << " chunks, "
+                                        << groups << " head groups");
+        std::vector<float> got(heads * d, NAN);
+        decode_attention({.q = q.data(), .k = k.data(), .v = v.data(), .heads = heads, .kv_heads = kv_heads, .d = d,
+                          .first_key = first, .end_key = end, .scale = scale, .out = got.data(), .chunks = chunks,
+                          .head_groups = groups});
+        for (std::size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << "element " << i;
+        // The same keys and values in a bf16 cache: the bits of the f32 cache that holds their values.
+        std::vector<float> narrow(heads * d, NAN), through_f32(heads * d, NAN);
+        decode_attention({.q = q.data(), .k = k16.data(), .v = v16.data(), .type = DType::BF16, .heads = heads,
+                          .kv_heads = kv_heads, .d = d, .first_key = first, .end_key = end, .scale = scale,
+                          .out = narrow.data(), .chunks = chunks, .head_groups = groups});
+        decode_attention({.q = q.data(), .k = k_wide.data(), .v = v_wide.data(), .heads = heads, .kv_heads = kv_heads,
+                          .d = d, .first_key = first, .end_key = end, .scale = scale, .out = through_f32.data(),
+                          .chunks = chunks, .head_groups = groups});
+        ASSERT_EQ(0, std::memcmp(narrow.data(), through_f32.data(), narrow.size() * sizeof(float))) << "bf16 cache";
+      }
   }
 }
 
@@ -74,7 +75,9 @@ struct Shape {
 };
 
 TEST(DecodeAttention, MatchesTheSoftmaxInDoubleForAnyChunking) {
-  for (const auto [heads, kv_heads, d] : {Shape{4, 2, 72}, Shape{2, 2, 128}, Shape{8, 2, 128}})
+  // Two, one and four query heads a kv head, three (a pair, then one alone) at 8 kv heads and at 2.
+  for (const auto [heads, kv_heads, d] :
+       {Shape{4, 2, 72}, Shape{2, 2, 128}, Shape{8, 2, 128}, Shape{24, 8, 64}, Shape{6, 2, 72}})
     check_every_span_and_chunking(heads, kv_heads, d);
 }
 

@@ -35,7 +35,7 @@ struct LoadedModel {
   std::unique_ptr<Backend> backend;
   ModelWeights weights;
   std::unique_ptr<Engine> engine;       // the CPU reference path, with an f32 KV cache (the GPU has its own test)
-  std::unique_ptr<Engine> bf16_engine;  // and with the KV cache a bf16 checkpoint gets by default (auto: bf16)
+  std::unique_ptr<Engine> bf16_engine;  // and with the KV cache a 16-bit checkpoint gets by default (auto: bf16)
 };
 LoadedModel& model(const std::string& name) {
   static std::map<std::string, std::unique_ptr<LoadedModel>> cache;
@@ -225,9 +225,9 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
   RecordProperty("greedy_tokens_compared", std::to_string(compared));
   const std::size_t bf16_compared =
       compare_tokens(*m.bf16_engine, std::max(kClearMargin, 2 * bf16_logit_error), "bf16");
+  RecordProperty("bf16_cache_greedy_tokens_compared", std::to_string(bf16_compared));
   std::printf("%s: bf16 KV cache, logits within %.3f of the reference, %zu of %zu greedy tokens compared\n",
               name.c_str(), bf16_logit_error, bf16_compared, want.size());
-  RecordProperty("greedy_tokens_compared", std::to_string(compared));
 }
 
 // The same stages on the GPU: the CUDA backend from the reference pixels, and the engine end to end.
@@ -275,9 +275,9 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
   TextDecoder decoder(*gpu, config, weights.text);
   const auto [cos, sin] = text_rope_tables(config.text, pos.axes, 0, prompt.size());
   const auto stride = std::size_t(read_json_file(kGoldenDir / "recipes.json")["logit_stride"].get<int64_t>());
-  // With an f32 KV cache, within the limits above; with the bf16 one the engine keeps by default (keys and values
-  // rounded to 8 significant bits, as a bf16 model in transformers keeps them; the goldens are computed in f32), within
-  // kBf16CacheLimit more.
+  // With an f32 KV cache, within the limits above; with the bf16 one a 16-bit checkpoint gets by default (keys and
+  // values rounded to 8 significant bits, as a bf16 model in transformers keeps them; the goldens are computed in
+  // f32), within kBf16CacheLimit more.
   Tensor logits;
   double worst_logit_error = 0;  // the bf16 cache's largest difference in the strided sample (absolute)
   for (const DType cache_type : {DType::F32, DType::BF16}) {

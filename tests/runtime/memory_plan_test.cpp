@@ -84,7 +84,7 @@ TEST(MemoryPlan, CountsTheDecoderAsTheFormatStoresIt) {
   const uint64_t expected = layer * uint64_t(c.text.num_hidden_layers);
   EXPECT_GE(counted, expected);                                     // rounded up to the pool's blocks...
   EXPECT_LE(counted - expected, uint64_t(c.text.num_hidden_layers) * 18 * 512);  // ...by under 512 B a tensor
-  // The KV cache: keys and values of every layer, bf16 (the CUDA backend's), for the planned context, each its own
+  // The KV cache: keys and values of every layer, bf16 (a bf16 checkpoint's by default), for the planned context, each its own
   // pool block: 2,048 x 1,024 x 2 = 4 MiB, five to a 20 MiB segment (56 blocks in 12 segments, where the raw bytes
   // are 224 MiB; in f32 they were 448 MiB in 28 segments).
   ASSERT_EQ(q4_on_pascal(1).kv_cache, DType::BF16);

@@ -1,9 +1,10 @@
 // Microbenchmark, not part of the product (docs/performance.md, "The CPU's decode attention at long contexts"): the
 // CPU's one-query attention (backend/cpu/decode_attention.h) at the 2B's shapes, 16 query heads over 8 kv heads of
-// 128, for a few key counts. Each call reads another of kCaches f32 caches of 4,096 positions (36 MB each, 1.1 GB in
-// all, past the 480 MB of L3 this project's machine reports), so the keys and values come from memory as in a decode
-// step, not from the cache the last call left them in; medians of 300 calls after 32 that are not counted. Then the
-// same caches in bf16 (half the bytes, widened as loaded).
+// 128, for a few key counts. Each call reads another of kCaches f32 caches of 4,096 positions (33.5 MB of keys and
+// values each, 1.1 GB in all, past the 480 MB of L3 this project's machine reports), so the keys and values come from
+// memory as in a decode step, not from the cache the last call left them in; medians of 300 calls after 32 that are
+// not counted. Then the same caches in bf16 (half the bytes, widened as loaded; docs/performance.md, "The CPU's KV
+// cache in bf16").
 // Build against a release tree and run (the thread pool reads QVL_THREADS; QVL_CPU_KERNELS=avx2 for the AVX2 loops):
 //   g++ -std=c++20 -O2 -Iengine tools/microbench/cpu_decode_attention.cpp -Lbuild/release/lib -lqvl-engine \
 //       -Wl,-rpath,$PWD/build/release/lib -o /tmp/cpu_decode_attention && QVL_THREADS=2 /tmp/cpu_decode_attention

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/simd_loads.h"
@@ -10,6 +11,15 @@
 
 namespace qvl::cpu {
 namespace {
+
+// Runs each(g, pair) for the queries in pairs (pair: std::true_type, the kernel for two) and then the last one alone
+// (std::false_type): the row kernels' query counts as their two compiled forms.
+template <typename Each>
+void by_pairs(std::size_t queries, Each each) {
+  std::size_t g = 0;
+  for (; g + 2 <= queries; g += 2) each(g, std::true_type{});
+  if (g < queries) each(g, std::false_type{});
+}
 
 // ---- generic ---------------------------------------------------------------------------------------------------
 void score_tile_generic(const float* q, std::size_t rows, std::size_t d, const float* kt, float* out, std::size_t os) {
@@ -95,11 +105,11 @@ QVL_AVX2_F16C void score_rows_avx2_for(const float* q, const void* k, std::size_
 }
 
 template <DType T>
-QVL_AVX2_F16C void score_rows_avx2(const float* q, std::size_t queries, const void* k, std::size_t n, std::size_t ks,
-                                   std::size_t d, float* out, std::size_t os) {
-  std::size_t g = 0;
-  for (; g + 2 <= queries; g += 2) score_rows_avx2_for<T, 2>(q + g * d, k, n, ks, d, out + g * os, os);
-  if (g < queries) score_rows_avx2_for<T, 1>(q + g * d, k, n, ks, d, out + g * os, os);
+void score_rows_avx2(const float* q, std::size_t queries, const void* k, std::size_t n, std::size_t ks, std::size_t d,
+                      float* out, std::size_t os) {
+  by_pairs(queries, [&](std::size_t g, auto pair) {
+    score_rows_avx2_for<T, decltype(pair)::value ? 2 : 1>(q + g * d, k, n, ks, d, out + g * os, os);
+  });
 }
 
 QVL_AVX2 float exp_scaled_avx2(float* x, std::size_t n, float scale, float shift) {
@@ -149,7 +159,8 @@ QVL_AVX2_F16C void weighted_rows_avx2_for(const float* p, std::size_t ps, const 
       break;
     }
   }
-  for (int g = 0; g < G && e < d; ++g) {
+  if (e == d) return;
+  for (int g = 0; g < G; ++g) {  // the last dimensions, under a vector
     float* const o = out + std::size_t(g) * d;
     for (std::size_t i = e; i < d; ++i) o[i] = 0;
     for (std::size_t t = 0; t < n; ++t)
@@ -158,11 +169,11 @@ QVL_AVX2_F16C void weighted_rows_avx2_for(const float* p, std::size_t ps, const 
 }
 
 template <DType T>
-QVL_AVX2_F16C void weighted_rows_avx2(const float* p, std::size_t queries, std::size_t ps, const void* v, std::size_t n,
-                                      std::size_t vs, std::size_t d, float* out) {
-  std::size_t g = 0;
-  for (; g + 2 <= queries; g += 2) weighted_rows_avx2_for<T, 2>(p + g * ps, ps, v, n, vs, d, out + g * d);
-  if (g < queries) weighted_rows_avx2_for<T, 1>(p + g * ps, ps, v, n, vs, d, out + g * d);
+void weighted_rows_avx2(const float* p, std::size_t queries, std::size_t ps, const void* v, std::size_t n,
+                         std::size_t vs, std::size_t d, float* out) {
+  by_pairs(queries, [&](std::size_t g, auto pair) {
+    weighted_rows_avx2_for<T, decltype(pair)::value ? 2 : 1>(p + g * ps, ps, v, n, vs, d, out + g * d);
+  });
 }
 
 // ---- AVX-512F ----------------------------------------------------------------------------------------------------
@@ -217,11 +228,11 @@ QVL_AVX512_F16C void score_rows_avx512_for(const float* q, const void* k, std::s
 }
 
 template <DType T>
-QVL_AVX512_F16C void score_rows_avx512(const float* q, std::size_t queries, const void* k, std::size_t n, std::size_t ks,
-                                       std::size_t d, float* out, std::size_t os) {
-  std::size_t g = 0;
-  for (; g + 2 <= queries; g += 2) score_rows_avx512_for<T, 2>(q + g * d, k, n, ks, d, out + g * os, os);
-  if (g < queries) score_rows_avx512_for<T, 1>(q + g * d, k, n, ks, d, out + g * os, os);
+void score_rows_avx512(const float* q, std::size_t queries, const void* k, std::size_t n, std::size_t ks, std::size_t d,
+                      float* out, std::size_t os) {
+  by_pairs(queries, [&](std::size_t g, auto pair) {
+    score_rows_avx512_for<T, decltype(pair)::value ? 2 : 1>(q + g * d, k, n, ks, d, out + g * os, os);
+  });
 }
 
 QVL_AVX512 float exp_scaled_avx512(float* x, std::size_t n, float scale, float shift) {
@@ -270,11 +281,11 @@ QVL_AVX512_F16C void weighted_rows_avx512_for(const float* p, std::size_t ps, co
 }
 
 template <DType T>
-QVL_AVX512_F16C void weighted_rows_avx512(const float* p, std::size_t queries, std::size_t ps, const void* v,
-                                          std::size_t n, std::size_t vs, std::size_t d, float* out) {
-  std::size_t g = 0;
-  for (; g + 2 <= queries; g += 2) weighted_rows_avx512_for<T, 2>(p + g * ps, ps, v, n, vs, d, out + g * d);
-  if (g < queries) weighted_rows_avx512_for<T, 1>(p + g * ps, ps, v, n, vs, d, out + g * d);
+void weighted_rows_avx512(const float* p, std::size_t queries, std::size_t ps, const void* v, std::size_t n,
+                         std::size_t vs, std::size_t d, float* out) {
+  by_pairs(queries, [&](std::size_t g, auto pair) {
+    weighted_rows_avx512_for<T, decltype(pair)::value ? 2 : 1>(p + g * ps, ps, v, n, vs, d, out + g * d);
+  });
 }
 
 template <DType T>

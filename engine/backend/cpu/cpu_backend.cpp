@@ -24,7 +24,6 @@
 #include "backend/quantize.h"
 #include "core/cancel.h"
 #include "core/error.h"
-#include "core/half.h"
 #include "core/thread_pool.h"
 
 namespace qvl {
@@ -340,17 +339,18 @@ public:
     const int64_t kv_len = t.past_on_device ? t.past_on_device->data<int64_t>()[0] + 1 : t.kv_len;
     if (kv_len <= 0 || kv_len > t.cache_k->dim(0)) fail("attention_tap: ", kv_len, " keys in a cache of ", t.cache_k->dim(0));
     const float* q = t.q->data<float>();
-    const bool bf16 = t.cache_k->dtype() == DType::BF16;  // else f32
-    const auto key = [&, k = t.cache_k->raw()](int64_t i) {  // element i of the cache
-      return bf16 ? double(bf16_to_f32(static_cast<const uint16_t*>(k)[i])) : double(static_cast<const float*>(k)[i]);
-    };
+    const DType type = t.cache_k->dtype();  // f32 or bf16: each key widened as it is read
+    const auto* cache = static_cast<const char*>(t.cache_k->raw());
+    std::vector<float> key(static_cast<std::size_t>(d));
     std::vector<double> mean(static_cast<std::size_t>(t.count), 0.0), logits(static_cast<std::size_t>(kv_len));
     const int64_t h0 = t.head < 0 ? 0 : t.head, h1 = t.head < 0 ? hq : t.head + 1;
     for (int64_t h = h0; h < h1; ++h) {
       double top = -1e300;
       for (int64_t j = 0; j < kv_len; ++j) {
+        convert_elements(type, cache + std::size_t((j * hkv + h / group) * d) * dtype_size(type), DType::F32, key.data(),
+                         std::size_t(d));
         double dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * key((j * hkv + h / group) * d + e);
+        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * double(key[std::size_t(e)]);
         logits[std::size_t(j)] = dot * t.scale;
         top = std::max(top, logits[std::size_t(j)]);
       }
@@ -385,6 +385,7 @@ public:
     // Keys and values: activations (f32) or the KV cache (f32 or bf16), widened as they are read.
     const DType kv_type = k.dtype();
     if (v.dtype() != kv_type) fail("attention: keys of ", dtype_name(kv_type), " with values of ", dtype_name(v.dtype()));
+    const cpu::CacheRowKernels& cache_rows = kernels.rows(kv_type);  // f32 or bf16; another type throws here
     const std::size_t element = dtype_size(kv_type);
     const auto* kp = static_cast<const char*>(k.raw());
     const auto* vp = static_cast<const char*>(v.raw());
@@ -411,7 +412,7 @@ public:
     const cpu::GemmKernels* gemm = cpu::gemm_kernels();
     const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), scores;
+      std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), key_row(static_cast<std::size_t>(d)), scores;
       for (std::size_t task = begin; task < end; ++task) {
         if (stop_requested(stop_)) return;
         const int64_t h = int64_t(task) % hq, i0 = int64_t(task) / hq * kBlock, rows = std::min(kBlock, s - i0);
@@ -428,12 +429,8 @@ public:
         for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
           const int64_t keys = std::min(kTile, hi - t0);
           for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
-            const char* key = j < keys ? cache_row(kp, t0 + j, kvh) : nullptr;
-            for (int64_t e = 0; e < d; ++e)
-              key_tile[std::size_t(e * kTile + j)] =
-                  !key ? 0.0f
-                       : kv_type == DType::BF16 ? bf16_to_f32(reinterpret_cast<const uint16_t*>(key)[e])
-                                                : reinterpret_cast<const float*>(key)[e];
+            if (j < keys) convert_elements(kv_type, cache_row(kp, t0 + j, kvh), DType::F32, key_row.data(), std::size_t(d));
+            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = j < keys ? key_row[std::size_t(e)] : 0.0f;
           }
           kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
                              std::size_t(stride));
@@ -456,7 +453,7 @@ public:
             std::fill(row + u, row + lo + stride, 0.0f);
             continue;
           }
-          kernels.rows(kv_type).weighted_rows(row + l, 1, 0, cache_row(vp, l, kvh), std::size_t(u - l), std::size_t(hkv * d), std::size_t(d),
+          cache_rows.weighted_rows(row + l, 1, 0, cache_row(vp, l, kvh), std::size_t(u - l), std::size_t(hkv * d), std::size_t(d),
                                 op + ((i0 + r) * hq + h) * d);
         }
         // The block's probabilities times its values as one product (gemm_kernels.h): each value row is read once
@@ -474,7 +471,8 @@ public:
     const int64_t width = src.numel() / std::max<int64_t>(1, src.dim(0));
     if (row < 0 || row + src.dim(0) > dst.dim(0) || dst.numel() / dst.dim(0) != width) fail("copy_rows: does not fit");
     // As they are between tensors of one type (a kept conversation's cache); f32 rows narrowed into a bf16 cache.
-    if (src.dtype() != dst.dtype() && src.dtype() != DType::F32) fail("copy_rows: ", dtype_name(src.dtype()), " rows into ", dtype_name(dst.dtype()));
+    if (src.dtype() != dst.dtype() && !(src.dtype() == DType::F32 && dst.dtype() == DType::BF16))
+      fail("copy_rows: ", dtype_name(src.dtype()), " rows into ", dtype_name(dst.dtype()));
     convert_elements(src.dtype(), src.raw(), dst.dtype(),
                      static_cast<char*>(dst.raw()) + std::size_t(row * width) * dtype_size(dst.dtype()), std::size_t(src.numel()));
   }

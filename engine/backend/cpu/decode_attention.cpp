@@ -11,12 +11,12 @@
 namespace qvl::cpu {
 namespace {
 
-// The fewest keys worth a task of their own: a chunk of 256 keys at d = 128 reads 256 KB of keys and values (f32),
-// tens of microseconds of work against a hand-over of a few.
+// The fewest keys worth a chunk of their own: 256 keys at d = 128 are 256 KB of keys and values a kv head in f32
+// (128 KB in bf16), tens of microseconds of work against a hand-over of a few.
 constexpr int64_t kMinChunkKeys = 256;
-// Positions a block: the block's keys (then values) of the task's kv heads, read in the order they are stored, and
-// each kv head's share read again from cache by the query heads after the first. At the 2B's shapes a position's 8
-// kv heads are 4 KB in f32 (2 KB in bf16), so a block of 32 is 128 KB (64 KB) and stays in L2.
+// Positions a block: the block's keys (then values) of the task's kv heads, read in the order they are stored. At the
+// 2B's shapes a position's 8 kv heads are 4 KB in f32 (2 KB in bf16), so a block of 32 is 128 KB (64 KB) and stays in
+// L2; the row kernels take each kv head's rows for its query heads (a pair at a time) in one pass.
 constexpr int64_t kBlockKeys = 32;
 
 }  // namespace
@@ -28,11 +28,12 @@ void decode_attention(const DecodeAttention& a) {
   // The keys cut into chunks, one a thread where there are enough of them (none shorter than kMinChunkKeys); the kv
   // heads into as many groups as it takes for every thread to have a task. A task reads the rows of its chunk with
   // all its kv heads, so a long context is read from memory in the order it is stored: a task a kv head read 256-
-  // or 512-byte pieces 2 or 4 KB apart, which on this project's 2-core machine drew 8.6 GB/s from a bf16 cache and
-  // 13 from an f32 one (docs/performance.md, "The CPU's KV cache in bf16").
+  // or 512-byte pieces 2 or 4 KB apart, which on this project's 2-core machine drew 8.6-8.7 GB/s from a bf16 cache and
+  // 12-13 from an f32 one (docs/performance.md, "The CPU's KV cache in bf16").
   const int64_t chunks = a.chunks > 0 ? a.chunks : std::max<int64_t>(1, std::min(threads, span / kMinChunkKeys));
-  const int64_t head_groups = std::min(a.kv_heads, (threads + chunks - 1) / chunks);
-  const int64_t kv_per_task = (a.kv_heads + head_groups - 1) / head_groups;
+  const int64_t wanted = std::min(a.kv_heads, a.head_groups > 0 ? a.head_groups : (threads + chunks - 1) / chunks);
+  const int64_t kv_per_task = (a.kv_heads + wanted - 1) / wanted;
+  const int64_t head_groups = (a.kv_heads + kv_per_task - 1) / kv_per_task;  // none left empty by the rounding
   const int64_t chunk = (span + chunks - 1) / chunks;
   // Each (query head, chunk): its largest scaled score, its sum of exponentials and its unnormalised weighted values.
   std::vector<float> maxima(std::size_t(a.heads * chunks), -INFINITY), totals(maxima.size(), 0.0f),
@@ -51,7 +52,7 @@ void decode_attention(const DecodeAttention& a) {
       const int64_t c = int64_t(task) % chunks, kv0 = int64_t(task) / chunks * kv_per_task;
       const int64_t kv1 = std::min(a.kv_heads, kv0 + kv_per_task);
       const int64_t t0 = a.first_key + c * chunk, n = std::min(a.end_key, t0 + chunk) - t0;
-      if (n <= 0 || kv0 >= kv1) continue;  // the last chunks of a span that does not divide evenly
+      if (n <= 0) continue;  // the last chunks of a span that does not divide evenly
       const int64_t h0 = kv0 * group, heads = (kv1 - kv0) * group;  // the task's query heads, [h0, h0 + heads)
       float* const head_scores = scores.data();                      // [heads][n]
       for (int64_t b = 0; b < n; b += kBlockKeys)

@@ -10,8 +10,6 @@
 #include "core/dtype.h"
 #include "core/half.h"
 
-#define QVL_AVX512_F16C __attribute__((target("avx512f,avx2,fma,f16c")))
-
 namespace qvl::cpu {
 
 template <DType T>

@@ -5,6 +5,7 @@
 #define QVL_AVX2 __attribute__((target("avx2,fma")))
 #define QVL_AVX2_F16C __attribute__((target("avx2,fma,f16c")))  // + f16 <-> f32 conversions
 #define QVL_AVX512 __attribute__((target("avx512f,avx2,fma")))
+#define QVL_AVX512_F16C __attribute__((target("avx512f,avx2,fma,f16c")))
 // + the byte instructions and vpdpbusd (the quantised kernels)
 #define QVL_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
