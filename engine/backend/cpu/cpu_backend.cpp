@@ -453,8 +453,8 @@ public:
             std::fill(row + u, row + lo + stride, 0.0f);
             continue;
           }
-          cache_rows.weighted_rows(row + l, 1, 0, cache_row(vp, l, kvh), std::size_t(u - l), std::size_t(hkv * d), std::size_t(d),
-                                op + ((i0 + r) * hq + h) * d);
+          cache_rows.weighted_rows(row + l, 1, 0, cache_row(vp, l, kvh), std::size_t(u - l), std::size_t(hkv * d),
+                                   std::size_t(d), op + ((i0 + r) * hq + h) * d);
         }
         // The block's probabilities times its values as one product (gemm_kernels.h): each value row is read once
         // for the block's rows, where a row at a time read all of them per query (784 rows of a head 4 KB apart).
