@@ -15,8 +15,8 @@ namespace {
 // (128 KB in bf16), tens of microseconds of work against a hand-over of a few.
 constexpr int64_t kMinChunkKeys = 256;
 // Positions a block: the block's keys (then values) of the task's kv heads, read in the order they are stored. At the
-// 2B's shapes a position's 8 kv heads are 4 KB in f32 (2 KB in bf16), so a block of 32 is 128 KB (64 KB) and stays in
-// L2; the row kernels take each kv head's rows for its query heads (a pair at a time) in one pass.
+// 2B's shapes a position's 8 kv heads are 4 KB in f32 (2 KB in bf16), so a block's keys are 128 KB (64 KB), meant to
+// stay in L2; the row kernels take each kv head's rows for its query heads (a pair at a time) in one pass.
 constexpr int64_t kBlockKeys = 32;
 
 }  // namespace
