@@ -121,6 +121,7 @@ private:
     const BackendInfo& gpu_info = backend_info(BackendKind::Cuda);
     if (named == BackendKind::Cuda && !gpu_info.available)
       fail("--device cuda: CUDA is not available (", gpu_info.reason, ")");
+    const DType cache = kv_cache_type(options_.kv_cache, checkpoint_floats(model_));  // every backend's, below
     std::string fallback;
     if (named != BackendKind::Cpu && gpu_info.available && device_error_.empty()) {
       // The GPU's free memory is measured, and the new pool capped, without the old model in it: a model moving to
@@ -129,13 +130,13 @@ private:
       if (kind_ == BackendKind::Cuda) release_model();
       try {
         auto gpu = create_backend(BackendKind::Cuda, {options_.device_memory_limit, options_.cuda_profile});
-        gpu->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
+        gpu->set_cache_type(cache);
         const MemoryPlanRequest request = memory_plan_request(model_, options_, gpu.get());
         const WeightPolicy policy = weights_for(model_, options_.weights, request);
         MemoryPlan plan = plan_memory(model_.config, request);
         // The parts the plan leaves off the GPU run on a CPU backend beside it.
         std::unique_ptr<Backend> host = plan.everything_on_gpu() ? nullptr : create_backend(BackendKind::Cpu);
-        if (host) host->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
+        if (host) host->set_cache_type(cache);
         WeightPlacement placement = WeightPlacement::all_on(*gpu, model_.config);
         if (!plan.vision_on_gpu) placement.vision = host.get();
         if (!plan.head_on_gpu) placement.head = host.get();
@@ -159,7 +160,7 @@ private:
       fallback = device_error_.empty() ? gpu_info.reason : "the GPU failed earlier: " + device_error_;
     }
     auto cpu = create_backend(BackendKind::Cpu);
-    cpu->set_cache_type(kv_cache_type(options_.kv_cache, checkpoint_floats(model_)));
+    cpu->set_cache_type(cache);
     // --weights auto on the CPU: as stored (the host's memory is not the budget a GPU's is).
     ModelWeights weights = bind_weights(model_, *cpu, weight_policy_, options_.load_progress);
     // The output head's bounds copy, where the host has room for it (a quarter of its memory left free).

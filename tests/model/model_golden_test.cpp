@@ -79,11 +79,23 @@ bool quantised(const nlohmann::json& golden) { return golden.contains("weights")
 // the weights are exact, the activations' 8 bits are what differs). A greedy step is compared where the reference's
 // top-2 margin is more than twice the largest error among the first step's top 20 logits.
 constexpr double kQuantisedLimit = 4e-2;
-// What a bf16 KV cache (the default for a bf16 checkpoint, on either backend) may add to the logits' error against the f32 reference: keys and
-// values rounded to 8 significant bits (2^-9 relative at most). Measured on an H200 (max error of the largest logit,
+// What a bf16 KV cache (the default for a 16-bit checkpoint, on either backend) may add to the logits' error against
+// the f32 reference: keys and values rounded to 8 significant bits (2^-9 relative at most). Measured on an H200 (max error of the largest logit,
 // float models): sm61 8e-7-2e-6 with the f32 cache, 1.0e-3-3.5e-3 with bf16; native 6e-4-6.2e-3 with f32, 1.3e-3-1.02e-2
 // with bf16.
 constexpr double kBf16CacheLimit = 8e-3;
+// Every stride-th logit (the goldens keep that sample of the vocabulary), and the largest absolute difference of two
+// such samples.
+std::vector<float> strided_logits(const Tensor& logits, std::size_t stride) {
+  std::vector<float> strided;
+  for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
+  return strided;
+}
+double largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
 double top_logit_error(const Tensor& logits, const nlohmann::json& golden) {
   double worst = 0;
   for (const auto& top : golden["first_step_top"])
@@ -174,14 +186,11 @@ TEST_P(ModelGolden, MatchesTransformersStageByStage) {
     m.backend->set_cache_type(cache_type);
     KvCache cache(*m.backend, config.text, int64_t(prompt.size()));
     logits = decoder.forward(prompt, cos, sin, grids.empty() ? nullptr : &vision, cache);
-    std::vector<float> strided;
-    for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
+    const std::vector<float> strided = strided_logits(logits, stride);
     const double logit_err = relative_error(strided, reference);
     if (cache_type == DType::BF16) {
       EXPECT_LT(logit_err, limit + kBf16CacheLimit) << "logits with a bf16 KV cache";
-      for (std::size_t i = 0; i < strided.size() && i < reference.size(); ++i)
-        bf16_logit_error = std::max(bf16_logit_error, std::fabs(double(strided[i]) - double(reference[i])));
-      bf16_logit_error = std::max(bf16_logit_error, top_logit_error(logits, golden));
+      bf16_logit_error = std::max(largest_difference(strided, reference), top_logit_error(logits, golden));
       RecordProperty("bf16_cache_logit_relative_error", std::to_string(logit_err));
       continue;
     }
@@ -284,13 +293,10 @@ TEST_P(ModelGolden, MatchesTransformersOnTheGpu) {
     gpu->set_cache_type(cache_type);
     KvCache cache(*gpu, config.text, int64_t(prompt.size()));
     logits = decoder.forward(prompt, cos, sin, grids.empty() ? nullptr : &vision, cache);
-    std::vector<float> strided;
-    for (std::size_t i = 0; i < std::size_t(logits.numel()); i += stride) strided.push_back(logits.data<float>()[i]);
+    const std::vector<float> strided = strided_logits(logits, stride);
     const std::vector<float> reference = tensors->tensor("logits_strided").to_f32_vector();
     const double logit_err = relative_error(strided, reference);
-    worst_logit_error = 0;
-    for (std::size_t i = 0; i < strided.size() && i < reference.size(); ++i)
-      worst_logit_error = std::max(worst_logit_error, std::fabs(double(strided[i]) - double(reference[i])));
+    worst_logit_error = largest_difference(strided, reference);
     if (cache_type == DType::F32) {
       check("logits (f32 KV cache)", logit_err);
     } else {

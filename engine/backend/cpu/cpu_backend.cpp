@@ -45,6 +45,14 @@ double sum_of_squares(const float* x, int64_t n) {
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
+// `d` elements at `row` (a key or value row of an f32 or bf16 tensor) as floats: in place for f32, widened into
+// `scratch` (d floats) for bf16: an f32 row is read where it lies, not copied.
+const float* row_as_floats(const char* row, DType type, int64_t d, std::vector<float>& scratch) {
+  if (type == DType::F32) return reinterpret_cast<const float*>(row);
+  convert_elements(type, row, DType::F32, scratch.data(), std::size_t(d));
+  return scratch.data();
+}
+
 class CpuBackend final : public Backend {
 public:
   std::string name() const override { return std::string("cpu (") + cpu::dot_kernels().name + ")"; }
@@ -341,16 +349,15 @@ public:
     const float* q = t.q->data<float>();
     const DType type = t.cache_k->dtype();  // f32 or bf16: each key widened as it is read
     const auto* cache = static_cast<const char*>(t.cache_k->raw());
-    std::vector<float> key(static_cast<std::size_t>(d));
+    std::vector<float> scratch(static_cast<std::size_t>(d));
     std::vector<double> mean(static_cast<std::size_t>(t.count), 0.0), logits(static_cast<std::size_t>(kv_len));
     const int64_t h0 = t.head < 0 ? 0 : t.head, h1 = t.head < 0 ? hq : t.head + 1;
     for (int64_t h = h0; h < h1; ++h) {
       double top = -1e300;
       for (int64_t j = 0; j < kv_len; ++j) {
-        convert_elements(type, cache + std::size_t((j * hkv + h / group) * d) * dtype_size(type), DType::F32, key.data(),
-                         std::size_t(d));
+        const float* key = row_as_floats(cache + std::size_t((j * hkv + h / group) * d) * dtype_size(type), type, d, scratch);
         double dot = 0;
-        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * double(key[std::size_t(e)]);
+        for (int64_t e = 0; e < d; ++e) dot += double(q[h * d + e]) * double(key[e]);
         logits[std::size_t(j)] = dot * t.scale;
         top = std::max(top, logits[std::size_t(j)]);
       }
@@ -429,8 +436,8 @@ public:
         for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
           const int64_t keys = std::min(kTile, hi - t0);
           for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
-            if (j < keys) convert_elements(kv_type, cache_row(kp, t0 + j, kvh), DType::F32, key_row.data(), std::size_t(d));
-            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = j < keys ? key_row[std::size_t(e)] : 0.0f;
+            const float* key = j < keys ? row_as_floats(cache_row(kp, t0 + j, kvh), kv_type, d, key_row) : nullptr;
+            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = key ? key[e] : 0.0f;
           }
           kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
                              std::size_t(stride));
