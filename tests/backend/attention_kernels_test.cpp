@@ -2,7 +2,8 @@
 // (row counts that exercise the two-row blocks), one to three queries' scores against stored keys (key counts off the
 // passes of four, head sizes off the vector width), the vectorised exp against std::exp over the softmax range, and
 // weighted value rows for one to three queries and head sizes with and without a vector tail (a pair giving each
-// query's own bits).
+// query's own bits); and the packed GEMM's product of queries with packed keys, which the CPU's prefill attention
+// runs for its scores, against the score tiles of the same instruction set, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <random>
 
 #include "backend/cpu/attention_kernels.h"
+#include "backend/cpu/gemm_kernels.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -87,6 +89,41 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
 // A bf16 cache's rows widened as they are loaded: each variant's bf16 kernels give the bits its f32 kernels give over
 // the same values in f32, for head sizes with and without a vector tail (where AVX-512 copies the last elements
 // instead of a masked load) and row counts off the passes of four.
+// The prefill attention's scores come from the packed GEMM where it runs (cpu_backend.cpp): they must be the bits the
+// score tiles of the same instruction set gave, at head sizes with and without a vector tail and key counts off the
+// tiles of 16 and the panels.
+TEST(AttentionKernels, ThePackedProductGivesTheScoreTilesBits) {
+  int tested = 0;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  for (auto [tiles, gemm] : {std::pair{attention_kernels_avx2(), gemm_kernels_avx2()},
+                             std::pair{attention_kernels_avx512(), gemm_kernels_avx512()}}) {
+    if (!tiles || !gemm) continue;
+    ++tested;
+    for (std::size_t d : {64u, 72u, 128u})
+      for (std::size_t rows : {1u, 5u, 64u})
+        for (std::size_t n : {7u, 40u, 100u}) {
+          std::vector<float> q(rows * d), keys(n * d);
+          for (auto& e : q) e = normal(rng);
+          for (auto& e : keys) e = normal(rng);
+          const std::size_t stride = (n + kKeyTile - 1) / kKeyTile * kKeyTile;
+          std::vector<float> want(rows * stride), got(rows * stride), kt(d * kKeyTile);
+          for (std::size_t t0 = 0; t0 < n; t0 += kKeyTile) {
+            for (std::size_t j = 0; j < kKeyTile; ++j)
+              for (std::size_t e = 0; e < d; ++e) kt[e * kKeyTile + j] = t0 + j < n ? keys[(t0 + j) * d + e] : 0.0f;
+            tiles->score_tile(q.data(), rows, d, kt.data(), want.data() + t0, stride);
+          }
+          PackedRows packed;
+          packed.extend(*gemm, keys.data(), d * 4, DType::F32, d, n);
+          gemm_packed_rows(*gemm, PackedActivations(q.data(), rows, d, gemm->mr), packed, n, got.data(), stride);
+          for (std::size_t r = 0; r < rows; ++r)
+            ASSERT_EQ(0, std::memcmp(got.data() + r * stride, want.data() + r * stride, n * sizeof(float)))
+                << gemm->name << " d=" << d << " rows=" << rows << " keys=" << n << " row " << r;
+        }
+  }
+  if (tested == 0) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512 (the tiles serve alone)";
+}
+
 TEST(AttentionKernels, Bf16RowsGiveTheF32KernelsBitsOverTheSameValues) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal;

@@ -1,8 +1,8 @@
 // Every SIMD variant of the CPU's packed GEMM this processor can run gives the plain C++ chain of fused
 // multiply-adds bit for bit, for each weight type, over shapes that exercise the register tile's tails (activation
-// rows, weight rows), the transposing loops' depth and what they leave, more than one block of depth and none; and the
-// CPU backend's products on either side of the row threshold against a double-precision reference, and a product in
-// chunks over the threads against the reference chain.
+// rows, weight rows), the transposing loops' depth and what they leave, more than one block of depth and none; rows
+// packed once and extended in steps; and the CPU backend's products on either side of the row threshold against a
+// double-precision reference, and a product in chunks over the threads against the reference chain.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/gemm_kernels.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "test_support.h"
@@ -106,6 +107,50 @@ TEST(GemmKernels, ByRowsGivesTheReferenceChainBitForBit) {
             ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
                 << g->name << " " << dtype_name(type) << " k=" << k << " rows=" << rows << " n=" << n;
           }
+}
+
+// Rows packed beforehand and extended in steps (an attention's keys, a block of queries at a time): every step's
+// product gives the reference chain over the rows packed so far, or fewer, bit for bit, the partly filled panel packed
+// again as rows join it; other rows, or the same place read with another stride, start the packing over.
+TEST(GemmKernels, RowsPackedInStepsGiveTheReferenceChainBitForBit) {
+  const auto tested = variants();
+  if (tested.empty()) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  for (const GemmKernels* g : tested)
+    for (DType t : {DType::F32, DType::BF16})
+      for (std::size_t k : {5u, 64u, 128u, 300u}) {
+        const std::size_t rows = 9, total = 100;
+        std::vector<float> x(rows * k);
+        for (auto& e : x) e = normal(rng);
+        const Weights w = random_weights(t, total, k, rng);
+        const PackedActivations packed(x.data(), rows, k, g->mr);
+        PackedRows keys;
+        const auto check = [&](const void* data, std::size_t stride, std::size_t n, const char* what) {
+          std::vector<float> want(rows * n), got(rows * n, -7.0f);
+          gemm_reference(x.data(), rows, k, data, stride, t, n, want.data(), n);
+          gemm_packed_rows(*g, packed, keys, n, got.data(), n);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << g->name << " " << dtype_name(t) << " k=" << k << " " << what << " " << n << " rows";
+        };
+        for (std::size_t n : {1u, 20u, 33u, 33u, 64u, 100u}) {  // steps inside a panel, across panels, none
+          keys.extend(*g, w.data(), w.stride(), t, k, n);
+          ASSERT_EQ(keys.rows(), n);
+          check(w.data(), w.stride(), n, "packed");
+        }
+        check(w.data(), w.stride(), 40, "fewer than the packed");
+        // Rows from another place (the next kv head's keys) are packed afresh, not taken from the ones before.
+        const Weights other = random_weights(t, total, k, rng);
+        keys.extend(*g, other.data(), other.stride(), t, k, 40);
+        ASSERT_EQ(keys.rows(), 40u);
+        check(other.data(), other.stride(), 40, "repacked");
+        // The same first row read every other row: a new stride starts over too.
+        keys.extend(*g, other.data(), 2 * other.stride(), t, k, 30);
+        ASSERT_EQ(keys.rows(), 30u);
+        check(other.data(), 2 * other.stride(), 30, "another stride");
+        std::vector<float> y(rows * 31);
+        EXPECT_THROW(gemm_packed_rows(*g, packed, keys, 31, y.data(), 31), Error);
+      }
 }
 
 TEST(GemmKernels, AStopEndsTheRowsBeforeTheirPanels) {

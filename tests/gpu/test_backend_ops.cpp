@@ -189,6 +189,25 @@ struct Runner {
         gpu.project(Projection::add_to(s_gpu, xg, wg, scratch_gpu));
         check("linear+add " + shape, s_gpu, s_cpu, linear_limit(wt, m));
       }
+    // Matrices and results that start off the 256-byte line, down to a 16-bit element's 2 bytes: the matrix stored
+    // after `before` rows of another (upload_linears packs them so; bf16 at 2, 8, 16 and 256 bytes, f32 at 4, 16, 32
+    // and 256), the result after `before` rows of n outputs (at 4, 32, 128 and 256). cuBLAS chooses its kernels by
+    // the operands' alignment; one chosen for 256-byte operands would fault or be wrong.
+    for (DType wt : {DType::F32, DType::BF16})
+      for (auto [m, n, k, before] : std::vector<std::array<int64_t, 4>>{
+               {9, 37, 33, 1}, {64, 37, 129, 3}, {17, 96, 68, 1}, {9, 100, 36, 2}, {33, 64, 64, 4}}) {
+        const Tensor x = random({m, k}), w = random({n, k}, wt, 0.1f), lead = random({before, k}, wt, 0.1f);
+        const LinearWeights host = LinearWeights::of(w);
+        const LinearWeights packed = gpu.upload_linears({LinearWeights::of(lead), host})[1];
+        Tensor y_cpu = cpu.alloc({m, n});
+        const Tensor y_all = gpu.alloc({before + m, n});
+        Tensor y_gpu = y_all.slice_rows(before, before + m);
+        cpu.linear(x, host, y_cpu);
+        gpu.linear(gpu.from_host(x), packed, y_gpu);
+        check("linear at offsets " + std::string(dtype_name(wt)) + " m=" + std::to_string(m) + " n=" +
+                  std::to_string(n) + " k=" + std::to_string(k) + " after " + std::to_string(before) + " rows",
+              y_gpu, y_cpu, linear_limit(wt, m));
+      }
   }
 
   // q8/q4 weights: at decode rows both backends quantise the activations per block the same way and sum the same

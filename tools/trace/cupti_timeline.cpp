@@ -12,6 +12,8 @@
 //       -L/usr/local/cuda/lib -L/usr/local/cuda/lib64 -lcupti -o /tmp/libcupti_timeline.so
 //   QVL_TIMELINE=/tmp/timeline.txt LD_PRELOAD=/tmp/libcupti_timeline.so build/.../qvl bench ...
 //   python3 tools/trace/timeline_summary.py /tmp/timeline.txt
+// Under `timeout`, preload through `env` (timeout 90 env QVL_TIMELINE=... LD_PRELOAD=... qvl ...): preloaded into
+// timeout itself, the library writes its own empty timeline over the program's when timeout exits.
 #include <cupti.h>
 
 #include <algorithm>

@@ -8,6 +8,8 @@
 //   g++ -O2 -shared -fPIC tools/trace/host_sampler.cpp -o /tmp/libhost_sampler.so
 //   QVL_SAMPLES=/tmp/samples.txt LD_PRELOAD=/tmp/libhost_sampler.so build/.../qvl bench ...
 //   python3 tools/trace/host_profile.py /tmp/samples.txt --under TextDecoder::run
+// Under `timeout`, preload through `env` (timeout 90 env QVL_SAMPLES=... LD_PRELOAD=... qvl ...): preloaded into
+// timeout itself, the sampler writes timeout's samples over the program's.
 // backtrace() in a signal handler is not async-signal-safe in general; it is made safe enough here by calling it
 // once before the timer starts (its unwinder is loaded then) and by dropping a sample that lands inside another.
 #include <execinfo.h>

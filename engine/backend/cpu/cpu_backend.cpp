@@ -400,9 +400,12 @@ public:
       return base + std::size_t((t * hkv + kvh) * d) * element;
     };
     float* op = out.data<float>();
-    // Queries go in blocks of kBlock per head and keys in tiles of kTile, transposed once per block: each key is read
-    // and transposed once for the block's 64 queries, and a score costs d FMAs in a 16-wide register instead of a
-    // horizontal sum.
+    // Queries go in blocks of kBlock per head. With the packed GEMM (gemm_kernels.h) a block's scores are one
+    // product of its queries with the keys, which a thread packs once for every block of a head (the tasks go head
+    // by head, so a thread's run of them shares its heads' keys; a vision head's 784 keys were transposed again for
+    // each of its 13 blocks). Without it (no AVX2), keys go in tiles of kTile, transposed once per block: a score then
+    // costs d multiply-adds in a 16-wide register instead of a horizontal sum. The product gives the bits the AVX2 and
+    // AVX-512 score tiles gave: both are one chain of FMAs over d in order, from zero.
     constexpr int64_t kBlock = 64;
     const int64_t blocks = (s + kBlock - 1) / kBlock;
     auto visible = [&](int64_t i) -> std::pair<int64_t, int64_t> {  // keys [lo, hi) for query i
@@ -419,10 +422,11 @@ public:
     const cpu::GemmKernels* gemm = cpu::gemm_kernels();
     const std::size_t grain = std::max<std::size_t>(1, kMinChunkWork / std::size_t(std::max<int64_t>(1, kv_len * d * kBlock)));
     ThreadPool::global().parallel_for(std::size_t(blocks * hq), grain, [&](std::size_t begin, std::size_t end) {
-      std::vector<float> qblock(std::size_t(kBlock * d)), key_tile(std::size_t(d * kTile)), key_row(static_cast<std::size_t>(d)), scores;
+      std::vector<float> qblock(std::size_t(kBlock * d)), key_tile, key_row, scores;  // key_*: the tiles' path alone
+      cpu::PackedRows keys;  // the keys from a block's first visible one, kept while the next block starts there too
       for (std::size_t task = begin; task < end; ++task) {
         if (stop_requested(stop_)) return;
-        const int64_t h = int64_t(task) % hq, i0 = int64_t(task) / hq * kBlock, rows = std::min(kBlock, s - i0);
+        const int64_t h = int64_t(task) / blocks, i0 = int64_t(task) % blocks * kBlock, rows = std::min(kBlock, s - i0);
         const int64_t kvh = h / group;
         int64_t lo = kv_len, hi = 0;
         for (int64_t r = 0; r < rows; ++r) {
@@ -433,14 +437,25 @@ public:
         }
         const int64_t span = std::max<int64_t>(0, hi - lo), stride = (span + kTile - 1) / kTile * kTile;
         scores.resize(std::size_t(rows * stride));
-        for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
-          const int64_t keys = std::min(kTile, hi - t0);
-          for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
-            const float* key = j < keys ? row_as_floats(cache_row(kp, t0 + j, kvh), kv_type, d, key_row) : nullptr;
-            for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = key ? key[e] : 0.0f;
+        if (gemm) {
+          if (span > 0) {
+            keys.extend(*gemm, cache_row(kp, lo, kvh), std::size_t(hkv * d) * element, kv_type, std::size_t(d),
+                        std::size_t(span));
+            cpu::gemm_packed_rows(*gemm, cpu::PackedActivations(qblock.data(), std::size_t(rows), std::size_t(d), gemm->mr),
+                                  keys, std::size_t(span), scores.data(), std::size_t(stride));
           }
-          kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
-                             std::size_t(stride));
+        } else {
+          key_tile.resize(std::size_t(d * kTile));
+          key_row.resize(std::size_t(d));
+          for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
+            const int64_t keys_here = std::min(kTile, hi - t0);
+            for (int64_t j = 0; j < kTile; ++j) {  // keys past the span score 0 and are never read
+              const float* key = j < keys_here ? row_as_floats(cache_row(kp, t0 + j, kvh), kv_type, d, key_row) : nullptr;
+              for (int64_t e = 0; e < d; ++e) key_tile[std::size_t(e * kTile + j)] = key ? key[e] : 0.0f;
+            }
+            kernels.score_tile(qblock.data(), std::size_t(rows), std::size_t(d), key_tile.data(), scores.data() + (t0 - lo),
+                               std::size_t(stride));
+          }
         }
         for (int64_t r = 0; r < rows; ++r) {
           const auto [l, u] = visible(i0 + r);

@@ -10,6 +10,7 @@
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu_features.h"
 #include "core/cancel.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -222,8 +223,8 @@ PackedActivations::PackedActivations(const float* x, std::size_t rows, std::size
 
 namespace {
 
-// y[m][j] for j in [begin, end) of every activation row, the panels of weight columns packed by pack(j, cols, k0,
-// kc, panel): the loops gemm_rows and gemm_by_rows share.
+// y[m][j] for j in [begin, end) of every activation row, each panel of weight columns the one pack(j, cols, k0, kc,
+// scratch) returns (packed into the scratch, or packed beforehand): the loops every product here shares.
 template <typename Pack>
 void product_by_panels(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, std::size_t begin,
                        std::size_t end, float* y, std::size_t y_stride, const std::atomic<bool>* stop, Pack pack) {
@@ -238,9 +239,9 @@ void product_by_panels(const GemmKernels& kernels, const PackedActivations& x, s
     const std::size_t cols = std::min(kernels.nr, end - j);
     for (std::size_t k0 = 0; k0 < k; k0 += kGemmDepth) {
       const std::size_t kc = std::min(kGemmDepth, k - k0);
-      pack(j, cols, k0, kc, panel);
+      const float* packed = pack(j, cols, k0, kc, panel);
       for (std::size_t p = 0; p < x.panels(); ++p)
-        kernels.tile(x.panel(p) + k0 * mr, panel, kc, y + p * mr * y_stride + j, y_stride,
+        kernels.tile(x.panel(p) + k0 * mr, packed, kc, y + p * mr * y_stride + j, y_stride,
                      std::min(mr, x.rows() - p * mr), cols, k0 == 0);
     }
   }
@@ -255,7 +256,39 @@ void gemm_rows(const GemmKernels& kernels, const PackedActivations& x, std::size
   product_by_panels(kernels, x, k, begin, end, y, y_stride, stop,
                     [&](std::size_t j, std::size_t cols, std::size_t k0, std::size_t kc, float* panel) {
                       kernels.pack_weights(wp + j * w_stride, w_stride, type, cols, k0, kc, panel);
+                      return panel;
                     });
+}
+
+void PackedRows::extend(const GemmKernels& kernels, const void* w, std::size_t w_stride, DType type, std::size_t k,
+                        std::size_t rows) {
+  if (w != w_ || w_stride != w_stride_ || type != type_ || k != k_ || kernels.nr != nr_) {
+    w_ = w, w_stride_ = w_stride, type_ = type, k_ = k, nr_ = kernels.nr, rows_ = 0;
+  }
+  if (rows <= rows_) return;
+  const std::size_t whole = rows_ / nr_ * nr_, needed = (rows + nr_ - 1) / nr_ * nr_ * k_;
+  if (needed > capacity_) {  // a larger buffer, the whole panels packed so far carried over
+    const std::size_t capacity = std::max(needed, 2 * capacity_);
+    std::unique_ptr<float[]> storage(new float[capacity + 16]);
+    const auto misaligned = reinterpret_cast<std::uintptr_t>(storage.get()) % 64 / sizeof(float);
+    float* data = storage.get() + (misaligned ? 16 - misaligned : 0);
+    std::copy_n(data_, whole * k_, data);
+    storage_ = std::move(storage);
+    data_ = data;
+    capacity_ = capacity;
+  }
+  for (std::size_t j = whole; j < rows; j += nr_)
+    for (std::size_t k0 = 0; k0 < k_; k0 += kGemmDepth)
+      kernels.pack_weights(static_cast<const char*>(w_) + j * w_stride_, w_stride_, type_, std::min(nr_, rows - j), k0,
+                           std::min(kGemmDepth, k_ - k0), data_ + j * k_ + k0 * nr_);
+  rows_ = rows;
+}
+
+void gemm_packed_rows(const GemmKernels& kernels, const PackedActivations& x, const PackedRows& w, std::size_t n,
+                      float* y, std::size_t y_stride) {
+  if (n > w.rows()) fail("gemm_packed_rows: ", n, " rows asked for, ", w.rows(), " packed");
+  product_by_panels(kernels, x, w.k(), 0, n, y, y_stride, nullptr,
+                    [&](std::size_t j, std::size_t, std::size_t k0, std::size_t, float*) { return w.panel(j, k0); });
 }
 
 void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::size_t k, const void* b, DType b_type,
@@ -271,6 +304,7 @@ void gemm_by_rows(const GemmKernels& kernels, const PackedActivations& x, std::s
                                            DType::F32, out, have);
                         std::fill(out + have, out + nr, 0.0f);
                       }
+                      return panel;
                     });
 }
 

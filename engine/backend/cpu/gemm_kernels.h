@@ -15,6 +15,7 @@
 // AVX-512 kernels and from gemm_reference, whatever the blocking, the thread split or the number of rows.
 #include <atomic>
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "core/dtype.h"
@@ -62,6 +63,40 @@ private:
   std::size_t rows_ = 0, k_ = 0, mr_ = 1;
   std::vector<float> data_;
 };
+
+// Weight rows packed once for products that read them with several blocks of activation rows (an attention's keys,
+// read by every block of its queries): panels of nr rows, each [k][nr], as gemm_rows packs them a depth block at a
+// time.
+class PackedRows {
+public:
+  PackedRows() = default;
+  PackedRows(const PackedRows&) = delete;  // data_ points into storage_
+  PackedRows& operator=(const PackedRows&) = delete;
+  // Rows [0, rows) of w (w_stride bytes apart, k elements each, of `type`): packs those not packed yet (the last,
+  // partly filled panel again). Another w, stride, type, k or kernel starts over; rows already packed are taken to
+  // be unchanged (an attention's keys while its pass runs).
+  void extend(const GemmKernels& kernels, const void* w, std::size_t w_stride, DType type, std::size_t k,
+              std::size_t rows);
+  std::size_t rows() const { return rows_; }
+  std::size_t k() const { return k_; }
+  // The panel of rows [j, j + nr) (j a multiple of nr), values k0 on: [k - k0][nr], 64-byte aligned as the kernels
+  // read it.
+  const float* panel(std::size_t j, std::size_t k0) const { return data_ + j * k_ + k0 * nr_; }
+
+private:
+  const void* w_ = nullptr;
+  std::size_t w_stride_ = 0, k_ = 0, nr_ = 0, rows_ = 0;
+  DType type_ = DType::F32;
+  // The panels, from data_ (64-byte aligned inside storage_), room for capacity_ floats. It grows by doubling and
+  // without zeroing: a causal prefill extends the keys by a block of queries' 64 at a time.
+  std::unique_ptr<float[]> storage_;
+  float* data_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+
+// y[m][j] = Σ_k x[m][k] · w[j][k] for j < n (n ≤ w.rows()): gemm_rows' chains from rows packed beforehand.
+void gemm_packed_rows(const GemmKernels& kernels, const PackedActivations& x, const PackedRows& w, std::size_t n,
+                      float* y, std::size_t y_stride);
 
 // y[m][j] = Σ_k x[m][k] · w[j][k] for the weight rows j in [begin, end) (w_stride bytes apart) and every activation
 // row (k = 0: zeros); `stop` is checked between panels of weight rows (a stopped prefill: y is then garbage). Every
