@@ -1,9 +1,10 @@
 // Every SIMD variant of the CPU attention kernels this processor runs agrees with the plain C++ one: score tiles
 // (row counts that exercise the two-row blocks), one to three queries' scores against stored keys (key counts off the
-// passes of four, head sizes off the vector width), the vectorised exp against std::exp over the softmax range, and
-// weighted value rows for one to three queries and head sizes with and without a vector tail (a pair giving each
-// query's own bits); and the packed GEMM's product of queries with packed keys, which the CPU's prefill attention
-// runs for its scores, against the score tiles of the same instruction set, bit for bit.
+// passes of four, head sizes off the vector width), the softmax's shift (the largest scaled score, bit for bit), the
+// vectorised exp against std::exp over the softmax range, and weighted value rows for one to three queries and head
+// sizes with and without a vector tail (a pair giving each query's own bits); and the packed GEMM's product of
+// queries with packed keys, which the CPU's prefill attention runs for its scores, against the score tiles of the
+// same instruction set, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,6 +72,20 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
           }
         }
     }
+    // The softmax's shift: the largest scaled score, the same bits as the scalar loop (a maximum is exact), over
+    // lengths off the vector width, with a hidden key's -inf and a NaN score (skipped) among them; none gives -inf.
+    for (std::size_t n : {0u, 1u, 7u, 8u, 15u, 16u, 17u, 33u, 1000u}) {
+      std::vector<float> x(n);
+      for (auto& e : x) e = 4.0f * normal(rng);
+      if (n > 3) x[2] = -INFINITY, x[n - 1] = NAN;
+      const float want = attention_kernels_generic().max_scaled(x.data(), n, 0.125f);
+      EXPECT_EQ(v->max_scaled(x.data(), n, 0.125f), want) << v->name << " n=" << n;
+      if (n == 0) {
+        EXPECT_EQ(want, -INFINITY);
+      } else if (n > 3) {
+        EXPECT_FALSE(std::isnan(want));
+      }
+    }
     // exp over what a softmax feeds it: scaled scores minus their maximum, down to where float underflows.
     for (std::size_t n : {1u, 7u, 16u, 33u, 1000u}) {
       std::vector<float> x(n);
@@ -86,9 +101,6 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
   std::printf("compared %d SIMD variant(s) with the generic kernels; in use: %s\n", tested, attention_kernels().name);
 }
 
-// A bf16 cache's rows widened as they are loaded: each variant's bf16 kernels give the bits its f32 kernels give over
-// the same values in f32, for head sizes with and without a vector tail (where AVX-512 copies the last elements
-// instead of a masked load) and row counts off the passes of four.
 // The prefill attention's scores come from the packed GEMM where it runs (cpu_backend.cpp): they must be the bits the
 // score tiles of the same instruction set gave, at head sizes with and without a vector tail and key counts off the
 // tiles of 16 and the panels.
@@ -124,6 +136,9 @@ TEST(AttentionKernels, ThePackedProductGivesTheScoreTilesBits) {
   if (tested == 0) GTEST_SKIP() << "skipped: this processor has neither AVX2 nor AVX-512 (the tiles serve alone)";
 }
 
+// A bf16 cache's rows widened as they are loaded: each variant's bf16 kernels give the bits its f32 kernels give over
+// the same values in f32, for head sizes with and without a vector tail (where AVX-512 copies the last elements
+// instead of a masked load) and row counts off the passes of four.
 TEST(AttentionKernels, Bf16RowsGiveTheF32KernelsBitsOverTheSameValues) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal;

@@ -42,6 +42,12 @@ void score_rows_generic(const float* q, std::size_t queries, const void* k, std:
     }
 }
 
+float max_scaled_generic(const float* x, std::size_t n, float scale) {
+  float best = -INFINITY;
+  for (std::size_t i = 0; i < n; ++i) best = std::max(best, x[i] * scale);
+  return best;
+}
+
 float exp_scaled_generic(float* x, std::size_t n, float scale, float shift) {
   float sum = 0;
   for (std::size_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] * scale - shift);
@@ -110,6 +116,17 @@ void score_rows_avx2(const float* q, std::size_t queries, const void* k, std::si
   by_pairs(queries, [&](std::size_t g, auto pair) {
     score_rows_avx2_for<T, decltype(pair)::value ? 2 : 1>(q + g * d, k, n, ks, d, out + g * os, os);
   });
+}
+
+// max(product, best) in that order: a NaN product gives best back (MAXPS returns its second operand then).
+QVL_AVX2 float max_scaled_avx2(const float* x, std::size_t n, float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  __m256 best = _mm256_set1_ps(-INFINITY);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) best = _mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), best);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, best);
+  return std::max(*std::max_element(lanes, lanes + 8), max_scaled_generic(x + i, n - i, scale));
 }
 
 QVL_AVX2 float exp_scaled_avx2(float* x, std::size_t n, float scale, float shift) {
@@ -235,6 +252,19 @@ void score_rows_avx512(const float* q, std::size_t queries, const void* k, std::
   });
 }
 
+// As max_scaled_avx2; the tail under a mask (its masked-off lanes keep best).
+QVL_AVX512 float max_scaled_avx512(const float* x, std::size_t n, float scale) {
+  const __m512 s = _mm512_set1_ps(scale);
+  __m512 best = _mm512_set1_ps(-INFINITY);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) best = _mm512_max_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), s), best);
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    best = _mm512_mask_max_ps(best, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s), best);
+  }
+  return _mm512_reduce_max_ps(best);
+}
+
 QVL_AVX512 float exp_scaled_avx512(float* x, std::size_t n, float scale, float shift) {
   const __m512 s = _mm512_set1_ps(scale), b = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
@@ -295,11 +325,12 @@ constexpr CacheRowKernels kAvx2Rows{score_rows_avx2<T>, weighted_rows_avx2<T>};
 template <DType T>
 constexpr CacheRowKernels kAvx512Rows{score_rows_avx512<T>, weighted_rows_avx512<T>};
 
-const AttentionKernels kGeneric{score_tile_generic, exp_scaled_generic, kGenericRows<DType::F32>,
+const AttentionKernels kGeneric{score_tile_generic, max_scaled_generic, exp_scaled_generic, kGenericRows<DType::F32>,
                                 kGenericRows<DType::BF16>, "generic"};
-const AttentionKernels kAvx2{score_tile_avx2, exp_scaled_avx2, kAvx2Rows<DType::F32>, kAvx2Rows<DType::BF16>, "avx2"};
-const AttentionKernels kAvx512{score_tile_avx512, exp_scaled_avx512, kAvx512Rows<DType::F32>, kAvx512Rows<DType::BF16>,
-                               "avx512"};
+const AttentionKernels kAvx2{score_tile_avx2,       max_scaled_avx2, exp_scaled_avx2, kAvx2Rows<DType::F32>,
+                             kAvx2Rows<DType::BF16>, "avx2"};
+const AttentionKernels kAvx512{score_tile_avx512,       max_scaled_avx512, exp_scaled_avx512, kAvx512Rows<DType::F32>,
+                               kAvx512Rows<DType::BF16>, "avx512"};
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 #pragma once
 // The inner loops of CPU attention, one variant per instruction set like the dot kernels (and chosen with them):
-// scores of a block of queries against a tile of keys without a horizontal sum per score, a vectorised exp, and the
-// probability-weighted sum of value rows. A libm exp per score and one horizontal sum per (query, key) made the
+// scores of a block of queries against a tile of keys without a horizontal sum per score, the softmax's shift and a
+// vectorised exp, and the probability-weighted sum of value rows. A libm exp per score and one horizontal sum per (query, key) made the
 // vision attention of a 448x448 image (784 patches, 2B shapes) 4.95 s of an 11.8 s encode on 2 cores; 2.60 s now.
 #include <cstddef>
 
@@ -29,6 +29,9 @@ struct AttentionKernels {
   // out[r * out_stride + j] = dot(q + r * d, kt column j) for r < rows, j < kKeyTile; kt holds the tile's keys
   // transposed (d rows of kKeyTile), so each query element is broadcast against 16 keys at once.
   void (*score_tile)(const float* q, std::size_t rows, std::size_t d, const float* kt, float* out, std::size_t out_stride);
+  // The largest x[i] * scale for i < n (-inf for none; NaN products skipped, as std::max(best, x[i] * scale) does):
+  // a softmax's shift. A scalar loop waits on each max's latency in turn: 784 keys a row of a picture's attention.
+  float (*max_scaled)(const float* x, std::size_t n, float scale);
   // x[i] = exp(x[i] * scale - shift) for i < n; returns their sum.
   float (*exp_scaled)(float* x, std::size_t n, float scale, float shift);
   CacheRowKernels f32, bf16;

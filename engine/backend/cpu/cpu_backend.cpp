@@ -465,8 +465,7 @@ public:
             for (int64_t t = l; t < u; ++t)
               if (!allowed[t / AttentionMask::kSparseBlock]) row[t] = -INFINITY;
           }
-          float best = -INFINITY;
-          for (int64_t t = l; t < u; ++t) best = std::max(best, row[t] * scale);
+          const float best = kernels.max_scaled(row + l, std::size_t(u - l), scale);
           const float total = kernels.exp_scaled(row + l, std::size_t(u - l), scale, best);
           const float inverse = 1.0f / total;
           for (int64_t t = l; t < u; ++t) row[t] *= inverse;

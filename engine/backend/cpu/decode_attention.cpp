@@ -63,8 +63,7 @@ void decode_attention(const DecodeAttention& a) {
       for (int64_t h = 0; h < heads; ++h) {
         float* const row = head_scores + h * n;
         const std::size_t slot = std::size_t((h0 + h) * chunks + c);
-        float best = -INFINITY;
-        for (int64_t t = 0; t < n; ++t) best = std::max(best, row[t] * a.scale);
+        const float best = kernels.max_scaled(row, std::size_t(n), a.scale);
         totals[slot] = kernels.exp_scaled(row, std::size_t(n), a.scale, best);
         maxima[slot] = best;
       }
