@@ -1,6 +1,6 @@
 // Every SIMD variant of the CPU attention kernels this processor runs agrees with the plain C++ one: score tiles
 // (row counts that exercise the two-row blocks), one to three queries' scores against stored keys (key counts off the
-// passes of four, head sizes off the vector width), the softmax's shift (the largest scaled score, bit for bit), the
+// passes of four, head sizes off the vector width), the softmax's shift (the largest scaled score, NaNs skipped), the
 // vectorised exp against std::exp over the softmax range, and weighted value rows for one to three queries and head
 // sizes with and without a vector tail (a pair giving each query's own bits); and the packed GEMM's product of
 // queries with packed keys, which the CPU's prefill attention runs for its scores, against the score tiles of the
@@ -72,18 +72,26 @@ TEST(AttentionKernels, EveryVariantMatchesTheGenericKernel) {
           }
         }
     }
-    // The softmax's shift: the largest scaled score, the same bits as the scalar loop (a maximum is exact), over
-    // lengths off the vector width, with a hidden key's -inf and a NaN score (skipped) among them; none gives -inf.
-    for (std::size_t n : {0u, 1u, 7u, 8u, 15u, 16u, 17u, 33u, 1000u}) {
+    // The softmax's shift: the largest scaled score, as the scalar loop finds it (a maximum is exact), over lengths
+    // off the vector width with a hidden key's -inf among them. Then the largest at every position up to 40, with
+    // NaN scores 8 and 16 after it (its lane in either width, in the body or the masked tail) and at the first: a
+    // variant that let a NaN into a lane would lose that lane's maximum.
+    for (std::size_t n : {0u, 1u, 7u, 8u, 15u, 16u, 17u, 33u, 40u, 1000u}) {
       std::vector<float> x(n);
       for (auto& e : x) e = 4.0f * normal(rng);
-      if (n > 3) x[2] = -INFINITY, x[n - 1] = NAN;
+      if (n > 3) x[2] = -INFINITY;
       const float want = attention_kernels_generic().max_scaled(x.data(), n, 0.125f);
       EXPECT_EQ(v->max_scaled(x.data(), n, 0.125f), want) << v->name << " n=" << n;
       if (n == 0) {
         EXPECT_EQ(want, -INFINITY);
-      } else if (n > 3) {
-        EXPECT_FALSE(std::isnan(want));
+      }
+      for (std::size_t at = 0; at < std::min<std::size_t>(n, 40); ++at) {
+        std::vector<float> y = x;
+        y[at] = 100.0f;
+        for (std::size_t nan : {at + 8, at + 16, std::size_t(0)})
+          if (nan < n && nan != at) y[nan] = NAN;
+        EXPECT_EQ(attention_kernels_generic().max_scaled(y.data(), n, 0.125f), 12.5f) << "n=" << n << " at " << at;
+        EXPECT_EQ(v->max_scaled(y.data(), n, 0.125f), 12.5f) << v->name << " n=" << n << " largest at " << at;
       }
     }
     // exp over what a softmax feeds it: scaled scores minus their maximum, down to where float underflows.

@@ -29,8 +29,9 @@ struct AttentionKernels {
   // out[r * out_stride + j] = dot(q + r * d, kt column j) for r < rows, j < kKeyTile; kt holds the tile's keys
   // transposed (d rows of kKeyTile), so each query element is broadcast against 16 keys at once.
   void (*score_tile)(const float* q, std::size_t rows, std::size_t d, const float* kt, float* out, std::size_t out_stride);
-  // The largest x[i] * scale for i < n (-inf for none; NaN products skipped, as std::max(best, x[i] * scale) does):
-  // a softmax's shift. A scalar loop waits on each max's latency in turn: 784 keys a row of a picture's attention.
+  // The largest x[i] * scale for i < n (-inf for none; NaN products skipped, as std::max(best, x[i] * scale) does;
+  // of equal zeros any sign): a softmax's shift. A scalar loop waits on each max's latency in turn: 784 keys a row
+  // of a picture's attention.
   float (*max_scaled)(const float* x, std::size_t n, float scale);
   // x[i] = exp(x[i] * scale - shift) for i < n; returns their sum.
   float (*exp_scaled)(float* x, std::size_t n, float scale, float shift);
