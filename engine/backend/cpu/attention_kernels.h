@@ -1,8 +1,10 @@
 #pragma once
 // The inner loops of CPU attention, one variant per instruction set like the dot kernels (and chosen with them):
 // scores of a block of queries against a tile of keys without a horizontal sum per score, the softmax's shift and a
-// vectorised exp, and the probability-weighted sum of value rows. A libm exp per score and one horizontal sum per (query, key) made the
-// vision attention of a 448x448 image (784 patches, 2B shapes) 4.95 s of an 11.8 s encode on 2 cores; 2.60 s now.
+// vectorised exp, and the probability-weighted sum of value rows. A libm exp per score and one horizontal sum per
+// (query, key) made the vision attention of a 448x448 image (784 patches, 2B shapes) 4.95 s of an 11.8 s encode on 2
+// cores, 2.60 s with these kernels; where the packed GEMM runs, a block's scores and its weighted sum are products
+// now (cpu_backend.cpp; docs/performance.md has the figures since).
 #include <cstddef>
 
 #include "core/dtype.h"
