@@ -172,7 +172,11 @@ void PoolView::set_kept(const ConversationCacheStats& conversations, const Visio
   kept_->setText(QString("Kept between answers: %1' keys and values, %2 of %3 · %4' features, %5 of %6 (host memory)")
                      .arg(count(conversations.conversations, "chat"), mib(int64_t(conversations.bytes)),
                           mib(int64_t(conversations.budget)), count(pictures.images, "picture"), mib(int64_t(pictures.bytes)),
-                          mib(int64_t(pictures.budget))));
+                          mib(int64_t(pictures.budget))) +
+                 (pictures.recorded_tower_bytes > 0
+                      ? QString(" · the vision tower recorded for one picture size, %1 (this pool)")
+                            .arg(mib(int64_t(pictures.recorded_tower_bytes)))
+                      : QString()));
   kept_->show();
 }
 

@@ -400,6 +400,7 @@ int run_bench(const std::vector<std::string>& argv) {
   std::optional<GpuVitalsRecorder> vitals;  // from the first timed run (the warm-up pages the weights in)
 
   std::vector<double> vision, prefill, decode, ttft, sample, kept;
+  int64_t vision_replays = 0;  // timed runs whose tower replayed a recording (the first sighting records none)
   GenerateResult last;
   for (int64_t r = 0; r <= repeat; ++r) {
     last = engine->generate(request);
@@ -414,7 +415,10 @@ int run_bench(const std::vector<std::string>& argv) {
     ttft.push_back(t.preprocess_ms + t.vision_ms + t.prefill_ms);
     sample.push_back(t.sample_ms / double(std::max<int64_t>(1, t.generated_tokens)));
     kept.push_back(double(t.cached_tokens));
+    vision_replays += t.vision_replayed;
   }
+  // What the recording holds after the timed runs (before --compare-fusion's change of fusions forgets it).
+  const uint64_t vision_recorded_bytes = engine->vision_cache().recorded_tower_bytes;
   if (keep_prompt && median(kept) < double(last.timing.prompt_tokens - 1))
     fail("qvl bench --keep-prompt: the timed runs kept ", median(kept), " of the prompt's ", last.timing.prompt_tokens,
          " tokens (the conversation was not kept; --max-context or the GPU's memory plan may be too small for it)");
@@ -465,6 +469,8 @@ int run_bench(const std::vector<std::string>& argv) {
       {"decode_tokens", last.timing.generated_tokens},
       {"repeats", repeat},
       {"vision_ms", median(vision)},
+      {"vision_replayed_runs", vision_replays},  // of the timed runs (RecordedVisionTower: a picture size seen before)
+      {"vision_recorded_bytes", vision_recorded_bytes},
       {"cached_images", last.timing.cached_images},  // of the last run: kept features, not encoded (--vision-cache-mb)
       {"prompt_tokens_kept", median(kept)},  // --keep-prompt: what the timed runs did not prefill
       {"prefill_ms", median(prefill)},
@@ -515,6 +521,8 @@ int run_bench(const std::vector<std::string>& argv) {
   else if (request.images.size() > 1)
     std::printf(" (%.2f ms an image, %zu in one batch)", median(vision) / double(request.images.size()),
                 request.images.size());
+  if (vision_replays > 0)
+    std::printf(" (the tower replayed as recorded in %lld of %lld runs)", (long long)vision_replays, (long long)repeat);
   std::printf("\nprefill          %.1f ms (%.1f tokens/s)", median(prefill), out["prefill_tokens_per_s"].get<double>());
   if (keep_prompt) std::printf(" of the last %.0f tokens: the rest kept (--keep-prompt)", double(last.timing.prompt_tokens) - median(kept));
   std::printf("\ntime to 1st tok  %.1f ms\n", median(ttft));

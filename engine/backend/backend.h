@@ -143,6 +143,13 @@ public:
 class RecordedWork {
 public:
   virtual ~RecordedWork() = default;
+  virtual uint64_t bytes() const { return 0; }  // device memory the recording holds (its tensors)
+};
+
+// What a recording does with host data its ops upload (Backend::begin_recording).
+enum class RecordedUploads {
+  Refused,  // an error: the recorded work's inputs are written before each replay (a decode step's)
+  Fixed,    // copied at once and kept with the recording: the same for every replay (a picture size's tables)
 };
 
 // The device memory pool as callers see it (the GUI's occupancy view and block map, the bench's peak memory).
@@ -423,10 +430,11 @@ public:
 
   // ---- Recording ----
   // Between begin_recording (false: this backend runs ops directly; then nothing is recorded) and end_recording,
-  // ops are recorded instead of run; replay runs them. Work that uploads from the host cannot be recorded (write its
-  // inputs before replaying). Backends record only while per-kernel timing is off.
+  // ops are recorded instead of run; replay runs them. Host data an op uploads meanwhile is refused (write the
+  // work's inputs before replaying), or with RecordedUploads::Fixed copied at once and kept with the recording.
+  // Backends record only while per-kernel timing is off.
   virtual bool can_record() const { return false; }  // whether begin_recording would begin now
-  virtual bool begin_recording() { return false; }
+  virtual bool begin_recording(RecordedUploads /*uploads*/ = RecordedUploads::Refused) { return false; }
   virtual std::shared_ptr<RecordedWork> end_recording() { return nullptr; }
   virtual void replay(const RecordedWork& /*work*/) {}
   // StepHandoff, as a recorded step's last op (a recording runs it after everything else it holds). Default: on the

@@ -12,6 +12,7 @@ namespace qvl {
 
 struct ImageGrid {
   int64_t t = 1, h = 0, w = 0;  // in patches (before the 2x2 merge)
+  bool operator==(const ImageGrid&) const = default;
 };
 
 // Positions on the (t, h, w) axes for every prompt token, as transformers' get_rope_index: text runs count up on

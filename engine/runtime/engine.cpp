@@ -13,7 +13,7 @@
 #include "core/error.h"
 #include "io/model_folder.h"
 #include "model/text_decoder.h"
-#include "model/vision_encoder.h"
+#include "model/recorded_vision_tower.h"
 #include "runtime/attention_tapper.h"
 #include "text/prompt.h"
 #include "vision/preprocess.h"
@@ -182,6 +182,7 @@ private:
   void release_model() {
     conversations_.clear();  // their caches live in the backends
     vision_features_.clear();
+    vision_tower_.forget();
     weights_ = {};  // the weights go before their backends
     backend_.reset();
     host_.reset();
@@ -192,6 +193,7 @@ private:
     model_.checkpoint.check_unchanged();  // a file truncated while it was read gave zeros: refuse what was loaded
     conversations_.clear();  // kept in the old backends
     vision_features_.clear();  // computed by them
+    vision_tower_.forget();
     weights_ = {};  // the old weights go before their backends
     backend_ = std::move(backend);
     host_ = std::move(host);
@@ -335,6 +337,7 @@ private:
       // vision time is the tower's own span where it ran, the prefill's the rest of the way to the first token.
       if (tower.backend) {
         result.timing.vision_ms = tower.backend->elapsed_ms(tower.start, tower.end);
+        result.timing.vision_replayed = vision_tower_.replayed_last();
         result.timing.prefill_ms = std::max(0.0, ms_since(vision_began) - result.timing.vision_ms);
       }
       result.timing.prompt_tokens = prompt_len;
@@ -420,11 +423,20 @@ private:
     const auto past_prefix = [&](const std::vector<int64_t>& v) {
       return std::accumulate(v.begin() + std::ptrdiff_t(reuse.images), v.end(), int64_t(0));
     };
+    // A recorded tower's buffers stay beside everything (counted beside its own replay too: a little room lost).
+    const uint64_t held = vision_tower_.held_bytes();
+    const auto less_held = [held](uint64_t room) { return room > held ? room - held : 0; };
     PoolRoom room;
     const int64_t encoded = past_prefix(tokens.encoded);
-    if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(encoded);
-    room.beside_prefill = plan_->room_beside_prefill(past_prefix(tokens.all));
+    if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = less_held(plan_->room_beside_vision_pass(encoded));
+    room.beside_prefill = less_held(plan_->room_beside_prefill(past_prefix(tokens.all)));
     return room;
+  }
+  // Bytes a recorded vision tower may hold on `be` (RecordedVisionTower): what the plan leaves unused at its peak, so
+  // that nothing it counts is displaced; 0 (none recorded) with CUDA graphs off or the tower off the plan's GPU.
+  uint64_t tower_hold_limit(const Backend& be) const {
+    if (!options_.cuda_graphs || !plan_ || !plan_->vision_on_gpu || &be != backend_.get()) return 0;
+    return plan_->budget > plan_->gpu_peak ? plan_->budget - plan_->gpu_peak : 0;
   }
   // The tokens each image would take through the tower: 0 where its features are kept (as prepare_images finds them).
   std::vector<int64_t> kept_features(const std::vector<uint64_t>& keys, const std::vector<int64_t>& tokens_per_image) const {
@@ -540,7 +552,8 @@ private:
     VisionOutput v;
     if (!images.patches.empty()) {
       tower = {&be, be.mark(), {}};  // from the patches' stacking on
-      v = encode_images(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids, stop);
+      v = vision_tower_.encode(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids,
+                               tower_hold_limit(be), stop);
       tower.end = be.mark();
     }
     vision.backend = &be;
@@ -742,6 +755,7 @@ public:
   void set_fusions(const Fusions& fusions) override {
     conversations_.clear();  // computed with the other kernels: a comparison must not reuse them
     vision_features_.clear();
+    vision_tower_.forget();
     options_.fusions = fusions;
     for (Backend* be : backends()) be->set_fusions(fusions);
   }
@@ -781,7 +795,11 @@ public:
   std::string device_error() const override { return device_error_; }
   void forget_conversation(const std::string& id) override { conversations_.forget(id); }
   ConversationCacheStats conversation_cache() const override { return conversations_.stats(); }
-  VisionCacheStats vision_cache() const override { return vision_features_.stats(); }
+  VisionCacheStats vision_cache() const override {
+    VisionCacheStats stats = vision_features_.stats();
+    stats.recorded_tower_bytes = vision_tower_.held_bytes();
+    return stats;
+  }
   void inject_fault(const FaultInjection& fault) override {
     if (backend_) backend_->inject_fault(fault);
   }
@@ -816,6 +834,7 @@ private:
   std::shared_ptr<Profiler> profiler_;
   ConversationCache conversations_;  // after the backends: destroyed before them, as their caches live there
   VisionFeatureCache vision_features_;  // host copies: made by the backends' kernels, emptied when those change
+  RecordedVisionTower vision_tower_;    // the tower's launches for the last picture size seen twice (forgotten as those)
 };
 
 }  // namespace

@@ -80,6 +80,7 @@ struct GenerateTiming {
   int64_t prompt_tokens = 0, generated_tokens = 0;
   int64_t cached_tokens = 0;  // of prompt_tokens, those a kept conversation held (prefill_ms ran only the others)
   int64_t cached_images = 0;  // of the images the kept conversation did not hold, those whose features were kept
+  bool vision_replayed = false;  // the tower ran as a recording of an earlier request's (RecordedVisionTower)
   int64_t decode_steps = 0;  // tokens decoded in decode_ms (the first token comes from the prefill)
   // Decoding ahead (TextDecoder::queue_step): the steps queued before the token before them was read, and the steps
   // dropped (the host's token was not the device's) or run again (top-k's candidates did not fit: their logits).

@@ -24,6 +24,7 @@ struct VisionCacheStats {
   int64_t images = 0;
   uint64_t bytes = 0, budget = 0;
   int64_t hits = 0, evictions = 0;
+  uint64_t recorded_tower_bytes = 0;  // device memory of the tower recorded for a picture size (RecordedVisionTower)
 };
 
 class VisionFeatureCache {

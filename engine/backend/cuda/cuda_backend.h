@@ -74,7 +74,7 @@ public:
 
   // cuda_recording.cpp (a recorded step's hand-off closes its graph in the place of barrier.cuh's empty kernel)
   bool can_record() const override;
-  bool begin_recording() override;
+  bool begin_recording(RecordedUploads uploads = RecordedUploads::Refused) override;
   std::shared_ptr<RecordedWork> end_recording() override;
   void replay(const RecordedWork& work) override;
   void hand_off_step(const StepHandoff& op) override;

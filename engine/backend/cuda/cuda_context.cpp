@@ -60,8 +60,12 @@ Tensor CudaContext::device_tensor(DType dtype, Shape shape, pool::Owner owner) {
 }
 
 void CudaContext::stage(void* dst, const void* src, std::size_t bytes) {
-  if (recording) fail("CUDA backend: host data cannot be uploaded while recording (write it before replaying)");
-  staging->upload(dst, src, bytes, stream);
+  if (recording && !recording_keeps_uploads)
+    fail("CUDA backend: host data cannot be uploaded while recording (write it before replaying)");
+  // Synchronous on the legacy stream, outside the capture: allowed in the relaxed capture mode beside a stream
+  // created non-blocking (cuda_recording.cpp synchronised the stream before it began).
+  if (recording) CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  else staging->upload(dst, src, bytes, stream);
 }
 
 void CudaContext::maybe_inject_fault() {

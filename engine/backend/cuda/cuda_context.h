@@ -30,8 +30,9 @@ public:
 
   // A tensor from the pool (kept by the recording when one is being captured).
   Tensor device_tensor(DType dtype, Shape shape, pool::Owner owner);
-  // Host -> device through the staging ring; refused while recording (a recorded copy would read the ring at replay
-  // time, long after it moved on).
+  // Host -> device through the staging ring. While recording: refused (a recorded copy would read the ring at
+  // replay time, long after it moved on), or where the recording keeps uploads, copied at once (dst is the
+  // recording's: every replay reads what was copied).
   void stage(void* dst, const void* src, std::size_t bytes);
   // Fault injection for the tests of the "kernel fault during generation" path ($QVL_CUDA_FAULT_AT_LINEAR=N: the
   // N-th matrix product traps on the GPU).
@@ -50,6 +51,7 @@ public:
   std::unique_ptr<PinnedStaging> staging;
   std::unique_ptr<cuda::CublasGemm> cublas;  // the native profile's GEMM
   bool recording = false;
+  bool recording_keeps_uploads = false;  // RecordedUploads::Fixed
   std::vector<Tensor> recorded_tensors;
 
 private:

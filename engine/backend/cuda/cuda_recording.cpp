@@ -17,6 +17,11 @@ struct Graph final : RecordedWork {
   ~Graph() override {
     if (exec) cudaGraphExecDestroy(exec);
   }
+  uint64_t bytes() const override {
+    uint64_t sum = 0;
+    for (const Tensor& t : tensors) sum += t.nbytes();
+    return sum;
+  }
 };
 
 }  // namespace
@@ -24,10 +29,14 @@ struct Graph final : RecordedWork {
 // Per-kernel timing needs events around each op: the ops run directly then.
 bool CudaBackend::can_record() const { return !timer_.sink() && !ctx_.recording; }
 
-bool CudaBackend::begin_recording() {
+bool CudaBackend::begin_recording(RecordedUploads uploads) {
   if (!can_record()) return false;
+  // Fixed uploads are copied at once, beside the stream: the pool may hand them memory that work still queued on
+  // the stream reads (freed in stream order), so that work finishes first. Recording is rare (once a picture size).
+  if (uploads == RecordedUploads::Fixed) CUDA_CHECK(cudaStreamSynchronize(ctx_.stream));
   CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeRelaxed));
   ctx_.recording = true;
+  ctx_.recording_keeps_uploads = uploads == RecordedUploads::Fixed;
   closing_handoff_.reset();
   ctx_.recorded_tensors.clear();
   return true;
@@ -36,6 +45,7 @@ bool CudaBackend::begin_recording() {
 std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   if (!ctx_.recording) return nullptr;
   ctx_.recording = false;
+  ctx_.recording_keeps_uploads = false;
   // The graph is done when its last kernel is, not when that kernel lets others start: it ends with a kernel
   // launched the plain way, which starts once every kernel before it has finished and lets nothing start early. A
   // step's hand-off is such a kernel; else an empty one.
