@@ -1,5 +1,7 @@
 #include "model/recorded_vision_tower.h"
 
+#include <utility>
+
 #include "core/cancel.h"
 
 namespace qvl {
@@ -13,52 +15,46 @@ Tensor copied(Backend& be, const Tensor& t) {
   return out;
 }
 
+// The tower's input for these grids: [Σ t·h·w, C·T·P·P].
+Shape pixel_values_shape(const ModelConfig& config, const std::vector<ImageGrid>& grids) {
+  int64_t patches = 0;
+  for (const ImageGrid& g : grids) patches += g.t * g.h * g.w;
+  return {patches, config.vision.patch_dim()};
+}
+
 }  // namespace
 
 VisionOutput RecordedVisionTower::encode(Backend& be, const ModelConfig& config, const VisionWeights& weights,
                                          const Tensor& pixel_values, const std::vector<ImageGrid>& grids,
-                                         uint64_t hold_limit, const std::atomic<bool>* stop) {
+                                         const std::atomic<bool>* stop) {
   replayed_last_ = false;
-  if (hold_limit == 0) recording_.reset();
-  const bool recorded = recording_ && recording_->backend == &be && recording_->grids == grids;
-  if (recorded && held_bytes() > hold_limit) recording_.reset();  // the limit shrank below what it holds
-  else if (recorded && be.can_record()) {
+  if (recording_ && recording_->backend == &be && recording_->grids == grids && be.can_record()) {
     stop_if_requested(stop);
     VisionOutput out = replay(be, pixel_values);
     stop_if_requested(stop);
     replayed_last_ = true;
     return out;
   }
-  if (hold_limit > 0 && grids == last_op_by_op_ && grids != too_large_ && be.can_record()) {
-    stop_if_requested(stop);
-    recording_.reset();  // one recording at a time: its buffers go before the next one's are taken
-    recording_ = record(be, config, weights, pixel_values, grids, hold_limit);
-    if (recording_) {
-      VisionOutput out = replay(be, pixel_values);
-      stop_if_requested(stop);
-      replayed_last_ = true;
-      return out;
-    }
-    too_large_ = grids;
-  }
-  last_op_by_op_ = grids;
+  pending_ = grids;
   return encode_images(be, config, weights, pixel_values, grids, stop);
 }
 
-std::unique_ptr<RecordedVisionTower::Recording> RecordedVisionTower::record(Backend& be, const ModelConfig& config,
-                                                                          const VisionWeights& weights,
-                                                                          const Tensor& pixel_values,
-                                                                          const std::vector<ImageGrid>& grids,
-                                                                          uint64_t hold_limit) {
+bool RecordedVisionTower::record_pending(Backend& be, const ModelConfig& config, const VisionWeights& weights,
+                                         uint64_t hold_limit) {
+  const std::vector<ImageGrid> grids = std::exchange(pending_, {});
+  if (recording_ && (held_bytes() > hold_limit || recording_->backend != &be)) recording_.reset();
+  if (recording_ && recording_->grids == grids) return true;  // the pass went op by op while kernels were timed
+  if (grids.empty() || grids == refused_ || hold_limit == 0 || !be.can_record()) return false;
+  recording_.reset();  // one recording at a time: its buffers go before the next one's are taken
+  refused_ = grids;    // until it is held: a recording that fails or exceeds the limit is not tried again
   auto recording = std::make_unique<Recording>();
   recording->backend = &be;
   recording->grids = grids;
-  recording->pixels = be.alloc(pixel_values.shape());
   // The tables the tower uploads (position blend, rotary rows, segment bounds) follow from the grids alone: fixed.
-  if (!be.begin_recording(RecordedUploads::Fixed)) return nullptr;
+  if (!be.begin_recording(RecordedUploads::Fixed)) return false;
   try {
-    // No stop inside: a recording left half-made would have to be ended anyway (checked around the replay).
-    recording->output = encode_images(be, config, weights, recording->pixels, grids, nullptr);
+    recording->pixels = be.alloc(pixel_values_shape(config, grids));  // the recording's: counted in its bytes
+    recording->output = encode_images(be, config, weights, recording->pixels, grids);
   } catch (...) {
     // Leave the backend able to run ops again; the first error is the one to report (a failure the capture saw,
     // such as the pool's, may leave ending it failing too).
@@ -69,8 +65,10 @@ std::unique_ptr<RecordedVisionTower::Recording> RecordedVisionTower::record(Back
     throw;
   }
   recording->work = be.end_recording();
-  if (!recording->work || held_bytes_of(*recording) > hold_limit) return nullptr;
-  return recording;
+  if (!recording->work || recording->work->bytes() > hold_limit) return false;
+  recording_ = std::move(recording);
+  refused_.clear();
+  return true;
 }
 
 VisionOutput RecordedVisionTower::replay(Backend& be, const Tensor& pixel_values) const {
@@ -83,10 +81,10 @@ VisionOutput RecordedVisionTower::replay(Backend& be, const Tensor& pixel_values
 
 void RecordedVisionTower::forget() {
   recording_.reset();
-  last_op_by_op_.clear();
-  too_large_.clear();
+  pending_.clear();
+  refused_.clear();
 }
 
-uint64_t RecordedVisionTower::held_bytes() const { return recording_ ? held_bytes_of(*recording_) : 0; }
+uint64_t RecordedVisionTower::held_bytes() const { return recording_ ? recording_->work->bytes() : 0; }
 
 }  // namespace qvl

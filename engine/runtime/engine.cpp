@@ -349,6 +349,7 @@ private:
       result.timing.decode_ms = ms_since(t0);
       keep_conversation(request.conversation_id, std::move(cache), image_keys, result);
       keep_image_features(images, vision);
+      record_vision_tower(tower.backend);
     } catch (const Cancelled&) {
       // Stopped before the answer: the conversation keeps what its cache validly holds. Before the cache was made,
       // the kept one is untouched (its own ids); after, the prompt's tokens up to the last whole prefill pass.
@@ -388,13 +389,19 @@ private:
     choice.kept = kept ? std::move(kept->cache) : nullptr;
     if (choice.kept && choice.kept->parts() != parts) choice.kept.reset();
     const int64_t grown = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
-    for (;;) {  // twice at most: once more when the kept cache is given up
+    for (;;) {  // three times at most: once more when the recorded tower gives way, once when the kept cache does
       if (!choice.kept) reuse = {};
       choice.capacity = choice.kept && choice.kept->capacity() >= needed ? 0 : grown;
       const uint64_t bytes = choice.capacity ? kv_bytes_per_token() * uint64_t(choice.capacity) : 0;
       const std::optional<PoolRoom> room = pool_room(reuse, image_tokens);
       const uint64_t own = choice.kept && room ? pool_bytes(choice.kept->capacity()) : 0,
                      fresh = choice.capacity && room ? pool_bytes(choice.capacity) : 0;
+      // The recorded tower holds memory the plan does not count (what its peak leaves): it gives way to a request
+      // whose passes and new cache would not fit beside it.
+      if (room && vision_tower_.held_bytes() > 0 && (!room->tower_fits || fresh > room->beside_prefill)) {
+        vision_tower_.forget();
+        continue;
+      }
       if (choice.kept && (bytes + choice.kept->bytes() > conversations_.budget() ||  // not both at once
                           (room && (own > room->beside_vision_pass || own + fresh > room->beside_prefill)))) {
         choice.kept.reset();
@@ -416,27 +423,44 @@ private:
   // the kept one it copies its prefix from). The plan counts its KV room for one cache beside the largest image; a
   // kept conversation is one more cache. nullopt: no pool holds the caches (the CPU).
   struct PoolRoom {
-    uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;
+    uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;  // less a recorded tower's bytes
+    bool tower_fits = true;  // the recorded tower's buffers fit beside the passes at all
   };
   std::optional<PoolRoom> pool_room(const ReusablePrefix& reuse, const ImageTokens& tokens) const {
     if (!plan_ || plan_->gpu_layers == 0) return std::nullopt;
     const auto past_prefix = [&](const std::vector<int64_t>& v) {
       return std::accumulate(v.begin() + std::ptrdiff_t(reuse.images), v.end(), int64_t(0));
     };
-    // A recorded tower's buffers stay beside everything (counted beside its own replay too: a little room lost).
-    const uint64_t held = vision_tower_.held_bytes();
-    const auto less_held = [held](uint64_t room) { return room > held ? room - held : 0; };
     PoolRoom room;
     const int64_t encoded = past_prefix(tokens.encoded);
-    if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = less_held(plan_->room_beside_vision_pass(encoded));
-    room.beside_prefill = less_held(plan_->room_beside_prefill(past_prefix(tokens.all)));
+    if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(encoded);
+    room.beside_prefill = plan_->room_beside_prefill(past_prefix(tokens.all));
+    // A recorded tower's buffers stay beside everything (counted beside its own replay too: a little room lost).
+    const uint64_t held = vision_tower_.held_bytes();
+    room.tower_fits = room.beside_vision_pass >= held && room.beside_prefill >= held;
+    room.beside_vision_pass = room.tower_fits ? room.beside_vision_pass - held : 0;
+    room.beside_prefill = room.tower_fits ? room.beside_prefill - held : 0;
     return room;
   }
-  // Bytes a recorded vision tower may hold on `be` (RecordedVisionTower): what the plan leaves unused at its peak, so
-  // that nothing it counts is displaced; 0 (none recorded) with CUDA graphs off or the tower off the plan's GPU.
+  // The tower this request ran op by op, recorded for the next pictures of its sizes: after the answer, since the
+  // GPU would wait for the recording. Best effort: a recording that fails (the pool's memory) costs only the
+  // replays, and nothing of it is held.
+  // `be`: where the tower ran (none: it did not).
+  void record_vision_tower(Backend* be) noexcept {
+    if (!be) return;
+    try {
+      vision_tower_.record_pending(*be, model_.config, weights_.vision, tower_hold_limit(*be));
+    } catch (const std::exception&) {
+    }
+  }
+  // Bytes a recorded vision tower may hold on `be` (RecordedVisionTower): within what the plan leaves unused at its
+  // peak, and a sixteenth of the budget at most, so that the ~0.6 ms a replay saves a 448² picture does not take a
+  // small card's memory (the 2B's tower holds 75 MiB for one such picture in bf16, 846 MiB with q4 weights, each
+  // product's widened copy kept: docs/memory-plan.md); 0 (none recorded) with CUDA graphs off or the tower off the
+  // plan's GPU.
   uint64_t tower_hold_limit(const Backend& be) const {
     if (!options_.cuda_graphs || !plan_ || !plan_->vision_on_gpu || &be != backend_.get()) return 0;
-    return plan_->budget > plan_->gpu_peak ? plan_->budget - plan_->gpu_peak : 0;
+    return std::min(plan_->budget > plan_->gpu_peak ? plan_->budget - plan_->gpu_peak : 0, plan_->budget / 16);
   }
   // The tokens each image would take through the tower: 0 where its features are kept (as prepare_images finds them).
   std::vector<int64_t> kept_features(const std::vector<uint64_t>& keys, const std::vector<int64_t>& tokens_per_image) const {
@@ -552,8 +576,7 @@ private:
     VisionOutput v;
     if (!images.patches.empty()) {
       tower = {&be, be.mark(), {}};  // from the patches' stacking on
-      v = vision_tower_.encode(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids,
-                               tower_hold_limit(be), stop);
+      v = vision_tower_.encode(be, model_.config, weights_.vision, stack_rows(be, images.patches), images.grids, stop);
       tower.end = be.mark();
     }
     vision.backend = &be;

@@ -1,9 +1,11 @@
 // The vision tower recorded for a set of image grids and replayed (model/recorded_vision_tower.h): a replay gives
 // what the tower op by op gives for the pixels it is handed (not the pixels it was recorded with), its features are
-// the caller's to keep, and what is recorded follows the grids, the byte limit and what the backend can record; in
-// the engine, a picture size seen a third time is replayed and answered as the first time.
+// the caller's to keep, and what is recorded follows the grids a pass left, the byte limit and what the backend can
+// record; in the engine, a picture size seen before is replayed and answered as the first time.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <random>
 
 #include "backend/cuda_plugin.h"
@@ -60,20 +62,29 @@ TEST_P(VisionRecordingOnTheGpu, AReplayGivesTheTowersResultForThePixelsItIsHande
   ASSERT_GT(difference(*gpu, direct_a, direct_b), 0.1);  // the pictures differ: a stale input would show
 
   RecordedVisionTower tower;
-  const auto encode = [&](const Tensor& pixels, const std::vector<ImageGrid>& grids, uint64_t limit = kNoLimit) {
-    return tower.encode(*gpu, model.config, weights.vision, pixels, grids, limit, nullptr);
+  const auto encode = [&](const Tensor& pixels, const std::vector<ImageGrid>& grids) {
+    return tower.encode(*gpu, model.config, weights.vision, pixels, grids, nullptr);
   };
+  const auto record = [&](uint64_t limit = kNoLimit) { return tower.record_pending(*gpu, model.config, weights.vision, limit); };
   // The same kernels replayed: the same sums, so the same bits are expected; the limit allows only for a product
   // choosing another kernel while it is captured.
   constexpr double kSame = 1e-6;
-  const VisionOutput first = encode(a, kTwoPictures);  // first seen: op by op, nothing recorded
+  EXPECT_FALSE(record());  // nothing ran op by op yet
+  const VisionOutput first = encode(a, kTwoPictures);  // nothing recorded: op by op
   EXPECT_FALSE(tower.replayed_last());
-  EXPECT_EQ(tower.held_bytes(), 0u);
   EXPECT_LE(difference(*gpu, first, direct_a), kSame);
-  const VisionOutput second = encode(b, kTwoPictures);  // seen again: recorded, then replayed with b
-  EXPECT_TRUE(tower.replayed_last());
+  EXPECT_EQ(tower.held_bytes(), 0u);
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(record());  // the grids that pass left
   const uint64_t held = tower.held_bytes();
+  std::printf("[%s] recorded in %.2f ms, holding %.2f MiB\n", GetParam().c_str(),
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count(),
+              double(held) / (1 << 20));
   EXPECT_GT(held, uint64_t(a.nbytes()));  // its input and the tower's buffers
+  EXPECT_FALSE(record());  // left once: nothing more to record
+  EXPECT_EQ(tower.held_bytes(), held);
+  const VisionOutput second = encode(b, kTwoPictures);  // replayed with other pixels than any before
+  EXPECT_TRUE(tower.replayed_last());
   const double replayed_error = difference(*gpu, second, direct_b);
   std::printf("replayed against op by op: %.3g (largest relative difference)\n", replayed_error);
   EXPECT_LE(replayed_error, kSame);
@@ -81,29 +92,43 @@ TEST_P(VisionRecordingOnTheGpu, AReplayGivesTheTowersResultForThePixelsItIsHande
   EXPECT_TRUE(tower.replayed_last());
   EXPECT_LE(difference(*gpu, third, direct_a), kSame);
   EXPECT_LE(difference(*gpu, second, direct_b), kSame) << "a replay's features are copies: the next one keeps them";
-  EXPECT_EQ(tower.held_bytes(), held);
 
-  // Other grids: op by op, the recording kept; a limit below what it holds: forgotten.
+  // Other grids: op by op, the recording kept until they are recorded in its place.
   const std::vector<ImageGrid> one{{1, 8, 12}};
   const Tensor a_one = gpu->from_host(random_pixels(model.config, one, 3));
   EXPECT_LE(difference(*gpu, encode(a_one, one), op_by_op(a_one, one)), kSame);
   EXPECT_FALSE(tower.replayed_last());
   EXPECT_EQ(tower.held_bytes(), held);
-  encode(a, kTwoPictures, held - 1);
+  ASSERT_TRUE(record());
+  EXPECT_LT(tower.held_bytes(), held);  // one picture's buffers
+  encode(a, kTwoPictures);  // the old grids: op by op now
   EXPECT_FALSE(tower.replayed_last());
-  EXPECT_EQ(tower.held_bytes(), 0u);
-  // A recording over the limit is not kept, nor tried again for those grids.
-  RecordedVisionTower small;
-  for (int i = 0; i < 3; ++i) {
-    const VisionOutput out = small.encode(*gpu, model.config, weights.vision, a, kTwoPictures, held / 2, nullptr);
-    EXPECT_FALSE(small.replayed_last());
-    EXPECT_EQ(small.held_bytes(), 0u);
-    EXPECT_LE(difference(*gpu, out, direct_a), kSame);
-  }
-  // forget() starts over: the grids must be seen twice again.
+  EXPECT_LE(difference(*gpu, encode(a_one, one), op_by_op(a_one, one)), kSame);
+  EXPECT_TRUE(tower.replayed_last());
+  // A recording over the limit is not held, nor tried again for its grids (it allocates nothing then).
   tower.forget();
   encode(a, kTwoPictures);
-  EXPECT_FALSE(tower.replayed_last());
+  EXPECT_FALSE(record(held / 2));
+  EXPECT_EQ(tower.held_bytes(), 0u);
+  encode(a, kTwoPictures);
+  const int64_t allocations = gpu->memory_report(false).alloc_count;
+  EXPECT_FALSE(record());
+  EXPECT_EQ(gpu->memory_report(false).alloc_count, allocations);
+  EXPECT_EQ(tower.held_bytes(), 0u);
+  // A held recording over a smaller limit than it was made under is forgotten.
+  encode(a_one, one);
+  ASSERT_TRUE(record());
+  const uint64_t one_held = tower.held_bytes();
+  encode(a_one, one);
+  EXPECT_TRUE(tower.replayed_last());
+  EXPECT_FALSE(record(one_held - 1));
+  EXPECT_EQ(tower.held_bytes(), 0u);
+  // forget() starts over; 0 as the limit records nothing.
+  tower.forget();
+  encode(a, kTwoPictures);
+  EXPECT_FALSE(record(0));
+  encode(a, kTwoPictures);
+  EXPECT_TRUE(record());
   encode(a, kTwoPictures);
   EXPECT_TRUE(tower.replayed_last());
 }
@@ -118,16 +143,17 @@ TEST_F(VisionRecording, ABackendThatCannotRecordEncodesOpByOp) {
   const VisionOutput direct = encode_images(*cpu, model.config, weights.vision, pixels, kTwoPictures);
   RecordedVisionTower tower;
   for (int i = 0; i < 3; ++i) {
-    const VisionOutput out = tower.encode(*cpu, model.config, weights.vision, pixels, kTwoPictures, kNoLimit, nullptr);
+    const VisionOutput out = tower.encode(*cpu, model.config, weights.vision, pixels, kTwoPictures, nullptr);
     EXPECT_FALSE(tower.replayed_last());
+    EXPECT_FALSE(tower.record_pending(*cpu, model.config, weights.vision, kNoLimit));
     EXPECT_EQ(tower.held_bytes(), 0u);
     EXPECT_EQ(difference(*cpu, out, direct), 0.0);
   }
 }
 
 // In the engine: the same picture asked about three times with no features kept (so the tower runs each time) is
-// encoded op by op, then recorded and replayed, then replayed; each answer is the first one's. CUDA graphs off: never
-// replayed.
+// encoded op by op and recorded after that answer, then replayed twice; each answer is the first one's. CUDA graphs
+// off: never recorded.
 TEST(VisionRecordingInTheEngine, AReplayedTowerAnswersAsTheFirstTime) {
   if (!cuda_plugin().usable) GTEST_SKIP() << "skipped: no CUDA device (" << cuda_plugin().reason << ")";
   const auto run = [](bool graphs) {
@@ -141,7 +167,10 @@ TEST(VisionRecordingInTheEngine, AReplayedTowerAnswersAsTheFirstTime) {
     request.max_new_tokens = 6;
     request.keep_step_logits = true;
     std::vector<GenerateResult> results;
-    for (int i = 0; i < 3; ++i) results.push_back(engine->generate(request));
+    for (int i = 0; i < 3; ++i) {
+      results.push_back(engine->generate(request));
+      EXPECT_EQ(engine->vision_cache().recorded_tower_bytes > 0, graphs) << "after request " << i;
+    }
     return results;
   };
   const std::vector<GenerateResult> replayed = run(true), launched = run(false);

@@ -566,8 +566,8 @@ TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
   GenerateRequest request = text_request("What is in the picture?", 6);
   request.messages[0].content.insert(request.messages[0].content.begin(), ContentItem::image());
   request.images.push_back(load_image(test::resource_dir() / "samples" / "scene-1.png"));
-  // The picture's size seen once: its tower op by op; the second time the tower is recorded (RecordedVisionTower)
-  // and replayed, and from then on replayed. Changing the fusions forgets the recording.
+  // The picture's size seen once: its tower op by op, recorded after the answer (RecordedVisionTower); from then on
+  // replayed. Changing the fusions forgets the recording.
   const GenerateResult reference = engine->generate(request);
   const auto forget_recording = [&] { engine->set_fusions(engine->fusions()); };
   const auto allocations_of_a_request = [&] {
@@ -575,51 +575,53 @@ TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
     engine->generate(request);
     return engine->memory_report().alloc_count - before.alloc_count;
   };
-  // Each allocation of the request `prepare` leads up to, failed in turn (at most ~`most` requests): the request
-  // fails with the pool's message, every block it took returns (`settle` then brings the engine to `idle`), and
-  // the answer is still the same now and then.
-  const auto fail_each = [&](const char* which, const std::function<void()>& prepare, const std::function<void()>& settle,
+  // Each allocation of a request failed in turn (at most ~`most` requests, each after `prepare`): the request fails
+  // with the pool's message, or, where `answered_after_recording`, it may answer once the failure is in the recording
+  // after its answer (then every later allocation is in it too, and nothing is held); every block it took returns
+  // (`prepare` brings the engine back to `idle`), and the answer is still the same now and then.
+  const auto fail_each = [&](const char* which, const std::function<void()>& prepare, bool answered_after_recording,
                              int64_t most) {
     prepare();
     const MemoryReport idle = engine->memory_report();
     const int64_t allocations = allocations_of_a_request();
-    settle();
     ASSERT_GT(allocations, 10) << which;
     const int64_t stride = std::max<int64_t>(1, allocations / most);
-    int failed = 0;
+    int failed = 0, answered = 0;
     for (int64_t nth = 1; nth <= allocations; nth += stride) {
       SCOPED_TRACE(std::string(which) + ": allocation " + std::to_string(nth) + " of " + std::to_string(allocations));
       prepare();
       engine->inject_fault({.out_of_memory_at = nth});
       try {
         engine->generate(request);
-        ADD_FAILURE() << "the injected out-of-memory did not fail the request";
+        ++answered;
+        EXPECT_TRUE(answered_after_recording) << "the injected out-of-memory did not fail the request";
+        EXPECT_EQ(engine->vision_cache().recorded_tower_bytes, 0u) << "a failed recording is not held";
       } catch (const std::exception& e) {
+        EXPECT_EQ(answered, 0) << "a failure before one that answered: the recording is the request's last work";
         EXPECT_NE(std::string(e.what()).find("out of device memory (injected"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("MiB allocated"), std::string::npos) << e.what();
         ++failed;
       }
       engine->inject_fault({});
-      settle();
-      EXPECT_EQ(engine->memory_report().allocated, idle.allocated);  // every block of the failed request returned
+      prepare();
+      EXPECT_EQ(engine->memory_report().allocated, idle.allocated);  // every block of the request returned
       EXPECT_EQ(engine->device_error(), "");
       if (nth % (stride * 20) == 1 || nth + stride > allocations) {  // the answer is still the same now and then
-        prepare();
         EXPECT_EQ(engine->generate(request).generated_ids, reference.generated_ids);
-        settle();
+        prepare();
       }
     }
-    std::printf("%s: %d requests failed by an injected out-of-memory, one per %lld of %lld allocations\n", which, failed,
-                (long long)stride, (long long)allocations);
+    EXPECT_GT(failed, 0) << which;
+    if (answered_after_recording) {
+      EXPECT_GT(answered, 0) << which << ": no allocation was the recording's";
+    }
+    std::printf("%s: %d requests failed and %d answered with an injected out-of-memory, one per %lld of %lld "
+                "allocations\n", which, failed, answered, (long long)stride, (long long)allocations);
   };
-  // A request replaying the recorded tower (recorded by the one before; its buffers stay, idle counts them).
-  engine->generate(request);
-  fail_each("replaying the tower", [] {}, [] {}, 400);
-  // The request that records it: the one before encoded the picture op by op; after it, the recording is forgotten.
-  fail_each("recording the tower", [&] {
-    forget_recording();
-    engine->generate(request);
-  }, forget_recording, 200);
+  // Requests replaying the recorded tower (its buffers stay: idle counts them).
+  fail_each("replaying the tower", [] {}, false, 400);
+  // A request whose tower goes op by op and is recorded after its answer.
+  fail_each("recording the tower", forget_recording, true, 200);
 }
 
 // A kernel fault poisons the CUDA context for the rest of the process, so the scenario runs in a child process

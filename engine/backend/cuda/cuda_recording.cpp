@@ -1,5 +1,7 @@
 // Recording is stream capture into a CUDA graph; every tensor allocated meanwhile stays with the graph (its kernels
 // keep using those addresses on every replay).
+#include <utility>
+
 #include "backend/op_costs.h"
 #include "barrier.cuh"
 #include "common.cuh"
@@ -17,9 +19,9 @@ struct Graph final : RecordedWork {
   ~Graph() override {
     if (exec) cudaGraphExecDestroy(exec);
   }
-  uint64_t bytes() const override {
+  uint64_t bytes() const override {  // as the pool places them
     uint64_t sum = 0;
-    for (const Tensor& t : tensors) sum += t.nbytes();
+    for (const Tensor& t : tensors) sum += pool::MemoryPool::round_size(t.nbytes());
     return sum;
   }
 };
@@ -45,7 +47,12 @@ bool CudaBackend::begin_recording(RecordedUploads uploads) {
 std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   if (!ctx_.recording) return nullptr;
   ctx_.recording = false;
-  ctx_.recording_keeps_uploads = false;
+  // Taken first: should ending the capture fail, they go with this call, not with the next recording.
+  std::vector<Tensor> tensors = std::move(ctx_.recorded_tensors);
+  ctx_.recorded_tensors.clear();
+  // A pageable copy returns once its data is staged, not landed (CUDA's "API synchronization behavior"): the kept
+  // uploads are waited for on the legacy stream they went through before any replay reads them.
+  const bool kept_uploads = std::exchange(ctx_.recording_keeps_uploads, false);
   // The graph is done when its last kernel is, not when that kernel lets others start: it ends with a kernel
   // launched the plain way, which starts once every kernel before it has finished and lets nothing start early. A
   // step's hand-off is such a kernel; else an empty one.
@@ -54,8 +61,9 @@ std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   closing_handoff_.reset();
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
+  if (kept_uploads) CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
   auto work = std::make_shared<Graph>();
-  work->tensors = std::move(ctx_.recorded_tensors);
+  work->tensors = std::move(tensors);
   // WithFlags: the one spelling CUDA 11 (the Pascal build) and CUDA 12+ share.
   const cudaError_t e = cudaGraphInstantiateWithFlags(&work->exec, graph, 0);
   cudaGraphDestroy(graph);
