@@ -1112,16 +1112,17 @@ struct Runner {
         }
     // The vision tower's q and k rotated by RoPE after their biases (Projection::rotating): decode rows (the GEMV,
     // then two rope launches), many rows of one shape (the batched GEMM, then biases and rotation in one kernel),
-    // and with the fusion off (three linears, then rope), against the CPU's reference.
+    // and with the fusion off (three linears, then rope), against the CPU's reference. Head sizes: 64 and 24 take the
+    // kernel's 16-byte pieces (four pairs a thread; 24: three such a head half), 20 its value-a-thread form.
+    for (int64_t d : {64, 24, 20})
     for (int64_t m : {4, 37, 300})
       for (bool fused : {true, false})
-        for (bool with_bias : {true, false}) {
-          const int64_t heads = 4, d = 64, n = heads * d, k = 96;
+        for (int biases : {0, 2, 3}) {  // on none; on q and k; on all three (the vision tower's)
+          const int64_t heads = 4, n = heads * d, k = 96;
           const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d});
           std::array<Tensor, 3> w, b;
           for (std::size_t i = 0; i < 3; ++i) w[i] = random({n, k}, DType::BF16, 0.1f), b[i] = random({n}, DType::BF16);
-          // with_bias: q and k have biases, v none (an output the kernel skips); else no output has one.
-          const auto biased = [&](int i) { return with_bias && i < 2; };
+          const auto biased = [&](int i) { return i < biases; };  // q and k without v: an output the kernel skips
           const auto host_unit = [&](int i) {
             return LinearWeights::of(w[std::size_t(i)], biased(i) ? b[std::size_t(i)] : Tensor());
           };
@@ -1137,8 +1138,9 @@ struct Runner {
           with_fusions(fusions, [&] {
             gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
           });
-          const std::string what = std::string("linear q+k+v ") + (with_bias ? "bias(q,k)+rope" : "rope") + " m=" +
-                                   std::to_string(m) + (fused ? "" : " unfused");
+          const std::string what = std::string("linear q+k+v ") +
+                                   (biases == 3 ? "bias+rope" : biases == 2 ? "bias(q,k)+rope" : "rope") + " m=" +
+                                   std::to_string(m) + " d=" + std::to_string(d) + (fused ? "" : " unfused");
           check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
           check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));
           check(what + " (v)", v_gpu, v_cpu, linear_limit(DType::BF16, m));
