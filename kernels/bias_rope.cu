@@ -110,17 +110,17 @@ bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t
 
 void add_biases_rope(const Biases& biases, WeightType bias_type, const RopeTables& rope, cudaStream_t stream) {
   if (biases.count != 3) throw std::runtime_error("add_biases_rope: q, k and v");
-  if (rope.head_dim % 2 != 0 || rope.heads * rope.head_dim > (int64_t(1) << 30) || rope.rows > 0x7fffffff ||
-      rope.rows * rope.heads * rope.head_dim / 8 > 0x7fffffff)
+  if (rope.head_dim % 2 != 0 || rope.heads * rope.head_dim > (int64_t(1) << 30) || rope.rows > 0x7fffffff)
     throw std::runtime_error("add_biases_rope: an even head_dim, rows and row widths within 32-bit indices");
   if (rope.rows * rope.heads * rope.head_dim == 0) return;
   const uintptr_t bias_bytes = bias_type == WeightType::F32 ? 16 : 8;  // four biases
-  bool by_four = rope.head_dim % 8 == 0 && aligned(rope.cos, 16) && aligned(rope.sin, 16);
+  // Pieces counted in 32 bits with a grid's stride of room past them.
+  const int64_t items = rope.rows * rope.heads * rope.head_dim / 8;
+  bool by_four = rope.head_dim % 8 == 0 && items < (int64_t(1) << 30) && aligned(rope.cos, 16) && aligned(rope.sin, 16);
   for (int i = 0; i < 3; ++i) by_four = by_four && aligned(biases.y[i], 16) && aligned(biases.bias[i], bias_bytes);
   with_element_type(bias_type, [&](auto w) {
     using W = decltype(w);
     if (by_four) {
-      const int64_t items = rope.rows * rope.heads * rope.head_dim / 8;
       const auto blocks = unsigned(std::min<int64_t>((items + kThreads - 1) / kThreads, 8192));
       bias_rope_by_four_kernel<W><<<dim3(blocks, 3), kThreads, 0, stream>>>(biases, rope);
     } else {

@@ -125,6 +125,12 @@ void* MemoryPool::allocate(std::size_t bytes, Owner owner, int stream) {
   return block->ptr;
 }
 
+std::size_t MemoryPool::block_bytes(const void* ptr) const {
+  std::lock_guard lock(mutex_);
+  const auto it = allocated_.find(const_cast<void*>(ptr));
+  return it == allocated_.end() ? 0 : it->second->size;
+}
+
 void MemoryPool::release(void* ptr) {
   if (!ptr) return;
   std::lock_guard lock(mutex_);

@@ -79,6 +79,8 @@ public:
 
   void* allocate(std::size_t bytes, Owner owner = Owner::Other, int stream = 0);
   void release(void* ptr);
+  // The bytes of the block `ptr` was given (its request rounded, or a larger block left whole); 0 when not ours.
+  std::size_t block_bytes(const void* ptr) const;
   // Returns the segments that hold no allocated block to upstream.
   void release_cached();
 

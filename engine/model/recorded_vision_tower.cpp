@@ -15,11 +15,10 @@ Tensor copied(Backend& be, const Tensor& t) {
   return out;
 }
 
-// The tower's input for these grids: [Σ t·h·w, C·T·P·P].
-Shape pixel_values_shape(const ModelConfig& config, const std::vector<ImageGrid>& grids) {
+int64_t patch_count(const std::vector<ImageGrid>& grids) {
   int64_t patches = 0;
   for (const ImageGrid& g : grids) patches += g.t * g.h * g.w;
-  return {patches, config.vision.patch_dim()};
+  return patches;
 }
 
 }  // namespace
@@ -28,6 +27,7 @@ VisionOutput RecordedVisionTower::encode(Backend& be, const ModelConfig& config,
                                          const Tensor& pixel_values, const std::vector<ImageGrid>& grids,
                                          const std::atomic<bool>* stop) {
   replayed_last_ = false;
+  pending_.clear();  // a pass whose request failed before recording it leaves nothing for the next one
   if (recording_ && recording_->backend == &be && recording_->grids == grids && be.can_record()) {
     stop_if_requested(stop);
     VisionOutput out = replay(be, pixel_values);
@@ -44,16 +44,20 @@ bool RecordedVisionTower::record_pending(Backend& be, const ModelConfig& config,
   const std::vector<ImageGrid> grids = std::exchange(pending_, {});
   if (recording_ && (held_bytes() > hold_limit || recording_->backend != &be)) recording_.reset();
   if (recording_ && recording_->grids == grids) return true;  // the pass went op by op while kernels were timed
-  if (grids.empty() || grids == refused_ || hold_limit == 0 || !be.can_record()) return false;
+  const int64_t patches = patch_count(grids);
+  // A recording's bytes grow with its patches: one as large as a refused one would be refused too (and the held one
+  // stays).
+  if (grids.empty() || (refused_patches_ > 0 && patches >= refused_patches_) || hold_limit == 0 || !be.can_record())
+    return false;
   recording_.reset();  // one recording at a time: its buffers go before the next one's are taken
-  refused_ = grids;    // until it is held: a recording that fails or exceeds the limit is not tried again
+  refused_patches_ = patches;  // until it is held: a recording that fails or exceeds the limit is not tried again
   auto recording = std::make_unique<Recording>();
   recording->backend = &be;
   recording->grids = grids;
   // The tables the tower uploads (position blend, rotary rows, segment bounds) follow from the grids alone: fixed.
   if (!be.begin_recording(RecordedUploads::Fixed)) return false;
   try {
-    recording->pixels = be.alloc(pixel_values_shape(config, grids));  // the recording's: counted in its bytes
+    recording->pixels = be.alloc({patches, config.vision.patch_dim()});  // the recording's: counted in its bytes
     recording->output = encode_images(be, config, weights, recording->pixels, grids);
   } catch (...) {
     // Leave the backend able to run ops again; the first error is the one to report (a failure the capture saw,
@@ -67,7 +71,7 @@ bool RecordedVisionTower::record_pending(Backend& be, const ModelConfig& config,
   recording->work = be.end_recording();
   if (!recording->work || recording->work->bytes() > hold_limit) return false;
   recording_ = std::move(recording);
-  refused_.clear();
+  refused_patches_ = 0;
   return true;
 }
 
@@ -82,7 +86,7 @@ VisionOutput RecordedVisionTower::replay(Backend& be, const Tensor& pixel_values
 void RecordedVisionTower::forget() {
   recording_.reset();
   pending_.clear();
-  refused_.clear();
+  refused_patches_ = 0;
 }
 
 uint64_t RecordedVisionTower::held_bytes() const { return recording_ ? recording_->work->bytes() : 0; }

@@ -24,10 +24,10 @@ public:
   // checked before and after a replay.
   VisionOutput encode(Backend& be, const ModelConfig& config, const VisionWeights& weights, const Tensor& pixel_values,
                       const std::vector<ImageGrid>& grids, const std::atomic<bool>* stop);
-  // Records the grids the last pass op by op left, on the backend it ran on (the held recording goes first), where
-  // that backend records now and hold_limit > 0; a recording over hold_limit, or one that throws, is not held nor
-  // tried again for those grids until others are recorded. Throws what recording throws (nothing is held then).
-  // Returns whether one is held for them now.
+  // Records the grids the last encode left (it went op by op), on the backend it ran on (the held recording goes
+  // first), where that backend records now and hold_limit > 0. A recording over hold_limit, or one that throws, is not
+  // held, and none of as many patches or more is tried again until one is held or all is forgotten. Throws what
+  // recording throws (nothing is held then). Returns whether one is held for them now.
   bool record_pending(Backend& be, const ModelConfig& config, const VisionWeights& weights, uint64_t hold_limit);
   // The recording goes (the weights, the fusions or the backend changed; the memory is needed), and what was left
   // to record.
@@ -46,8 +46,8 @@ private:
   VisionOutput replay(Backend& be, const Tensor& pixel_values) const;
 
   std::unique_ptr<Recording> recording_;
-  std::vector<ImageGrid> pending_;    // the grids the last pass op by op had (empty: none to record)
-  std::vector<ImageGrid> refused_;    // the last grids whose recording failed or exceeded the limit
+  std::vector<ImageGrid> pending_;  // the grids the last encode had, when it went op by op (empty: none to record)
+  int64_t refused_patches_ = 0;     // the patches of the smallest recording that failed or exceeded the limit
   bool replayed_last_ = false;
 };
 

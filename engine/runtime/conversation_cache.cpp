@@ -60,10 +60,15 @@ bool ConversationCache::make_room(uint64_t bytes) {
   return bytes <= budget_;
 }
 
+uint64_t ConversationCache::measured(const std::function<uint64_t(const CachedConversation&)>& measure) const {
+  uint64_t sum = 0;
+  for (const Entry& e : entries_) sum += measure(e.conversation);
+  return sum;
+}
+
 void ConversationCache::evict_down_to(uint64_t bytes,
                                       const std::function<uint64_t(const CachedConversation&)>& measure) {
-  uint64_t held = 0;
-  for (const Entry& e : entries_) held += measure(e.conversation);
+  uint64_t held = measured(measure);
   while (!entries_.empty() && held > bytes) {
     held -= measure(entries_.back().conversation);
     evict_least_recent();

@@ -56,6 +56,8 @@ public:
   // Evicts the least recently used conversations until those left measure at most `bytes` by `measure` (the pool's
   // bytes of a cache, say, where the budget counts its tensors).
   void evict_down_to(uint64_t bytes, const std::function<uint64_t(const CachedConversation&)>& measure);
+  // What the kept conversations measure together by `measure`.
+  uint64_t measured(const std::function<uint64_t(const CachedConversation&)>& measure) const;
   void forget(const std::string& id);
   void clear();
   ConversationCacheStats stats() const;

@@ -389,6 +389,9 @@ private:
     choice.kept = kept ? std::move(kept->cache) : nullptr;
     if (choice.kept && choice.kept->parts() != parts) choice.kept.reset();
     const int64_t grown = keep ? std::max(needed, std::min((needed + 511) / 512 * 512, context_limit())) : needed;
+    const auto kept_pool_bytes = [&](const CachedConversation& c) {
+      return c.cache ? pool_bytes(c.cache->capacity()) : 0;
+    };
     for (;;) {  // three times at most: once more when the recorded tower gives way, once when the kept cache does
       if (!choice.kept) reuse = {};
       choice.capacity = choice.kept && choice.kept->capacity() >= needed ? 0 : grown;
@@ -396,11 +399,15 @@ private:
       const std::optional<PoolRoom> room = pool_room(reuse, image_tokens);
       const uint64_t own = choice.kept && room ? pool_bytes(choice.kept->capacity()) : 0,
                      fresh = choice.capacity && room ? pool_bytes(choice.capacity) : 0;
-      // The recorded tower holds memory the plan does not count (what its peak leaves): it gives way to a request
-      // whose passes and new cache would not fit beside it.
-      if (room && vision_tower_.held_bytes() > 0 && (!room->tower_fits || fresh > room->beside_prefill)) {
-        vision_tower_.forget();
-        continue;
+      // The recorded vision tower holds memory the plan does not count (what its peak leaves). It gives way first:
+      // to this request's caches and to every conversation kept (one saves a whole prefill; the tower ~0.6 ms a
+      // picture of its size).
+      if (room && vision_tower_.held_bytes() > 0) {
+        const uint64_t beside = vision_tower_.held_bytes() + own + conversations_.measured(kept_pool_bytes);
+        if (beside > room->beside_vision_pass || beside + fresh > room->beside_prefill) {
+          vision_tower_.forget();
+          continue;
+        }
       }
       if (choice.kept && (bytes + choice.kept->bytes() > conversations_.budget() ||  // not both at once
                           (room && (own > room->beside_vision_pass || own + fresh > room->beside_prefill)))) {
@@ -410,9 +417,7 @@ private:
       conversations_.make_room(choice.capacity ? bytes + (choice.kept ? choice.kept->bytes() : 0) : 0);
       if (room) {
         const uint64_t prefill_left = room->beside_prefill > own + fresh ? room->beside_prefill - own - fresh : 0;
-        conversations_.evict_down_to(std::min(room->beside_vision_pass - own, prefill_left), [&](const CachedConversation& c) {
-          return c.cache ? pool_bytes(c.cache->capacity()) : 0;
-        });
+        conversations_.evict_down_to(std::min(room->beside_vision_pass - own, prefill_left), kept_pool_bytes);
       }
       return choice;
     }
@@ -423,8 +428,7 @@ private:
   // the kept one it copies its prefix from). The plan counts its KV room for one cache beside the largest image; a
   // kept conversation is one more cache. nullopt: no pool holds the caches (the CPU).
   struct PoolRoom {
-    uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;  // less a recorded tower's bytes
-    bool tower_fits = true;  // the recorded tower's buffers fit beside the passes at all
+    uint64_t beside_vision_pass = UINT64_MAX, beside_prefill = 0;
   };
   std::optional<PoolRoom> pool_room(const ReusablePrefix& reuse, const ImageTokens& tokens) const {
     if (!plan_ || plan_->gpu_layers == 0) return std::nullopt;
@@ -435,16 +439,11 @@ private:
     const int64_t encoded = past_prefix(tokens.encoded);
     if (plan_->vision_on_gpu && encoded > 0) room.beside_vision_pass = plan_->room_beside_vision_pass(encoded);
     room.beside_prefill = plan_->room_beside_prefill(past_prefix(tokens.all));
-    // A recorded tower's buffers stay beside everything (counted beside its own replay too: a little room lost).
-    const uint64_t held = vision_tower_.held_bytes();
-    room.tower_fits = room.beside_vision_pass >= held && room.beside_prefill >= held;
-    room.beside_vision_pass = room.tower_fits ? room.beside_vision_pass - held : 0;
-    room.beside_prefill = room.tower_fits ? room.beside_prefill - held : 0;
     return room;
   }
   // The tower this request ran op by op, recorded for the next pictures of its sizes: after the answer, since the
   // GPU would wait for the recording. Best effort: a recording that fails (the pool's memory) costs only the
-  // replays, and nothing of it is held.
+  // replays, and nothing of it is held; a device error it meets fails the next request, as it would anyway.
   // `be`: where the tower ran (none: it did not).
   void record_vision_tower(Backend* be) noexcept {
     if (!be) return;
@@ -857,7 +856,7 @@ private:
   std::shared_ptr<Profiler> profiler_;
   ConversationCache conversations_;  // after the backends: destroyed before them, as their caches live there
   VisionFeatureCache vision_features_;  // host copies: made by the backends' kernels, emptied when those change
-  RecordedVisionTower vision_tower_;    // the tower's launches for the last picture size seen twice (forgotten as those)
+  RecordedVisionTower vision_tower_;    // the tower recorded for the last picture size it ran op by op (forgotten as those)
 };
 
 }  // namespace

@@ -1120,8 +1120,9 @@ struct Runner {
         for (int biases : {0, 2, 3}) {  // on none; on q and k; on all three (the vision tower's)
           const int64_t heads = 4, n = heads * d, k = 96;
           const Tensor x = random({m, k}), cos = random({m, d}), sin = random({m, d});
+          const DType bias_type = m == 37 ? DType::F16 : DType::BF16;  // the kernel's loads of either
           std::array<Tensor, 3> w, b;
-          for (std::size_t i = 0; i < 3; ++i) w[i] = random({n, k}, DType::BF16, 0.1f), b[i] = random({n}, DType::BF16);
+          for (std::size_t i = 0; i < 3; ++i) w[i] = random({n, k}, DType::BF16, 0.1f), b[i] = random({n}, bias_type);
           const auto biased = [&](int i) { return i < biases; };  // q and k without v: an output the kernel skips
           const auto host_unit = [&](int i) {
             return LinearWeights::of(w[std::size_t(i)], biased(i) ? b[std::size_t(i)] : Tensor());
@@ -1139,7 +1140,8 @@ struct Runner {
             gpu.project(Projection::of(xg, q_g, k_g, v_g, q_gpu, k_gpu, v_gpu).rotating(cos_g, sin_g));
           });
           const std::string what = std::string("linear q+k+v ") +
-                                   (biases == 3 ? "bias+rope" : biases == 2 ? "bias(q,k)+rope" : "rope") + " m=" +
+                                   (biases == 3 ? "bias+rope" : biases == 2 ? "bias(q,k)+rope" : "rope") +
+                                   (biases ? " (" + std::string(dtype_name(bias_type)) + ")" : "") + " m=" +
                                    std::to_string(m) + " d=" + std::to_string(d) + (fused ? "" : " unfused");
           check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
           check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));

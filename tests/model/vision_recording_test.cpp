@@ -101,11 +101,16 @@ TEST_P(VisionRecordingOnTheGpu, AReplayGivesTheTowersResultForThePixelsItIsHande
   EXPECT_EQ(tower.held_bytes(), held);
   ASSERT_TRUE(record());
   EXPECT_LT(tower.held_bytes(), held);  // one picture's buffers
+  const uint64_t one_held = tower.held_bytes();
   encode(a, kTwoPictures);  // the old grids: op by op now
   EXPECT_FALSE(tower.replayed_last());
   EXPECT_LE(difference(*gpu, encode(a_one, one), op_by_op(a_one, one)), kSame);
   EXPECT_TRUE(tower.replayed_last());
-  // A recording over the limit is not held, nor tried again for its grids (it allocates nothing then).
+  // That replay took back what the pass before it left (as a request failing before its recording would leave it):
+  // nothing is recorded in the held one's place.
+  EXPECT_FALSE(record());
+  EXPECT_EQ(tower.held_bytes(), one_held);
+  // A recording over the limit is not held, nor tried again for grids of as many patches (it allocates nothing then).
   tower.forget();
   encode(a, kTwoPictures);
   EXPECT_FALSE(record(held / 2));
@@ -118,7 +123,7 @@ TEST_P(VisionRecordingOnTheGpu, AReplayGivesTheTowersResultForThePixelsItIsHande
   // A held recording over a smaller limit than it was made under is forgotten.
   encode(a_one, one);
   ASSERT_TRUE(record());
-  const uint64_t one_held = tower.held_bytes();
+  EXPECT_EQ(tower.held_bytes(), one_held);
   encode(a_one, one);
   EXPECT_TRUE(tower.replayed_last());
   EXPECT_FALSE(record(one_held - 1));

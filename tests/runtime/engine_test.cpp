@@ -604,7 +604,7 @@ TEST(Engine, AnOutOfMemoryAtAnyAllocationFailsOnlyThatRequest) {
       prepare();
       engine->inject_fault({.out_of_memory_at = nth});
       try {
-        engine->generate(request);
+        EXPECT_EQ(engine->generate(request).generated_ids, reference.generated_ids);
         ++answered;
         EXPECT_TRUE(answered_after_recording) << "the injected out-of-memory did not fail the request";
         EXPECT_EQ(engine->vision_cache().recorded_tower_bytes, 0u) << "a failed recording is not held";

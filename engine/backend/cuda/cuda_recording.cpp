@@ -1,5 +1,6 @@
 // Recording is stream capture into a CUDA graph; every tensor allocated meanwhile stays with the graph (its kernels
 // keep using those addresses on every replay).
+#include <exception>
 #include <utility>
 
 #include "backend/op_costs.h"
@@ -16,12 +17,13 @@ namespace {
 struct Graph final : RecordedWork {
   cudaGraphExec_t exec = nullptr;
   std::vector<Tensor> tensors;
+  std::shared_ptr<pool::MemoryPool> pool;
   ~Graph() override {
     if (exec) cudaGraphExecDestroy(exec);
   }
-  uint64_t bytes() const override {  // as the pool places them
+  uint64_t bytes() const override {  // the pool's blocks (a request rounded up, or a block it left whole)
     uint64_t sum = 0;
-    for (const Tensor& t : tensors) sum += pool::MemoryPool::round_size(t.nbytes());
+    for (const Tensor& t : tensors) sum += pool->block_bytes(t.raw());
     return sum;
   }
 };
@@ -56,14 +58,27 @@ std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   // The graph is done when its last kernel is, not when that kernel lets others start: it ends with a kernel
   // launched the plain way, which starts once every kernel before it has finished and lets nothing start early. A
   // step's hand-off is such a kernel; else an empty one.
-  if (closing_handoff_) cuda::step_handoff(*closing_handoff_, ctx_.stream);
-  else cuda::barrier(ctx_.stream);
+  std::exception_ptr closing_failed;
+  try {
+    if (closing_handoff_) cuda::step_handoff(*closing_handoff_, ctx_.stream);
+    else cuda::barrier(ctx_.stream);
+  } catch (...) {
+    closing_failed = std::current_exception();
+  }
   closing_handoff_.reset();
+  // The capture ends and the kept uploads land whatever failed: a stream left capturing would take the next work.
   cudaGraph_t graph = nullptr;
-  CUDA_CHECK(cudaStreamEndCapture(ctx_.stream, &graph));
-  if (kept_uploads) CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+  const cudaError_t ended = cudaStreamEndCapture(ctx_.stream, &graph);
+  const cudaError_t landed = kept_uploads ? cudaStreamSynchronize(cudaStreamLegacy) : cudaSuccess;
+  if (closing_failed || ended != cudaSuccess || landed != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    if (closing_failed) std::rethrow_exception(closing_failed);
+    CUDA_CHECK(ended);
+    CUDA_CHECK(landed);
+  }
   auto work = std::make_shared<Graph>();
   work->tensors = std::move(tensors);
+  work->pool = ctx_.pool;
   // WithFlags: the one spelling CUDA 11 (the Pascal build) and CUDA 12+ share.
   const cudaError_t e = cudaGraphInstantiateWithFlags(&work->exec, graph, 0);
   cudaGraphDestroy(graph);
