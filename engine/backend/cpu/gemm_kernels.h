@@ -57,11 +57,11 @@ public:
   PackedActivations(const float* x, std::size_t rows, std::size_t k, std::size_t mr);
   std::size_t rows() const { return rows_; }
   std::size_t panels() const { return (rows_ + mr_ - 1) / mr_; }
-  const float* panel(std::size_t p) const { return data_.data() + p * mr_ * k_; }
+  const float* panel(std::size_t p) const { return data_.get() + p * mr_ * k_; }
 
 private:
   std::size_t rows_ = 0, k_ = 0, mr_ = 1;
-  std::vector<float> data_;
+  std::unique_ptr<float[]> data_;  // not zeroed first: the constructor writes every element
 };
 
 // Weight rows packed once for products that read them with several blocks of activation rows (an attention's keys,
