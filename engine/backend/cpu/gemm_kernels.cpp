@@ -269,20 +269,16 @@ void PackedRows::extend(const GemmKernels& kernels, const void* w, std::size_t w
   }
   if (rows <= rows_) return;
   const std::size_t whole = rows_ / nr_ * nr_, needed = (rows + nr_ - 1) / nr_ * nr_ * k_;
-  if (needed > capacity_) {  // a larger buffer, the whole panels packed so far carried over
-    const std::size_t capacity = std::max(needed, 2 * capacity_);
-    std::unique_ptr<float[]> storage(new float[capacity + 16]);
-    const auto misaligned = reinterpret_cast<std::uintptr_t>(storage.get()) % 64 / sizeof(float);
-    float* data = storage.get() + (misaligned ? 16 - misaligned : 0);
-    std::copy_n(data_, whole * k_, data);
-    storage_ = std::move(storage);
-    data_ = data;
-    capacity_ = capacity;
+  if (int64_t(needed) > panels_.numel()) {  // a larger buffer, the whole panels packed so far carried over
+    Tensor larger = Tensor::empty(DType::F32, {int64_t(std::max<std::size_t>(needed, 2 * std::size_t(panels_.numel())))});
+    if (whole) std::copy_n(panels_.data<float>(), whole * k_, larger.data<float>());
+    panels_ = std::move(larger);
   }
+  float* data = panels_.data<float>();
   for (std::size_t j = whole; j < rows; j += nr_)
     for (std::size_t k0 = 0; k0 < k_; k0 += kGemmDepth)
       kernels.pack_weights(static_cast<const char*>(w_) + j * w_stride_, w_stride_, type_, std::min(nr_, rows - j), k0,
-                           std::min(kGemmDepth, k_ - k0), data_ + j * k_ + k0 * nr_);
+                           std::min(kGemmDepth, k_ - k0), data + j * k_ + k0 * nr_);
   rows_ = rows;
 }
 

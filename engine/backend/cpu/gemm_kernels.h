@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace qvl::cpu {
 
@@ -70,7 +71,7 @@ private:
 class PackedRows {
 public:
   PackedRows() = default;
-  PackedRows(const PackedRows&) = delete;  // data_ points into storage_
+  PackedRows(const PackedRows&) = delete;  // a copy would share the panels it then packs into
   PackedRows& operator=(const PackedRows&) = delete;
   // Rows [0, rows) of w (w_stride bytes apart, k elements each, of `type`): packs those not packed yet (the last,
   // partly filled panel again). Another w, stride, type, k or kernel starts over; rows already packed are taken to
@@ -81,17 +82,15 @@ public:
   std::size_t k() const { return k_; }
   // The panel of rows [j, j + nr) (j a multiple of nr), values k0 on: [k - k0][nr], 64-byte aligned as the kernels
   // read it.
-  const float* panel(std::size_t j, std::size_t k0) const { return data_ + j * k_ + k0 * nr_; }
+  const float* panel(std::size_t j, std::size_t k0) const { return panels_.data<float>() + j * k_ + k0 * nr_; }
 
 private:
   const void* w_ = nullptr;
   std::size_t w_stride_ = 0, k_ = 0, nr_ = 0, rows_ = 0;
   DType type_ = DType::F32;
-  // The panels, from data_ (64-byte aligned inside storage_), room for capacity_ floats. It grows by doubling and
-  // without zeroing: a causal prefill extends the keys by a block of queries' 64 at a time.
-  std::unique_ptr<float[]> storage_;
-  float* data_ = nullptr;
-  std::size_t capacity_ = 0;
+  // The panels (a host tensor: 64-byte aligned). It grows by doubling and without zeroing: a causal prefill extends
+  // the keys by a block of queries' 64 at a time.
+  Tensor panels_;
 };
 
 // y[m][j] = Σ_k x[m][k] · w[j][k] for j < n (n ≤ w.rows()): gemm_rows' chains from rows packed beforehand.

@@ -17,15 +17,11 @@ namespace {
 struct Graph final : RecordedWork {
   cudaGraphExec_t exec = nullptr;
   std::vector<Tensor> tensors;
-  std::shared_ptr<pool::MemoryPool> pool;
+  uint64_t held = 0;  // the tensors' pool blocks (a request rounded up, or a block the pool left whole)
   ~Graph() override {
     if (exec) cudaGraphExecDestroy(exec);
   }
-  uint64_t bytes() const override {  // the pool's blocks (a request rounded up, or a block it left whole)
-    uint64_t sum = 0;
-    for (const Tensor& t : tensors) sum += pool->block_bytes(t.raw());
-    return sum;
-  }
+  uint64_t bytes() const override { return held; }
 };
 
 }  // namespace
@@ -78,7 +74,7 @@ std::shared_ptr<RecordedWork> CudaBackend::end_recording() {
   }
   auto work = std::make_shared<Graph>();
   work->tensors = std::move(tensors);
-  work->pool = ctx_.pool;
+  for (const Tensor& t : work->tensors) work->held += ctx_.pool->block_bytes(t.raw());
   // WithFlags: the one spelling CUDA 11 (the Pascal build) and CUDA 12+ share.
   const cudaError_t e = cudaGraphInstantiateWithFlags(&work->exec, graph, 0);
   cudaGraphDestroy(graph);
