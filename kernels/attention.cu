@@ -218,7 +218,7 @@ void attention(const AttentionArgs& a, const SplitDecode& split, cudaStream_t st
   const auto pick = [&](auto kernel1, auto kernel2, auto kernel4, auto kernel8) {
     return per_lane <= 1 ? kernel1 : per_lane <= 2 ? kernel2 : per_lane <= 4 ? kernel4 : kernel8;
   };
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     const auto* k = static_cast<const KV*>(a.k);
     const auto* v = static_cast<const KV*>(a.v);

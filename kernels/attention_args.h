@@ -11,10 +11,12 @@ namespace qvl::cuda {
 
 struct AttentionArgs {
   const float* q = nullptr;
-  // f32, or bf16 where kv_bf16 (a bf16 KV cache: kv_cache.cuh).
+  // f32 or bf16 (a KV cache: kv_cache.cuh), or f16 (the vision tower's keys and values as its bias + RoPE kernel
+  // writes them for the tensor-core kernel, which copies them into its tiles as they are: flash_attention_mma only;
+  // every other kernel refuses them).
   const void* k = nullptr;
   const void* v = nullptr;
-  bool kv_bf16 = false;
+  WeightType kv_type = WeightType::F32;
   float* out = nullptr;
   // Instead of `out` (flash_attention_mma only): the result in the 16-bit type of the product that reads it (bf16 or
   // f16, rounded as narrow_f32 rounds), so that the product runs no conversion pass of its own.

@@ -332,7 +332,7 @@ void with_shape(const AttentionArgs& a, F&& f) {
 // warp of a block at least; the merge keeps a weight per chunk and head in shared memory.
 int64_t decode_chunks(const AttentionArgs& a, int multiprocessors) {
   int tile = 0, warps = 0, heads = 0;
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     with_shape<decltype(element)>(a, [&](auto shape) {
       using Shape = decltype(shape);
       tile = Shape::kTile, warps = Shape::kWarps, heads = Shape::kHeads;
@@ -346,7 +346,7 @@ int64_t decode_chunks(const AttentionArgs& a, int multiprocessors) {
 }  // namespace
 
 bool attention_decode_fits(const AttentionArgs& a) {
-  const int64_t row_bytes = a.d * (a.kv_bf16 ? 2 : 4), group = a.hkv > 0 ? a.hq / a.hkv : 0;
+  const int64_t row_bytes = a.d * (a.kv_type == WeightType::F32 ? 4 : 2), group = a.hkv > 0 ? a.hq / a.hkv : 0;
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return !a.layout && (row_bytes == 128 || row_bytes == 256 || row_bytes == 512) && a.hkv * group == a.hq &&
          (group == 1 || group == 2 || group == 4 || group == 8) && aligned(a.q) && aligned(a.k) && aligned(a.v);
@@ -376,7 +376,7 @@ void attention_decode(const AttentionArgs& a, const SplitDecode& split, cudaStre
                             .segments = a.segments,
                             .scale = a.scale};
   const dim3 grid(unsigned(decode_chunks(a, split.multiprocessors)), unsigned(a.s * a.hkv));
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     with_shape<KV>(a, [&](auto shape) {
       using Shape = decltype(shape);

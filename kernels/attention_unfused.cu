@@ -77,7 +77,7 @@ __global__ void weighted_sum_kernel(const float* __restrict__ p, const KV* __res
 
 void attention_scores(const AttentionArgs& a, int64_t first, int64_t rows, float* workspace, cudaStream_t stream) {
   if (rows * a.hq == 0) return;
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     scores_kernel<KV><<<unsigned(rows * a.hq), kThreads, std::size_t(a.d) * sizeof(float), stream>>>(
         a.q, static_cast<const KV*>(a.k), workspace, first, a.hq, a.hkv, a.d, a.kv_len, a.causal, a.past, a.bounds,
@@ -95,7 +95,7 @@ void attention_softmax(float* workspace, int64_t rows, int64_t hq, int64_t kv_le
 void attention_weighted_sum(const AttentionArgs& a, int64_t first, int64_t rows, const float* workspace,
                             cudaStream_t stream) {
   if (rows * a.hq == 0) return;
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     weighted_sum_kernel<KV><<<unsigned(rows * a.hq), kThreads, 0, stream>>>(
         workspace, static_cast<const KV*>(a.v), a.out, first, a.hq, a.hkv, a.d, a.kv_len);

@@ -24,6 +24,11 @@ template <typename Y> __global__ void narrow4_kernel(const float4* x, Y* out, in
     store4(out, int64_t(i) * 4, x[i]);
 }
 
+__global__ void widen_kernel(const void* x, WeightType type, float* out, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = load_weight(x, type, i);
+}
+
 __device__ __forceinline__ float plus(float y, float bias) { return y + bias; }
 
 __global__ void bias_kernel(float* y, const void* bias, WeightType bias_type, int64_t rows, int64_t cols, bool four) {
@@ -58,6 +63,12 @@ void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaS
     narrow4_kernel<<<blocks_for(count / 4), 256, 0, stream>>>(reinterpret_cast<const float4*>(x),
                                                              static_cast<uint16_t*>(out), int(count / 4));
   }
+  CUDA_CHECK_LAUNCH();
+}
+
+void widen_to_f32(const void* x, WeightType type, float* out, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  widen_kernel<<<blocks_for(count), 256, 0, stream>>>(x, type, out, count);
   CUDA_CHECK_LAUNCH();
 }
 

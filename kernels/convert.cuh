@@ -10,6 +10,8 @@
 namespace qvl::cuda {
 
 void narrow_f32(const float* x, void* out, WeightType type, int64_t count, cudaStream_t stream);
+// Its inverse, exact: 16-bit values widened to f32 (keys and values in f16 for a kernel that reads f32 ones).
+void widen_to_f32(const void* x, WeightType type, float* out, int64_t count, cudaStream_t stream);
 // Whether a row-major rows x cols f32 result at y goes four columns a thread (whole float4s, a 32-bit index): the
 // per-column kernels (add_bias, bias_gelu) then take the column from a 32-bit remainder a float4.
 bool by_four(const float* y, int64_t rows, int64_t cols);

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <int kChunks> void launch(const AttentionArgs& a, cudaStream_t stream) {
   const std::size_t shared = std::size_t(kQueries * a.d + kKeys * (a.d + 4) + kKeys * a.d) * sizeof(float);
   const dim3 grid(unsigned((a.s + kQueries - 1) / kQueries), unsigned(a.hq));
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_kv_type(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     flash_attention_kernel<kChunks, KV><<<grid, kWarps * 32, shared, stream>>>(
         a.q, static_cast<const KV*>(a.k), static_cast<const KV*>(a.v), a.out, a.s, a.hq, a.hkv, int(a.d), a.kv_len,

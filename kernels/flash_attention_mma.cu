@@ -20,6 +20,9 @@
 // each tile was loaded, converted and stored by every thread with nothing to overlap the loads: on an H200, 512
 // causal queries took 51 us a layer, ~6 us a tile against ~1 us of tensor-core work. Shared memory (dynamic):
 // f16 tiles 2 x 64 x (D + 8) x 2 B, raw 2 x 64 x D x (2 or 4) B: 66 KB at D = 128 from a bf16 cache.
+// Keys and values stored in f16 (the vision tower's: its bias + RoPE kernel rounds them as the widening did) are
+// copied straight into f16 tiles of two stages, the next tile's into one while the warps compute on the other: half
+// the bytes of f32 a tile, no widening pass and one barrier a tile instead of two, the same bits.
 //
 // Instructions a tile: the vision launch (784 patches, d = 64) issued 14.8 M warp instructions, ~1,270 a warp a tile
 // against 64 mma and 32 ldmatrix, at 0.44 a cycle a scheduler (Nsight Compute, H100/H200). The SASS showed where:
@@ -40,6 +43,8 @@
 #include <array>
 #include <atomic>
 #include <cfloat>
+#include <type_traits>
+#include <utility>
 
 #include "attention_mask.cuh"
 #include "common.cuh"
@@ -52,7 +57,7 @@ namespace qvl::cuda {
 namespace {
 
 constexpr int kKeys = kFlashLayoutBlock;  // a key tile is one block of a block-sparse layout
-static_assert(flash_group_shared_bytes(16, true) == 2 * kKeys * 24 * 2 + 2 * kKeys * 16 * 2, "64-key tiles");
+static_assert(flash_group_shared_bytes(16, WeightType::BF16) == 2 * kKeys * 24 * 2 + 2 * kKeys * 16 * 2, "64-key tiles");
 
 // The device helpers exist only where the kernel has a body (the host pass and SM80+).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
@@ -108,12 +113,13 @@ __device__ __forceinline__ void copy_async_wait_all() {
 #endif
 }
 
-// Starts copying a tile's K and V rows as stored into `raw_k` and `raw_v` ([64][D] each): `k` and `v` point at the
-// tile's first row of this kv head, rows `row_stride` elements apart; rows from `rows` on become zeros. A thread's
+// Starts copying a tile's K and V rows as stored into `raw_k` and `raw_v` ([64][kPitch] each: D for the raw tiles,
+// D + 8 for f16 ones copied straight into the tiles the fragments read): `k` and `v` point at the tile's first row of
+// this kv head, rows `row_stride` elements apart; rows from `rows` on become zeros. A thread's
 // pieces are its first row and column plus whole rows: the per-tile address work is one 64-bit add a piece (with
 // the offsets computed per piece, 64-bit and signed, it was ~27 instructions a 16-byte copy in the SASS, and the
 // copies' address work was 16% of the vision launch's instructions).
-template <int D, int kThreads, typename KV>
+template <int D, int kThreads, typename KV, int kPitch>
 __device__ __forceinline__ void fetch_tile(const KV* __restrict__ k, const KV* __restrict__ v, KV* raw_k, KV* raw_v,
                                            int rows, unsigned row_stride, unsigned thread) {
   constexpr unsigned kChunk = 16 / sizeof(KV), kChunks = D / kChunk, kCount = kKeys * kChunks;  // 16-byte pieces
@@ -122,15 +128,15 @@ __device__ __forceinline__ void fetch_tile(const KV* __restrict__ k, const KV* _
     const unsigned row = thread / kChunks, column = (thread % kChunks) * kChunk;
     const KV* src_k = k + row * row_stride + column;
     const KV* src_v = v + row * row_stride + column;
-    KV* dst_k = raw_k + row * D + column;
-    KV* dst_v = raw_v + row * D + column;
+    KV* dst_k = raw_k + row * kPitch + column;
+    KV* dst_v = raw_v + row * kPitch + column;
 #pragma unroll
     for (unsigned i = 0; i < kKeys / kRowsApart; ++i) {
       const bool inside = int(row + i * kRowsApart) < rows;
       const unsigned skip = i * kRowsApart * row_stride;
       // (A row past the tile copies nothing; its source is the tile's first row, which exists.)
-      copy_async_16(dst_k + i * kRowsApart * D, inside ? src_k + skip : k + column, inside ? 16 : 0);
-      copy_async_16(dst_v + i * kRowsApart * D, inside ? src_v + skip : v + column, inside ? 16 : 0);
+      copy_async_16(dst_k + i * kRowsApart * kPitch, inside ? src_k + skip : k + column, inside ? 16 : 0);
+      copy_async_16(dst_v + i * kRowsApart * kPitch, inside ? src_v + skip : v + column, inside ? 16 : 0);
     }
   } else {  // rows the threads do not divide (80 in bf16: 10 pieces a row), or tiles of fewer pieces than threads
 #pragma unroll
@@ -139,8 +145,8 @@ __device__ __forceinline__ void fetch_tile(const KV* __restrict__ k, const KV* _
       if (kCount % kThreads != 0 && e >= kCount) break;
       const bool inside = int(r) < rows;
       const unsigned offset = inside ? r * row_stride + c : c;
-      copy_async_16(raw_k + r * D + c, k + offset, inside ? 16 : 0);
-      copy_async_16(raw_v + r * D + c, v + offset, inside ? 16 : 0);
+      copy_async_16(raw_k + r * kPitch + c, k + offset, inside ? 16 : 0);
+      copy_async_16(raw_v + r * kPitch + c, v + offset, inside ? 16 : 0);
     }
   }
 }
@@ -193,8 +199,12 @@ template <int kRowWarps_, int kGroups_> struct FlashShape {
 };
 static_assert(FlashShape<8, 1>::kQueries == 128, "flash_key_groups counts blocks of 128 queries");
 
-// Dynamic shared memory of one group: the f16 K and V tiles, then the raw ones.
-template <int D, typename KV> constexpr int kGroupSharedBytes = flash_group_shared_bytes(D, sizeof(KV) == 2);
+// Keys and values stored in f16, copied into the tiles as they are (no raw tiles, no widening).
+template <typename KV> constexpr bool kCopiedAsTiles = std::is_same_v<KV, __half>;
+template <typename KV>
+constexpr WeightType kTileSource = kCopiedAsTiles<KV> ? WeightType::F16 : sizeof(KV) == 2 ? WeightType::BF16 : WeightType::F32;
+// Dynamic shared memory of one group: the f16 K and V tiles, then the raw ones (f16 sources: two stages of tiles).
+template <int D, typename KV> constexpr int kGroupSharedBytes = flash_group_shared_bytes(D, kTileSource<KV>);
 // A group past the first leaves its rows' maxima, sums and outputs in its own buffers for the first to merge, a row
 // warp's at a time: a float per lane for each of its D / 2 accumulators, then the 16 rows' maxima, then their sums.
 template <int D> struct MergeLayout {
@@ -214,10 +224,12 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int group = warp / kRowWarps, row_warp = warp % kRowWarps;
   const unsigned group_thread = threadIdx.x % kGroupThreads;
+  constexpr bool kDirect = kCopiedAsTiles<KV>;
   unsigned char* const buffers = shared + group * kGroupSharedBytes<D, KV>;
-  __half* ks = reinterpret_cast<__half*>(buffers);
-  __half* vs = ks + kKeys * kStride;
-  KV* raw_k = reinterpret_cast<KV*>(vs + kKeys * kStride);
+  // Stage j's K tile, its V tile after it (f16 sources use stages 0 and 1; the others stage 0 and raw tiles after it).
+  __half* const tiles = reinterpret_cast<__half*>(buffers);
+  const auto keys_tile = [&](int stage) { return tiles + stage * 2 * kKeys * kStride; };
+  KV* raw_k = reinterpret_cast<KV*>(keys_tile(1));
   KV* raw_v = raw_k + kKeys * D;
   const KV* __restrict__ k = static_cast<const KV*>(p.k);
   const KV* __restrict__ v = static_cast<const KV*>(p.v);
@@ -251,16 +263,23 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
   };
   // Tile t0's first row of this kv head, and how many of its rows exist (the same offsets in k and v).
   const unsigned row_stride = unsigned(p.hkv * D);
-  const auto fetch = [&](int64_t t0) {
+  const auto fetch = [&](int64_t t0, int stage) {
     const int64_t offset = (t0 * p.hkv + kvh) * D;
     const int rows = int(min(int64_t(kKeys), end - t0));
-    fetch_tile<D, kGroupThreads>(k + offset, v + offset, raw_k, raw_v, rows, row_stride, group_thread);
+    if constexpr (kDirect) {
+      KV* const to = reinterpret_cast<KV*>(keys_tile(stage));
+      fetch_tile<D, kGroupThreads, KV, kStride>(k + offset, v + offset, to, to + kKeys * kStride, rows, row_stride,
+                                                group_thread);
+    } else {
+      fetch_tile<D, kGroupThreads, KV, D>(k + offset, v + offset, raw_k, raw_v, rows, row_stride, group_thread);
+    }
     copy_async_commit();
   };
   // The first tile's copies go out before q and the rows' ranges are read, so that their trips overlap (the
   // prologue was 11-18% of the warps' stall samples in Nsight Compute when the copies waited for it).
   int64_t t0 = tiles_on(next_tile(first), group);
-  if (t0 < end) fetch(t0);
+  int stage = 0;  // where this tile's f16 rows are (f16 sources alternate)
+  if (t0 < end) fetch(t0, stage);
 
   // This thread's two query rows (fragment rows g and g + 8 of its warp's 16) and the keys each may see; the
   // warp's range, to skip tiles none of its rows sees.
@@ -298,12 +317,18 @@ __global__ void __launch_bounds__(Shape::kThreads, 1) flash_attention_mma_kernel
 
   for (int64_t next; t0 < end; t0 = next) {
     copy_async_wait_all();
-    group_barrier<kGroups, kGroupThreads>(group);  // this tile's raw rows are in; the previous f16 tiles are done
-    widen_tile<D, kGroupThreads>(raw_k, ks, group_thread);
-    widen_tile<D, kGroupThreads>(raw_v, vs, group_thread);
-    group_barrier<kGroups, kGroupThreads>(group);  // the f16 tiles are ready and the raw buffer is free
+    group_barrier<kGroups, kGroupThreads>(group);  // this tile's rows are in; the tiles of the one before are done
+    const __half* const ks = keys_tile(stage);
+    const __half* const vs = ks + kKeys * kStride;
+    if constexpr (!kDirect) {
+      widen_tile<D, kGroupThreads>(raw_k, keys_tile(0), group_thread);
+      widen_tile<D, kGroupThreads>(raw_v, keys_tile(0) + kKeys * kStride, group_thread);
+      group_barrier<kGroups, kGroupThreads>(group);  // the f16 tiles are ready and the raw buffer is free
+    } else {
+      stage ^= 1;  // the next tile's stage: the one the tile before was read from, which every warp is past
+    }
     next = tiles_on(t0, kGroups);
-    if (next < end) fetch(next);  // in flight while this tile's math runs
+    if (next < end) fetch(next, stage);  // in flight while this tile's math runs
     if (t0 >= warp_hi || t0 + kKeys <= warp_lo) continue;  // none of this warp's rows sees this tile
 
     float score[kScoreTiles][4];
@@ -480,9 +505,15 @@ int shared_per_block(int device) {
   return bytes;
 }
 
+// Calls f(element) with a value of the keys' and values' element type: float, uint16_t (bf16) or __half.
+template <typename F> void with_tile_source(WeightType kv, F&& f) {
+  if (kv == WeightType::F16) f(__half{});
+  else with_kv_type(kv, std::forward<F>(f));
+}
+
 template <int D, typename Shape> void launch_with(const AttentionArgs& a, int device, cudaStream_t stream) {
   const dim3 grid(unsigned((a.s + Shape::kQueries - 1) / Shape::kQueries), unsigned(a.hq));
-  with_kv_type(a.kv_bf16, [&](auto element) {
+  with_tile_source(a.kv_type, [&](auto element) {
     using KV = decltype(element);
     const auto kernel = flash_attention_mma_kernel<D, KV, Shape>;
     // Past the 48 KB a block gets without asking, once a device.
@@ -507,7 +538,7 @@ template <int D, typename Shape> void launch_with(const AttentionArgs& a, int de
 template <int D> void launch(const AttentionArgs& a, int multiprocessors, cudaStream_t stream) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  if (flash_key_groups(a.s, a.hq, a.d, a.kv_bf16, a.causal, multiprocessors, shared_per_block(device)) == 2)
+  if (flash_key_groups(a.s, a.hq, a.d, a.kv_type, a.causal, multiprocessors, shared_per_block(device)) == 2)
     launch_with<D, FlashShape<4, 2>>(a, device, stream);
   else launch_with<D, FlashShape<8, 1>>(a, device, stream);
 }

@@ -5,6 +5,8 @@
 // f32). bf16 is what transformers itself keeps in a bf16 model's cache. Vision attention reads f32 activations
 // through the same kernels, so each is instantiated for both.
 #include <cstdint>
+#include <stdexcept>
+#include <utility>
 
 #include "weights.cuh"
 
@@ -28,6 +30,12 @@ template <typename F>
 void with_kv_type(bool bf16, F&& f) {
   if (bf16) f(uint16_t{});
   else f(float{});
+}
+// The same for an attention's keys and values (AttentionArgs::kv_type): f16 ones are the tensor-core kernel's alone.
+template <typename F>
+void with_kv_type(WeightType type, F&& f) {
+  if (type == WeightType::F16) throw std::runtime_error("attention: f16 keys and values are for the tensor-core kernel");
+  with_kv_type(type == WeightType::BF16, std::forward<F>(f));
 }
 
 }  // namespace qvl::cuda

@@ -120,6 +120,14 @@ __device__ __forceinline__ void store4(__half* y, int64_t i, float4 v) {
   *reinterpret_cast<uint2*>(y + i) =
       make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
 }
+// store4 into an activation of type t (store_activation's four-wide form).
+__device__ __forceinline__ void store4_activation(void* y, WeightType t, int64_t i, float4 v) {
+  switch (t) {
+    case WeightType::F16: return store4(static_cast<__half*>(y), i, v);
+    case WeightType::BF16: return store4(static_cast<uint16_t*>(y), i, v);
+    default: return store4(static_cast<float*>(y), i, v);
+  }
+}
 
 // Row `offset` elements into an activation tensor of type t.
 __device__ __forceinline__ void* activation_row(void* y, WeightType t, int64_t offset) {

@@ -333,6 +333,10 @@ public:
   // with `reader`'s format to read: in the type their products take where the op writes that type itself (CUDA: the
   // 16-bit operand of cuBLAS rows, where the tensor-core attention runs), else f32. Default: alloc.
   virtual Tensor alloc_for_product(Shape shape, const LinearWeights& /*reader*/) { return alloc(std::move(shape)); }
+  // Keys or values [rows, heads, head_dim] that a rotating q+k+v projection writes and attention then reads (the
+  // vision tower's), in the type that attention reads best: CUDA's f16 where its tensor-core kernel runs them, which
+  // copies f16 rows into its tiles as they are (f32 ones it widens a tile at a time), else f32. Default: alloc.
+  virtual Tensor alloc_keys_values(Shape shape) { return alloc(std::move(shape)); }
   // Host f32 <-> backend activations (ids, tables, results).
   virtual Tensor from_host(const Tensor& host_f32) = 0;
   virtual Tensor to_host(const Tensor& t) = 0;

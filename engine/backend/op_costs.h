@@ -84,8 +84,10 @@ inline KernelEvent attention(const Tensor& q, const Tensor& k, int64_t kv_len, c
   const char* kind = !causal ? "attention segments"
                      : q.dim(0) == 1 ? "attention decode"
                      : mask.block_layout.empty() ? "attention causal" : "attention block-sparse";
-  // Keys and values in their type (a bf16 KV cache reads half the bytes of an f32 one, and is named apart).
-  return make(std::string(kind) + " d=" + std::to_string(q.dim(2)) + (k.dtype() == DType::F32 ? "" : " bf16"),
+  // Keys and values in their type (a bf16 KV cache, or the vision tower's f16 ones, read half the bytes of f32 ones,
+  // and are named apart).
+  return make(std::string(kind) + " d=" + std::to_string(q.dim(2)) +
+                  (k.dtype() == DType::F32 ? "" : " " + std::string(dtype_name(k.dtype()))),
               2.0 * double(q.nbytes()) + 2.0 * double(kv_len) * hkv * d * double(dtype_size(k.dtype())),
               4.0 * s * hq * d * keys);
 }

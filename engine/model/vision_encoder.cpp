@@ -50,8 +50,9 @@ VisionOutput encode_images(Backend& be, const ModelConfig& config, const VisionW
   const int64_t merged_rows = n / (c.spatial_merge_size * c.spatial_merge_size);
   // a is the projections' norm slot (the backend allocates it on first use, in the type its products read).
   // mlp_out is the GELU's output slot, fc2's input (Projection::activated: maybe its 16-bit operand); attn is proj's
-  // input, in the type it reads where the attention can write that.
-  Tensor a, mlp_out, q = be.alloc({n, heads, head_dim}), k = be.alloc({n, heads, head_dim}), v = be.alloc({n, heads, head_dim}),
+  // input, in the type it reads where the attention can write that; k and v in the type the attention reads best.
+  Tensor a, mlp_out, q = be.alloc({n, heads, head_dim}), k = be.alloc_keys_values({n, heads, head_dim}),
+            v = be.alloc_keys_values({n, heads, head_dim}),
             attn = w.blocks.empty() ? be.alloc({n, heads, head_dim})
                                     : be.alloc_for_product({n, heads, head_dim}, w.blocks[0].proj),
             proj = be.alloc({n, hidden}), mlp = be.alloc({n, c.intermediate_size});

@@ -169,15 +169,17 @@ struct ActivationModel {
     const uint64_t rotary_ring = 4 * u(TextDecoder::kRotaryRingRows * 2 * t.head_dim);
     return pass(rows) + pass(1) + rotary_ring + workspace;
   }
-  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (seven of the hidden
-  // width: x, q, k, v, attn, proj, norm slot; the MLP; rotary rows), the widest product's workspace and the 16-bit
+  // The vision tower over one image of `tokens` merged tokens: its patches, the block activations (eight of the hidden
+  // width: x, q, k, v, attn, proj, norm slot, and one for k and v in f16 with their products' f32 room after them,
+  // where the tensor-core attention reads them (Backend::alloc_keys_values: 12 bytes a value for the pair against
+  // f32's 8); the MLP; rotary rows), the widest product's workspace and the 16-bit
   // operands (the GELU's for fc2, alive through the tower, beside the widest conversion; a merger's slot beside its
   // fc1's converted input, two of the hidden width), the mergers. (The position embedding, once an eighth, is blended
   // into x on the device.)
   uint64_t vision(int64_t tokens, uint64_t widest_quantised) const {
     const VisionConfig& v = c.vision;
     const int64_t merge = v.spatial_merge_size * v.spatial_merge_size, n = tokens * merge;
-    const uint64_t blocks = a * u(n) * u(7 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
+    const uint64_t blocks = a * u(n) * u(8 * v.hidden_size + v.intermediate_size + v.patch_dim() + 2 * v.head_dim());
     const uint64_t workspace =
         (widest_quantised ? widest_quantised * widened : 0) +
         operand_bytes * u(n) * u(v.intermediate_size + std::max(2 * v.hidden_size, v.patch_dim()));

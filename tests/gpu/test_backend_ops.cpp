@@ -1146,6 +1146,18 @@ struct Runner {
           check(what + " (q)", q_gpu, q_cpu, linear_limit(DType::BF16, m));
           check(what + " (k)", k_gpu, k_cpu, linear_limit(DType::BF16, m));
           check(what + " (v)", v_gpu, v_cpu, linear_limit(DType::BF16, m));
+          // Into the tower's key and value slots (Backend::alloc_keys_values, made with every fusion on): f16 where
+          // the tensor-core attention reads them (native, 16 rows or more, d a multiple of 16), the f32 results
+          // rounded to nearest, bit for bit: written by the bias + RoPE kernel (fused), or the f32 path's narrowed.
+          Tensor k_slot = gpu.alloc_keys_values({m, heads, d}), v_slot = gpu.alloc_keys_values({m, heads, d});
+          Tensor q_beside = gpu.alloc({m, heads, d});
+          check_type(what + " keys' slot", k_slot, narrow_for_gemm && m >= 16 && d % 16 == 0 ? DType::F16 : DType::F32);
+          with_fusions(fusions, [&] {
+            gpu.project(Projection::of(xg, q_g, k_g, v_g, q_beside, k_slot, v_slot).rotating(cos_g, sin_g));
+          });
+          check(what + " (q beside the slots)", q_beside, gpu.to_host(q_gpu), 0.0);
+          check(what + " (k into its slot)", k_slot, gpu.to_host(k_gpu).to(k_slot.dtype()), 0.0);
+          check(what + " (v into its slot)", v_slot, gpu.to_host(v_gpu).to(v_slot.dtype()), 0.0);
         }
   }
 
@@ -1282,6 +1294,37 @@ struct Runner {
       with_fusions(unfused, [&] { gpu.attention(gpu.from_host(q), k.gpu, v.gpu, kv_len, mask, scale, slot); });
       check(what + " unfused into the operand", slot, gpu.to_host(u).to(slot.dtype()), 0.0);
     }
+    if (kv == DType::F32) f16_keys_values(q, k.cpu, v.cpu, mask, what);
+  }
+
+  // Keys and values in f16 (Backend::alloc_keys_values: the vision tower's, where the tensor-core kernel reads them,
+  // which copies them into its tiles as they are) against f32 ones holding the same values (which that kernel rounds
+  // to the same f16 as it widens them): the same bits. Any other kernel (decode rows, the fused attention off) gets
+  // them widened, exactly: its bits too. Every mask and shape of the suite with f32 keys: causal ones with GQA and
+  // the two key groups of short causal grids, head sizes whose tile rows the threads do not divide.
+  void f16_keys_values(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionMask& mask, const std::string& what) {
+    const int64_t s = q.dim(0), hq = q.dim(1), d = q.dim(2), kv_len = k.dim(0);
+    // The slot's type follows its rows (the keys'; the tower's attention has as many queries).
+    const bool tensor_cores = narrow_for_gemm && kv_len >= 16 && d % 16 == 0 && d <= 128;
+    const Tensor slot = gpu.alloc_keys_values(k.shape());
+    check_type(what + " keys' slot", slot, tensor_cores ? DType::F16 : DType::F32);
+    if (slot.dtype() != DType::F16) return;
+    const Tensor k16 = k.to(DType::F16), v16 = v.to(DType::F16), qg = gpu.from_host(q);
+    const Tensor k16g = gpu.upload(k16, WeightRole::Vector), v16g = gpu.upload(v16, WeightRole::Vector);
+    check_type(what + " f16 keys uploaded", k16g, DType::F16);
+    const Tensor k32g = gpu.from_host(k16), v32g = gpu.from_host(v16);  // widened: f32 holding the f16 values
+    const float scale = 1.0f / std::sqrt(float(d));
+    Tensor from32 = gpu.alloc({s, hq, d}), from16 = gpu.alloc({s, hq, d});
+    gpu.attention(qg, k32g, v32g, kv_len, mask, scale, from32);
+    gpu.attention(qg, k16g, v16g, kv_len, mask, scale, from16);
+    check(what + " f16 keys and values", from16, gpu.to_host(from32), 0.0);
+    Fusions unfused;
+    unfused.flash_attention = false;
+    with_fusions(unfused, [&] {
+      gpu.attention(qg, k32g, v32g, kv_len, mask, scale, from32);
+      gpu.attention(qg, k16g, v16g, kv_len, mask, scale, from16);
+    });
+    check(what + " f16 keys and values, unfused", from16, gpu.to_host(from32), 0.0);
   }
 
   void attention() {
@@ -1644,6 +1687,13 @@ void perf(Backend& gpu) {
   for (const auto& bounds : {std::vector<int64_t>{0, 784}, std::vector<int64_t>{0, 196, 392, 588, 784}})
     time_attention("vision attention, 784 patches in " + std::to_string(bounds.size() - 1) + " image(s)", qv, kv, kv,
                    784, AttentionMask::segments(bounds), 0.125f, outv);
+  // The same with the keys and values in f16, as the tower's bias + RoPE kernel writes them where the tensor-core
+  // kernel reads them (Backend::alloc_keys_values): copied into its tiles as they are.
+  if (gpu.alloc_keys_values({784, 16, 64}).dtype() == DType::F16) {
+    const Tensor kv16 = gpu.upload(random({784, 16, 64}).to(DType::F16), WeightRole::Vector);
+    time_attention("vision attention, 784 patches in 1 image(s), f16 keys and values", qv, kv16, kv16, 784,
+                   AttentionMask::segments({0, 784}), 0.125f, outv);
+  }
 }
 
 }  // namespace

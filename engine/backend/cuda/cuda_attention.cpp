@@ -26,11 +26,15 @@ struct CudaBackend::DeviceMask {
   // The kernels' arguments for this mask.
   cuda::AttentionArgs args(const Tensor& q, const Tensor& k, const Tensor& v, int64_t kv_len, const AttentionMask& mask,
                            float scale, Tensor& out) const {
-    const auto [keys, values] = kv_pair(k, v, "attention");
+    // f16 keys and values (alloc_keys_values) reach the tensor-core kernel only: attention() widens them for others.
+    const bool f16 = k.dtype() == DType::F16 && v.dtype() == DType::F16 && k.device() == Device::CUDA &&
+                     v.device() == Device::CUDA;
+    const auto [keys, values] = f16 ? std::pair{KvData{const_cast<void*>(k.raw()), false}, KvData{const_cast<void*>(v.raw()), false}}
+                                    : kv_pair(k, v, "attention");
     return {.q = f32(q),
             .k = keys.data,
             .v = values.data,
-            .kv_bf16 = keys.bf16,
+            .kv_type = f16 ? cuda::WeightType::F16 : keys.bf16 ? cuda::WeightType::BF16 : cuda::WeightType::F32,
             .out = out.dtype() == DType::F32 ? f32(out) : nullptr,
             .operand = out.dtype() == DType::F32 ? nullptr : out.raw(),
             .operand_type = weight_type(out.dtype()),
@@ -66,7 +70,21 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
       kv_len > k.dim(0) || out.numel() != q.numel())
     fail("attention: shapes q ", shape_to_string(q.shape()), " k ", shape_to_string(k.shape()), " v ",
          shape_to_string(v.shape()), " out ", shape_to_string(out.shape()), " with ", kv_len, " keys do not fit");
-  if (out.dtype() != DType::F32 && !(fusions_.flash_attention && on_tensor_cores(q, mask))) {
+  const bool tensor_cores = fusions_.flash_attention && on_tensor_cores(q, mask);
+  if (k.dtype() == DType::F16 && !tensor_cores) {
+    // Keys and values in f16 (alloc_keys_values) for a kernel that reads f32 ones (fusions changed since): widened,
+    // exactly.
+    Tensor keys = ctx_.device_tensor(DType::F32, k.shape(), pool::Owner::Workspace),
+           values = ctx_.device_tensor(DType::F32, v.shape(), pool::Owner::Workspace);
+    if (v.dtype() != DType::F16) fail("attention: f16 keys with ", dtype_name(v.dtype()), " values");
+    {
+      const GpuTimer timer = timed([&] { return op_cost::elementwise("widen", k, 2, keys); });
+      cuda::widen_to_f32(k.raw(), cuda::WeightType::F16, f32(keys), k.numel(), ctx_.stream);
+      cuda::widen_to_f32(v.raw(), cuda::WeightType::F16, f32(values), v.numel(), ctx_.stream);
+    }
+    return attention(q, keys, values, kv_len, mask, scale, out);
+  }
+  if (out.dtype() != DType::F32 && !tensor_cores) {
     // A 16-bit operand slot (alloc_for_product) that only the tensor-core kernel writes: the other kernels' f32
     // result, narrowed into it (the same rounding).
     Tensor result = ctx_.device_tensor(DType::F32, out.shape(), pool::Owner::Workspace);

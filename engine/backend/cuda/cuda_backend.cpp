@@ -229,6 +229,38 @@ Tensor CudaBackend::alloc_for_product(Shape shape, const LinearWeights& reader) 
   return ctx_.device_tensor(type.value_or(DType::F32), std::move(shape), pool::Owner::Activations);
 }
 
+// f16 where the tensor-core attention reads them (the fused attention on, rows and a head size it takes) and the
+// batched q+k+v product's bias + RoPE kernel writes them (the q+k+v fusion on; products() narrows another path's f32
+// results into them all the same, and attention() widens them for another kernel): the same values the attention's
+// tiles held when it widened f32 rows (bias_rope.cuh), half the bytes. Else f32. (The rows are the keys'; the tower's
+// attention has as many queries.)
+// The f16 values' pool block also holds the room for their f32 product after them (product_room), so the tower's 24
+// layers share one: a workspace each was 154 MB more in a recording of a 448² picture, which holds every tensor its
+// ops allocate (231 MiB held against 87).
+Tensor CudaBackend::alloc_keys_values(Shape shape) {
+  const bool f16 = fusions_.flash_attention && fusions_.qkv_projection && shape.size() == 3 &&
+                   tensor_core_rows(shape[0], shape[2]);
+  if (!f16) return ctx_.device_tensor(DType::F32, std::move(shape), pool::Owner::Activations);
+  const int64_t count = shape_numel(shape);
+  const Tensor block = ctx_.device_tensor(DType::F32, {int64_t(room_offset(count) / 4) + count}, pool::Owner::Activations);
+  return block.reinterpreted(DType::F16, std::move(shape), 0);
+}
+
+// The f16 values' bytes rounded up to 16, where the f32 room after them starts.
+std::size_t CudaBackend::room_offset(int64_t count) { return (std::size_t(count) * 2 + 15) / 16 * 16; }
+
+// Where a 16-bit output's f32 product goes before it is narrowed: the room after its values in its pool block
+// (alloc_keys_values), else `workspace`, allocated here. The block must be the one alloc_keys_values asks for y's
+// values exactly (a view at the start of a larger tensor must not take its parent's values for room; a block the
+// pool left larger goes to the workspace too).
+float* CudaBackend::product_room(const Tensor& y, Tensor& workspace) {
+  const std::size_t offset = room_offset(y.numel());
+  if (ctx_.pool->block_bytes(y.raw()) == pool::MemoryPool::round_size(offset + std::size_t(y.numel()) * 4))
+    return reinterpret_cast<float*>(static_cast<char*>(const_cast<void*>(y.raw())) + offset);
+  workspace = ctx_.device_tensor(DType::F32, y.shape(), pool::Owner::Workspace);
+  return f32(workspace);
+}
+
 // A SwiGLU or GELU activation slot: written by the activation kernel (swiglu_projection, linear_gelu) for the next
 // projection, which has the same weight format (a checkpoint has one) and the same rows; else empty (outputs[0]).
 Tensor CudaBackend::alloc_operand(Shape shape, const Projection& p) {

@@ -12,6 +12,7 @@
 //   cuda_rows.cpp         norms, element-wise ops, embedding, RoPE, row copies, patchify, the greedy pick
 //   cuda_head_pick.cpp    the output head's greedy pick from its bounds copy (project_then_pick)
 //   cuda_interop.cpp      memory and semaphores shared with a renderer, the pool map kernel (CudaInterop)
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,6 +64,7 @@ public:
   Tensor alloc_normed(Shape shape, const Projection& reader) override;
   Tensor alloc_operand(Shape shape, const Projection& p) override;
   Tensor alloc_for_product(Shape shape, const LinearWeights& reader) override;
+  Tensor alloc_keys_values(Shape shape) override;
   void project_then_heads(const Projection& p, const HeadNormRopeAppend& op) override;
   Tensor from_host(const Tensor& host) override;
   Tensor to_host(const Tensor& t) override;
@@ -137,11 +139,16 @@ private:
   bool gemv_swiglu(const Projection& p, const Tensor& in, bool fold_norm);
   bool gemv_accumulate(const Projection& p, const Tensor& in);
   bool gemm_batched(const Projection& p, const Tensor& in);
+  static std::size_t room_offset(int64_t count);
+  float* product_room(const Tensor& y, Tensor& workspace);
   bool gemm_packed(const Projection& p, const Tensor& in);
   void cublas_product(const Tensor& x, const void* w, DType w_type, float* y, int64_t n);
   Tensor as_stored(const Tensor& host) const;
   bool gemm_swiglu_packed(const Projection& p, const Tensor& in);
   void products(const Projection& p, const Tensor& in, bool fold);
+  static bool narrowed_outputs(const Projection& p);
+  void products_narrowed(const Projection& p, const Tensor& in, bool fold);
+  void through_f32(const Projection& p, const std::function<void(const Projection&)>& run);
   void residual_epilogue(const Projection& p, const Tensor& in);
 
   // cuda_head_pick.cpp

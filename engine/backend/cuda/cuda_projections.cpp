@@ -3,6 +3,9 @@
 // vision): cuBLAS on tensor cores (native profile; matrices stored together run as one product) or our tiled f32
 // GEMM (SM61), with the bias riding in the kernel after the GEMM (GELU, residual add + norm) where cuBLAS would add
 // it with a pass of its own. Which of these runs follows the backend's Fusions; with every switch off, project() runs what project_unfused runs.
+#include <algorithm>
+#include <array>
+
 #include "backend/op_costs.h"
 #include "bias_gelu.cuh"
 #include "bias_rope.cuh"
@@ -191,7 +194,8 @@ void CudaBackend::project(const Projection& p) {
 void CudaBackend::project_floats(const Projection& p) {
   const bool fold = p.norm && folds_norm(p.norm, p.rows());
   if (fold) {  // the norm inside the GEMV that reads the rows: q+k+v and gate/up at decode
-    if (p.epilogue == Epilogue::Store && p.count == 3 && gemv_qkv(p, *p.input, true)) return rotate_unfused(*this, p);
+    if (p.epilogue == Epilogue::Store && p.count == 3 && !narrowed_outputs(p) && gemv_qkv(p, *p.input, true))
+      return rotate_unfused(*this, p);
     if (p.epilogue == Epilogue::SwiGLU && gemv_swiglu(p, *p.input, true)) return;
   }
   // Otherwise the products read the norm slot: made by the previous projection's closing norm, or here (always where
@@ -210,6 +214,7 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
   const LinearWeights& w0 = *p.weights[0];
   switch (p.epilogue) {
     case Epilogue::Store:
+      if (narrowed_outputs(p)) return products_narrowed(p, in, fold);
       if (p.count == 3 && (fusions_.qkv_projection || fold) && gemv_qkv(p, in, false)) return rotate_unfused(*this, p);
       if (fusions_.qkv_projection && gemm_packed(p, in)) return rotate_unfused(*this, p);
       // Many rows, one shape: one launch, then the biases and the rotation in one pass.
@@ -246,6 +251,36 @@ void CudaBackend::products(const Projection& p, const Tensor& in, bool fold) {
       residual_epilogue(p, in);
       return;
   }
+}
+
+bool CudaBackend::narrowed_outputs(const Projection& p) {
+  return std::any_of(p.outputs.begin(), p.outputs.begin() + p.count, [](const Tensor* y) { return y->dtype() != DType::F32; });
+}
+
+// Outputs in 16 bits (alloc_keys_values: the vision tower's k and v for the tensor-core attention): the batched
+// product's bias + RoPE kernel writes them where products() would run it; any other product runs through_f32.
+void CudaBackend::products_narrowed(const Projection& p, const Tensor& in, bool fold) {
+  if (p.count == 3 && fusions_.qkv_projection && !packed_weights(p, in) && gemm_batched(p, in)) return;
+  through_f32(p, [&](const Projection& wide) { products(wide, in, fold); });
+}
+
+// `run` with f32 workspaces in place of p's 16-bit outputs, then those narrowed into them (the rounding of a kernel
+// that writes them itself).
+void CudaBackend::through_f32(const Projection& p, const std::function<void(const Projection&)>& run) {
+  Projection wide = p;
+  std::array<Tensor, 3> results;
+  for (std::size_t i = 0; i < std::size_t(p.count); ++i)
+    if (p.outputs[i]->dtype() != DType::F32) {
+      results[i] = ctx_.device_tensor(DType::F32, p.outputs[i]->shape(), pool::Owner::Workspace);
+      wide.outputs[i] = &results[i];
+    }
+  run(wide);
+  for (std::size_t i = 0; i < std::size_t(p.count); ++i)
+    if (results[i].raw()) {
+      Tensor& y = *p.outputs[i];
+      const GpuTimer timer = timed([&] { return op_cost::elementwise("narrow", results[i], 1, y); });
+      cuda::narrow_f32(f32(results[i]), y.raw(), weight_type(y.dtype()), y.numel(), ctx_.stream);
+    }
 }
 
 // residual += in · wᵀ (+ bias), then the closing norm if any: the add and the norm in one kernel (with the GEMM's
@@ -306,7 +341,8 @@ bool CudaBackend::gemv_accumulate(const Projection& p, const Tensor& in) {
 
 // Many rows: the projection's matrices (one shape, 16-bit, not quantised: the vision tower's q, k and v) in one cuBLAS
 // launch, each into its own output, then their biases in one launch (with the q/k RoPE where the projection rotates:
-// bias_rope.cu). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output tiles for 132
+// bias_rope.cu, which also writes 16-bit outputs, alloc_keys_values', from the f32 products in the room after their
+// values, or in workspaces). The profiled traces on an H200 (2B shapes, 784 rows): three launches of 7 x 8 output tiles for 132
 // SMs, 15.4 us each with the bias kernel, against 31.4 us for the batch with its biases. (The decoder's k and v, and
 // gate and up, batched the same way moved its prefill by nothing beyond the spread; they now run packed:
 // gemm_packed, gemm_swiglu_packed.) cuBLAS may choose another kernel for the batch than for one product. false:
@@ -329,6 +365,15 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
     }
   }
   const int count = p.count;
+  // Where each product goes: the output itself (f32), or for a 16-bit output the f32 room after its values (or a
+  // workspace), from which the bias + RoPE kernel narrows it.
+  std::array<Tensor, 3> workspaces;
+  std::array<float*, 3> products{};
+  for (std::size_t i = 0; i < std::size_t(count); ++i) {
+    const Tensor& y = *p.outputs[i];
+    if (y.dtype() != DType::F32 && !p.rope_cos) return false;
+    products[i] = y.dtype() == DType::F32 ? f32(y) : product_room(y, workspaces[i]);
+  }
   const GpuTimer timer = timed([&] {
     const double outputs = double(count) * double(p.outputs[0]->nbytes());
     return op_cost::make("linear " + std::to_string(count) + "x" + std::to_string(first.rows()) + "x" + std::to_string(k) +
@@ -346,21 +391,25 @@ bool CudaBackend::gemm_batched(const Projection& p, const Tensor& in) {
   std::vector<const void*> pointers;  // weights, activations, outputs
   for (int i = 0; i < count; ++i) pointers.push_back(p.weights[std::size_t(i)]->weight.raw());
   for (int i = 0; i < count; ++i) pointers.push_back(operand);
-  for (int i = 0; i < count; ++i) pointers.push_back(p.outputs[std::size_t(i)]->raw());
+  for (int i = 0; i < count; ++i) pointers.push_back(products[std::size_t(i)]);
   Tensor on_device = ctx_.device_tensor(DType::I64, {int64_t(pointers.size())}, pool::Owner::Workspace);
   ctx_.stage(on_device.raw(), pointers.data(), pointers.size() * sizeof(void*));
   ctx_.cublas->run_batched(static_cast<const void* const*>(on_device.raw()), count, weight_type(wt), m, first.rows(), k);
   cuda::Biases biases;
   biases.count = count;
+  cuda::BiasRopeOutputs results;
   for (std::size_t i = 0; i < std::size_t(count); ++i) {
-    biases.y[i] = f32(*p.outputs[i]);
+    biases.y[i] = products[i];
     const Tensor* b = p.weights[i]->bias_or_null();
     biases.bias[i] = b ? b->raw() : nullptr;
+    results.out[i] = p.outputs[i]->raw();
+    results.type[i] = weight_type(p.outputs[i]->dtype());
   }
   const cuda::WeightType bias_type = some_bias ? weight_type(some_bias->dtype()) : cuda::WeightType::F32;
   if (p.rope_cos) {  // q and k rotated as they get their biases (rope in place after add_biases: the same bits)
     const Tensor& q = *p.outputs[0];
-    cuda::add_biases_rope(biases, bias_type, {f32(*p.rope_cos), f32(*p.rope_sin), m, q.dim(1), q.dim(2)}, ctx_.stream);
+    cuda::add_biases_rope(biases, bias_type, {f32(*p.rope_cos), f32(*p.rope_sin), m, q.dim(1), q.dim(2)}, results,
+                          ctx_.stream);
   } else if (some_bias) {
     cuda::add_biases(biases, bias_type, m, first.rows(), ctx_.stream);
   }

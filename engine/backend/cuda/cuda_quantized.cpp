@@ -134,8 +134,10 @@ void CudaBackend::project_quantised(const Projection& p) {
     const bool all_quantised = std::all_of(p.weights.begin(), p.weights.begin() + p.count,
                                            [](const LinearWeights* w) { return w->quantised(); });
     if (runs_cublas(rows) && fusions_ != Fusions::none() && all_quantised) return project_dequantised(p);
+    if (narrowed_outputs(p)) return through_f32(p, [&](const Projection& wide) { project_unfused(*this, wide); });
     return project_unfused(*this, p);
   }
+  if (narrowed_outputs(p)) return through_f32(p, [&](const Projection& wide) { project_quantised(wide); });
   bool fold = p.norm && folds_norm(p.norm, rows);
   const Tensor* input = p.input;
   if (fold && p.norm.width() != last_dim(*p.input)) {  // a norm over groups of the row: made here, as the GEMV cannot
