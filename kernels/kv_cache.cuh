@@ -3,7 +3,8 @@
 // the attention tap): f32, or bf16 (stored as uint16_t, as bf16 weights are) — half the bytes, which is what decode
 // attention at long contexts and a 2 GiB card's context room are made of (the 2B model's cache is 229 KB a token in
 // f32). bf16 is what transformers itself keeps in a bf16 model's cache. Vision attention reads f32 activations
-// through the same kernels, so each is instantiated for both.
+// through the same kernels, so each is instantiated for both (the tensor-core kernel also reads the tower's keys and
+// values in f16: Backend::alloc_keys_values).
 #include <cstdint>
 #include <stdexcept>
 #include <utility>

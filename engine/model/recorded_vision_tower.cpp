@@ -15,12 +15,6 @@ Tensor copied(Backend& be, const Tensor& t) {
   return out;
 }
 
-int64_t patch_count(const std::vector<ImageGrid>& grids) {
-  int64_t patches = 0;
-  for (const ImageGrid& g : grids) patches += g.t * g.h * g.w;
-  return patches;
-}
-
 }  // namespace
 
 VisionOutput RecordedVisionTower::encode(Backend& be, const ModelConfig& config, const VisionWeights& weights,

@@ -102,12 +102,13 @@ template <typename Fn> void for_each_patch(const std::vector<ImageGrid>& grids, 
           for (int64_t i = 0; i < merge; ++i)
             for (int64_t j = 0; j < merge; ++j) fn(g, bh * merge + i, bw * merge + j);
 }
+}  // namespace
+
 int64_t patch_count(const std::vector<ImageGrid>& grids) {
   int64_t n = 0;
   for (const auto& g : grids) n += g.t * g.h * g.w;
   return n;
 }
-}  // namespace
 
 std::pair<Tensor, Tensor> vision_rope_tables(const VisionConfig& c, const std::vector<ImageGrid>& grids) {
   const int64_t quarter = c.head_dim() / 4, width = 4 * quarter;  // frequencies per coordinate; a table row

@@ -14,6 +14,8 @@ struct ImageGrid {
   int64_t t = 1, h = 0, w = 0;  // in patches (before the 2x2 merge)
   bool operator==(const ImageGrid&) const = default;
 };
+// The patches of all these images together (the vision tower's rows).
+int64_t patch_count(const std::vector<ImageGrid>& grids);
 
 // Positions on the (t, h, w) axes for every prompt token, as transformers' get_rope_index: text runs count up on
 // all axes; the pads of an image get (cur, cur + row, cur + col) on its merged grid, and the text after it resumes

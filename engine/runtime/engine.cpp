@@ -454,8 +454,8 @@ private:
   }
   // Bytes a recorded vision tower may hold on `be` (RecordedVisionTower): within what the plan leaves unused at its
   // peak, and a sixteenth of the budget at most, so that the ~0.6 ms a replay saves a 448² picture does not take a
-  // small card's memory (the 2B's tower holds 75 MiB for one such picture in bf16, 846 MiB with q4 weights, each
-  // product's widened copy kept: docs/memory-plan.md); 0 (none recorded) with CUDA graphs off or the tower off the
+  // small card's memory (the 2B's tower holds 89 MiB of the pool's blocks for one such picture in bf16; with q4
+  // weights 846 MiB as requests rounded, each product's widened copy kept: docs/memory-plan.md); 0 (none recorded) with CUDA graphs off or the tower off the
   // plan's GPU.
   uint64_t tower_hold_limit(const Backend& be) const {
     if (!options_.cuda_graphs || !plan_ || !plan_->vision_on_gpu || &be != backend_.get()) return 0;

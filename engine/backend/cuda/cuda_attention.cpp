@@ -29,8 +29,9 @@ struct CudaBackend::DeviceMask {
     // f16 keys and values (alloc_keys_values) reach the tensor-core kernel only: attention() widens them for others.
     const bool f16 = k.dtype() == DType::F16 && v.dtype() == DType::F16 && k.device() == Device::CUDA &&
                      v.device() == Device::CUDA;
-    const auto [keys, values] = f16 ? std::pair{KvData{const_cast<void*>(k.raw()), false}, KvData{const_cast<void*>(v.raw()), false}}
-                                    : kv_pair(k, v, "attention");
+    const auto [keys, values] =
+        f16 ? std::pair{KvData{const_cast<void*>(k.raw()), false}, KvData{const_cast<void*>(v.raw()), false}}
+            : kv_pair(k, v, "attention");
     return {.q = f32(q),
             .k = keys.data,
             .v = values.data,
@@ -74,9 +75,9 @@ void CudaBackend::attention(const Tensor& q, const Tensor& k, const Tensor& v, i
   if (k.dtype() == DType::F16 && !tensor_cores) {
     // Keys and values in f16 (alloc_keys_values) for a kernel that reads f32 ones (fusions changed since): widened,
     // exactly.
+    if (v.dtype() != DType::F16) fail("attention: f16 keys with ", dtype_name(v.dtype()), " values");
     Tensor keys = ctx_.device_tensor(DType::F32, k.shape(), pool::Owner::Workspace),
            values = ctx_.device_tensor(DType::F32, v.shape(), pool::Owner::Workspace);
-    if (v.dtype() != DType::F16) fail("attention: f16 keys with ", dtype_name(v.dtype()), " values");
     {
       const GpuTimer timer = timed([&] { return op_cost::elementwise("widen", k, 2, keys); });
       cuda::widen_to_f32(k.raw(), cuda::WeightType::F16, f32(keys), k.numel(), ctx_.stream);
