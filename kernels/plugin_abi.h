@@ -4,7 +4,7 @@
 #define QVL_KERNELS_PLUGIN_ABI_H
 #include <stddef.h>
 
-#define QVL_CUDA_PLUGIN_ABI 13
+#define QVL_CUDA_PLUGIN_ABI 14
 
 #ifdef __cplusplus
 extern "C" {

@@ -304,8 +304,9 @@ public:
   // reads in place: cpu/huge_pages.h).
   virtual Tensor upload(const Tensor& host_weight, WeightRole role) = 0;
   // A linear layer's weights (matrix, scales of a quantised format, bias) uploaded as one unit, in the format the
-  // backend stores them in; the two-tensor form for float matrices.
-  LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix);
+  // backend stores them in (the CPU's q8 matrices in tiles where it has AVX-512 VNNI: cpu/q8_tiles.h); the
+  // two-tensor form for float matrices.
+  virtual LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix);
   LinearWeights upload_linear(const Tensor& weight, const Tensor* bias);
   // Matrices that one projection reads together (a layer's q, k and v; its gate and up), uploaded as units. A
   // backend may store them one after another in one allocation, so that a product of many rows can read them as one

@@ -83,6 +83,7 @@ LinearWeights quantize_matrix(const Tensor& matrix, WeightFormat format, int64_t
 void dequantize_row(const LinearWeights& w, int64_t r, float* out) {
   const WeightFormatTraits& t = format_traits(w.format);
   if (!t.quantised || w.weight.device() != Device::CPU) fail("dequantize: a host q8/q4 matrix, not ", t.name);
+  if (w.tiled) fail("dequantize: a matrix in rows, not the CPU backend's tiles (cpu/q8_tiles.h)");
   const auto* values = w.weight.data<uint8_t>() + r * w.weight.dim(1);
   const uint16_t* scales = w.scales.data<uint16_t>() + r * w.scales.dim(1);
   for (int64_t i = 0; i < w.in; ++i) {

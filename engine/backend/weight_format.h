@@ -52,6 +52,9 @@ struct LinearWeights {
   WeightFormat format = WeightFormat::F32;
   int64_t group = 1;  // values per scale
   int64_t in = 0;     // the input width (a quantised row is padded past it)
+  // The CPU backend's q8 values and scales in tiles of 16 rows (backend/cpu/q8_tiles.h), not row by row: the same
+  // shapes and bytes, another order. Set only by that backend's upload, on processors with AVX-512 VNNI.
+  bool tiled = false;
   int64_t rows() const { return weight.dim(0); }
   int64_t cols() const { return in; }
   bool quantised() const { return format_traits(format).quantised; }

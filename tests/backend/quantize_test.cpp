@@ -14,6 +14,7 @@
 #include "backend/quantize.h"
 #include "core/thread_pool.h"
 #include "core/half.h"
+#include "quantized_reference.h"
 #include "test_support.h"
 
 namespace qvl {
@@ -122,25 +123,6 @@ TEST(Quantize, ActivationsRoundToTheBlockScale) {
   EXPECT_FALSE(std::isnan(s[1]));
 }
 
-// The reference: the dequantised weights times the dequantised activations, summed in double.
-std::vector<double> reference(const Tensor& x, const LinearWeights& w) {
-  const int64_t m = x.dim(0), k = x.dim(1), blocks = activation_blocks(k);
-  const Tensor wd = dequantize_matrix(w);
-  std::vector<double> y(std::size_t(m * w.rows()));
-  std::vector<int8_t> q(std::size_t(blocks * kQuantBlock));
-  std::vector<float> s(static_cast<std::size_t>(blocks));
-  for (int64_t r = 0; r < m; ++r) {
-    quantize_activation_row(x.data<float>() + r * k, k, q.data(), s.data());
-    for (int64_t j = 0; j < w.rows(); ++j) {
-      double acc = 0;
-      for (int64_t i = 0; i < k; ++i)
-        acc += double(wd.data<float>()[j * k + i]) * double(s[std::size_t(i / kQuantBlock)]) * double(q[std::size_t(i)]);
-      y[std::size_t(r * w.rows() + j)] = acc;
-    }
-  }
-  return y;
-}
-
 TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
   std::vector<const cpu::QuantDotKernels*> variants{&cpu::quant_dot_kernels_generic(), cpu::quant_dot_kernels_avx2(),
                                                     cpu::quant_dot_kernels_avx512_vnni()};
@@ -152,7 +134,7 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
         for (const int64_t m : {1, 3, 4, 9}) {
           const Tensor x = test::random_normal({m, k}, uint32_t(k + m));
           const LinearWeights w = quantize_matrix(test::random_normal({7, k}, uint32_t(k * 3 + group)), f, group, "w");
-          const std::vector<double> want = reference(x, w);
+          const std::vector<double> want = test::quantized_reference(x, w);
           // Through the backend (the chosen variant, threads, the activations quantised by linear itself) ...
           Tensor y = be->alloc({m, 7});
           be->linear(x, w, y);
@@ -162,20 +144,14 @@ TEST(QuantDotKernels, EveryVariantMatchesTheReference) {
             ASSERT_NEAR(y.data<float>()[i], want[i], 2e-6 * scale * std::sqrt(double(k)))
                 << format_traits(f).name << " group " << group << " k " << k << " m " << m;
           // ... and each variant on its own.
-          const int64_t blocks = activation_blocks(k);
-          std::vector<int8_t> xq(std::size_t(m * blocks * kQuantBlock));
-          std::vector<float> xs(std::size_t(m * blocks));
-          std::vector<int32_t> sums(std::size_t(m * blocks));
-          for (int64_t r = 0; r < m; ++r)
-            quantize_activation_row(x.data<float>() + r * k, k, xq.data() + r * blocks * kQuantBlock, xs.data() + r * blocks,
-                                    sums.data() + r * blocks);
+          const test::QuantizedActivations xq = test::quantized_activations(x);
           for (const cpu::QuantDotKernels* v : variants) {
             if (!v) continue;
             std::vector<float> got(static_cast<std::size_t>(m));
             for (int64_t j = 0; j < w.rows(); ++j) {
-              (f == WeightFormat::Q8 ? v->q8 : v->q4)({.x = xq.data(), .x_scales = xs.data(), .x_sums = sums.data(),
+              (f == WeightFormat::Q8 ? v->q8 : v->q4)({.x = xq.q.data(), .x_scales = xq.scales.data(), .x_sums = xq.sums.data(),
                                                        .rows = std::size_t(m),
-                                                       .blocks = std::size_t(blocks),
+                                                       .blocks = std::size_t(xq.blocks),
                                                        .w = w.weight.data<uint8_t>() + j * w.weight.dim(1),
                                                        .w_scales = w.scales.data<uint16_t>() + j * w.scales.dim(1),
                                                        .group_shift = w.group_shift(),
@@ -203,7 +179,7 @@ TEST(QuantDotKernels, ADecodeOverAWideMatrixGivesEveryRowItsDotInEitherReadOrder
   for (const WeightFormat f : {WeightFormat::Q8, WeightFormat::Q4}) {
     const Tensor x = test::random_normal({1, k}, 11);
     const LinearWeights w = quantize_matrix(test::random_normal({rows, k}, 12), f, 32, "w");
-    const std::vector<double> want = reference(x, w);
+    const std::vector<double> want = test::quantized_reference(x, w);
     double scale = 0;
     for (double v : want) scale = std::max(scale, std::fabs(v));
     std::vector<Tensor> got;

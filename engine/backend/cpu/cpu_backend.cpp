@@ -19,6 +19,7 @@
 #include "backend/cpu/gemm_kernels.h"
 #include "backend/cpu/head_bounds.h"
 #include "backend/cpu/huge_pages.h"
+#include "backend/cpu/q8_tiles.h"
 #include "backend/cpu/memory_bandwidth.h"
 #include "backend/op_costs.h"
 #include "backend/quantize.h"
@@ -62,6 +63,17 @@ public:
 
   // Weights of 2 MiB and more are copied onto huge pages (huge_pages.h says why); the rest stay where they are.
   Tensor upload(const Tensor& w, WeightRole) override { return cpu::on_huge_pages(w); }
+  // A q8 matrix of whole 16-row tiles goes in tiles where the VNNI kernels run (q8_tiles.h says why), straight from
+  // the host's rows onto huge pages. The embedding table too (a tied one is the output head): embed finds a row in
+  // its tile. Tiles are a copy: where the machine has no room for one (huge_pages.h), the rows stay where they are.
+  using Backend::upload_linear;
+  LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix) override {
+    if (role == WeightRole::Vector || !cpu::q8_tiles_chosen() || !cpu::tileable(host) || !cpu::room_for_copy(host.nbytes()))
+      return Backend::upload_linear(host, role);
+    LinearWeights w = cpu::q8_tiles_of(host);
+    if (host.bias.raw()) w.bias = upload(host.bias, WeightRole::Vector);
+    return w;
+  }
   Tensor alloc(Shape shape) override { return Tensor::empty(DType::F32, std::move(shape)); }
   // The KV cache: f32, or bf16 (half the bytes a decode step's attention reads and a long chat holds; the attention
   // widens its rows as it loads them, and copy_rows narrows the appended rows to nearest even, as the GPU does).
@@ -310,7 +322,8 @@ public:
       if (ids[i] < 0 || ids[i] >= table.rows()) fail("embed: token id ", ids[i], " is outside the embedding table");
       float* out = y.data<float>() + int64_t(i) * d;
       if (table.quantised()) {
-        dequantize_row(table, ids[i], out);
+        if (table.tiled) cpu::dequantize_tiled_row(table, ids[i], out);
+        else dequantize_row(table, ids[i], out);
         continue;
       }
       const Tensor& t = table.weight;

@@ -8,6 +8,7 @@
 #include "backend/cpu/dot_kernels.h"
 #include "backend/cpu/gemm_kernels.h"
 #include "backend/cpu/memory_bandwidth.h"
+#include "backend/cpu/q8_tiles.h"
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/quantize.h"
 #include "core/cancel.h"
@@ -27,8 +28,8 @@ constexpr int64_t kRowBlock = 64;  // activation rows a weight slice serves whil
 // Every output element is computed as before either way: only the order of the rows changes. (Those figures are for
 // each thread's fixed share of rows read as runs 64 KB apart. Decode's chunks are guided (over_rows): at few threads
 // the first ones hold many windows; the last are 64 rows, at k = 2,048 half a window, read as four runs of 16 rows.)
-// Only the q8/q4 decode products choose; the float formats' tiles and every prefill keep their order (prefill's
-// chunks are kChunkRows, the least of decode's).
+// Only the q8/q4 decode products choose; the float formats' tiles, the q8 tiles (q8_tiles.h) and every prefill keep
+// their order (prefill's chunks are kChunkRows, the least of decode's).
 //
 // Visits [begin, end) one row at a time as kReadStreams runs: the range cut into windows of kReadStreams runs of
 // kRunBytes each (runs that far apart keep to a few open DRAM rows), a row of each run in turn; what the windows
@@ -121,6 +122,18 @@ private:
     const std::size_t row_bytes = std::size_t(w.weight.dim(1)), groups = std::size_t(w.scales.dim(1));
     for (int64_t m0 = 0; m0 < m_; m0 += kRowBlock) {
       if (stop_requested(stop)) return;
+      if (w.tiled) {  // q8 in tiles of 16 rows (q8_tiles.h): read in order, a tile's rows at once
+        q8_tile_rows({.x = q_.data() + m0 * blocks * kQuantBlock,
+                      .x_scales = scales_.data() + m0 * blocks,
+                      .x_sums = sums_.data() + m0 * blocks,
+                      .rows = std::size_t(std::min(kRowBlock, m_ - m0)),
+                      .blocks = std::size_t(blocks),
+                      .w = &w,
+                      .y = y + m0 * n,
+                      .y_stride = std::size_t(n)},
+                     begin, end);
+        continue;
+      }
       const auto row = [&](std::size_t j) {
         dot({.x = q_.data() + m0 * blocks * kQuantBlock,
              .x_scales = scales_.data() + m0 * blocks,
@@ -194,12 +207,18 @@ std::size_t row_grain(const ProductInput& in) {
 constexpr std::size_t kChunkRows = 64;
 
 // Runs fn over [0, n) weight rows in chunks of kChunkRows (or row_grain's, where a row is too little work); a decode's
-// guided, down to that size.
+// guided, down to that size. `tiles`: every matrix is in q8 tiles (q8_tiles.h), so chunks hold whole tiles.
 template <typename Fn>
-void over_rows(const ProductInput& in, std::size_t n, Fn&& fn) {
-  const std::size_t chunk = std::max(kChunkRows, row_grain(in));
-  if (in.m() == 1) ThreadPool::global().parallel_guided(n, chunk, fn);
-  else ThreadPool::global().parallel_chunks(n, chunk, fn);
+void over_rows(const ProductInput& in, std::size_t n, bool tiles, Fn&& fn) {
+  const std::size_t unit = tiles ? std::size_t(kTileRows) : 1, chunk = std::max(kChunkRows, row_grain(in));
+  const auto units = [&](std::size_t begin, std::size_t end) { fn(begin * unit, std::min(n, end * unit)); };
+  const std::size_t count = (n + unit - 1) / unit, least = (chunk + unit - 1) / unit;
+  if (in.m() == 1) ThreadPool::global().parallel_guided(count, least, units);
+  else ThreadPool::global().parallel_chunks(count, least, units);
+}
+
+bool all_tiled(std::span<const ProductOutput> outputs) {
+  return std::all_of(outputs.begin(), outputs.end(), [](const ProductOutput& o) { return o.weights->tiled; });
 }
 
 // Whether this decode product reads its q8/q4 rows in runs. Undecided, the second time a one-row product's first matrix
@@ -218,7 +237,11 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
   if (known != DecodeReadOrder::Automatic) return known == DecodeReadOrder::Runs;
-  const LinearWeights& w = *first.weights;
+  // Tiles are always read in order; the order measured here is the row loops' (q4 matrices, q8 ones not tiled). A
+  // tiled head is measured as rows of the same bytes: what is timed is the memory and the loop, not the values, and
+  // the product itself then writes every output.
+  LinearWeights w = *first.weights;
+  w.tiled = false;
   const std::size_t slice = w.quantised() ? kCalibrationBytes / std::size_t(w.weight.dim(1)) : 0;
   if (slice == 0 || std::size_t(w.rows()) < 4 * slice) return false;  // too small to tell: in order, still undecided
   if (g_first_read.exchange(w.weight.raw()) != w.weight.raw()) return false;  // its first read: in order
@@ -228,7 +251,7 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   for (std::size_t pass = 0; pass < 4; ++pass) {
     const bool runs = pass == 1 || pass == 2;
     const auto start = std::chrono::steady_clock::now();
-    over_rows(in, slice, [&](std::size_t begin, std::size_t end) {
+    over_rows(in, slice, false, [&](std::size_t begin, std::size_t end) {
       in.rows(w, {}, first.y, pass * slice + begin, pass * slice + end, stop, runs);
     });
     seconds[runs] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -263,7 +286,7 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
   }
   const bool runs = reads_in_runs(in, outputs[0], stop);
   // One loop over the matrices' rows one after another: a slice or chunk may start in one and end in the next.
-  over_rows(in, total, [&](std::size_t begin, std::size_t end) {
+  over_rows(in, total, all_tiled(outputs), [&](std::size_t begin, std::size_t end) {
     std::size_t first = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const std::size_t n = std::size_t(outputs[i].weights->rows());
@@ -283,7 +306,7 @@ void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeig
   const std::vector<float> gate_bias = bias_of(gate), up_bias = bias_of(up);
   const auto silu_mul = activation_kernels().silu_mul;
   const bool runs = decided_runs(in);
-  over_rows(in, std::size_t(n), [&](std::size_t begin, std::size_t end) {
+  over_rows(in, std::size_t(n), gate.tiled && up.tiled, [&](std::size_t begin, std::size_t end) {
     in.rows(gate, gate_bias, y, begin, end, stop, runs);
     in.rows(up, up_bias, up_product, begin, end, stop, runs);
     if (stop_requested(stop)) return;
