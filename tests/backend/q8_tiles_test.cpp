@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_products.h"
+#include "backend/cpu/huge_pages.h"
 #include "backend/cpu/q8_tiles.h"
 #include "backend/cpu/quant_dot_kernels.h"
 #include "backend/quantize.h"
@@ -95,8 +96,10 @@ TEST(Q8Tiles, TheCpuBackendTilesQ8MatricesOfWhole16RowTiles) {
   LinearWeights with_bias = q8;
   with_bias.bias = bias;
   const LinearWeights up = be->upload_linear(with_bias);
-  EXPECT_EQ(up.tiled, cpu::q8_tiles_chosen());  // $QVL_CPU_KERNELS=avx2 keeps rows
-  EXPECT_TRUE(be->upload_linear(q8, WeightRole::EmbeddingTable).tiled == cpu::q8_tiles_chosen());
+  // $QVL_CPU_KERNELS=avx2 keeps rows, and so does a machine without room for a copy (huge_pages.h).
+  const bool expected = cpu::q8_tiles_chosen() && cpu::room_for_copy(q8.nbytes());
+  EXPECT_EQ(up.tiled, expected);
+  EXPECT_EQ(be->upload_linear(q8, WeightRole::EmbeddingTable).tiled, expected);
   EXPECT_FALSE(be->upload_linear(quantize_matrix(test::random_normal({24, 64}, 8), WeightFormat::Q8, 32, "w")).tiled);
   EXPECT_FALSE(be->upload_linear(quantize_matrix(test::random_normal({32, 64}, 8), WeightFormat::Q4, 32, "w")).tiled);
   // The bias comes along, and the product is the rows' own.
@@ -114,6 +117,43 @@ TEST(Q8Tiles, TheCpuBackendTilesQ8MatricesOfWhole16RowTiles) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     dequantize_row(q8, ids[i], want.data());
     for (int64_t c = 0; c < 64; ++c) EXPECT_EQ(looked_up.data<float>()[int64_t(i) * 64 + c], want[std::size_t(c)]);
+  }
+}
+
+// One product over several matrices (a layer's q, k and v) in chunks of whole tiles over the threads: decode's guided
+// chunks (m = 1) and prefill's (m = 5), each matrix's bias added once a row, and a call that mixes tiles and rows
+// (the chunks then in rows, cutting tiles). The same outputs as the rows' products, within the f32 sums' order.
+TEST(Q8Tiles, AProductOverSeveralTiledMatricesGivesEveryRowItsDot) {
+  REQUIRE_VNNI();
+  constexpr int64_t k = 256;
+  const std::vector<int64_t> heights{1024, 512, 512};
+  std::vector<LinearWeights> rows, tiles;
+  for (std::size_t i = 0; i < heights.size(); ++i) {
+    rows.push_back(quantize_matrix(test::random_normal({heights[i], k}, uint32_t(30 + i)), WeightFormat::Q8, 128, "w"));
+    rows.back().bias = test::random_normal({heights[i]}, uint32_t(40 + i));
+    tiles.push_back(cpu::q8_tiles_of(rows.back()));
+  }
+  for (const int64_t m : {1, 5}) {
+    const Tensor x = test::random_normal({m, k}, uint32_t(50 + m));
+    const auto run = [&](const std::vector<const LinearWeights*>& w) {
+      std::vector<std::vector<float>> y;
+      std::vector<cpu::ProductOutput> outputs;
+      for (const LinearWeights* each : w) y.emplace_back(std::size_t(m * each->rows()));
+      for (std::size_t i = 0; i < w.size(); ++i) outputs.push_back({w[i], y[i].data()});
+      cpu::products(x, outputs, nullptr);
+      return y;
+    };
+    const auto want = run({&rows[0], &rows[1], &rows[2]});
+    for (const auto& w : {std::vector<const LinearWeights*>{&tiles[0], &tiles[1], &tiles[2]},
+                          std::vector<const LinearWeights*>{&tiles[0], &rows[1], &tiles[2]}}) {
+      const auto got = run(w);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        double scale = 0;
+        for (float v : want[i]) scale = std::max(scale, double(std::fabs(v)));
+        for (std::size_t j = 0; j < want[i].size(); ++j)
+          ASSERT_NEAR(got[i][j], want[i][j], 1e-5 * scale) << "m " << m << " matrix " << i << " at " << j;
+      }
+    }
   }
 }
 

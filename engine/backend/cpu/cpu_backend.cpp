@@ -63,9 +63,10 @@ public:
 
   // Weights of 2 MiB and more are copied onto huge pages (huge_pages.h says why); the rest stay where they are.
   Tensor upload(const Tensor& w, WeightRole) override { return cpu::on_huge_pages(w); }
-  // A q8 matrix of whole 16-row tiles goes in tiles where the VNNI kernels run (q8_tiles.h says why), straight from
-  // the host's rows onto huge pages. The embedding table too (a tied one is the output head): embed finds a row in
-  // its tile. Tiles are a copy: where the machine has no room for one (huge_pages.h), the rows stay where they are.
+  // A q8 matrix of whole 16-row tiles goes in tiles where the VNNI kernels run (q8_tiles.h says why), copied from
+  // the host's rows at any size (onto huge pages where they are offered). The embedding table too (a tied one is the
+  // output head): embed finds a row in its tile. Where the machine has no room for a copy (huge_pages.h), the rows
+  // stay where they are.
   using Backend::upload_linear;
   LinearWeights upload_linear(const LinearWeights& host, WeightRole role = WeightRole::Matrix) override {
     if (role == WeightRole::Vector || !cpu::q8_tiles_chosen() || !cpu::tileable(host) || !cpu::room_for_copy(host.nbytes()))

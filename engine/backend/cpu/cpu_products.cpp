@@ -207,7 +207,9 @@ std::size_t row_grain(const ProductInput& in) {
 constexpr std::size_t kChunkRows = 64;
 
 // Runs fn over [0, n) weight rows in chunks of kChunkRows (or row_grain's, where a row is too little work); a decode's
-// guided, down to that size. `tiles`: every matrix is in q8 tiles (q8_tiles.h), so chunks hold whole tiles.
+// guided, down to that size. `tiles`: every matrix is in q8 tiles (q8_tiles.h), so chunks hold whole tiles. (Where
+// tiles and rows mix, which only a machine short of room for the tiles' copies makes, the chunks are rows, and a
+// tile that a chunk's edge cuts is computed by both chunks' threads, each writing its own rows.)
 template <typename Fn>
 void over_rows(const ProductInput& in, std::size_t n, bool tiles, Fn&& fn) {
   const std::size_t unit = tiles ? std::size_t(kTileRows) : 1, chunk = std::max(kChunkRows, row_grain(in));

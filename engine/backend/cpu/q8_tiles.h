@@ -5,7 +5,8 @@
 //
 // Why: a decode step streams every weight once and is bound by how much memory each core keeps in flight, and the
 // row-by-row loop (quant_dot_kernels.cpp: ~9 instructions a 32-byte block, sign tricks, a permute for each block's
-// scale) left less of the core for that. Here a 512-byte block of a tile takes ~28. On the GPU machine's Xeon (2B q8,
+// scale) left less of the core for that. Here a 512-byte block of a tile takes 54 (the compiled decode loop, eight
+// of them prefetches): ~3.4 a 32 bytes. On the GPU machine's Xeon (2B q8,
 // `bench --prompt-tokens 16 --decode-tokens 32`, one call, 9a60b9b built beside, llama.cpp's Q8_0 in the same rounds)
 // decode went from 23.5-26.8 to 27.4-34.2 tokens/s at 4 threads (Q8_0 22.8-27.0: 1.15-1.27x in five rounds), the
 // products from 41-54 to 49-64 GB/s, and prefill of 64 tokens from 101-121 to 258 tokens/s (Q8_0 227-239). llama.cpp's
