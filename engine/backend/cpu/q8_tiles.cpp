@@ -27,7 +27,7 @@ Tensor uninitialised_like(const Tensor& t) {
 // Tile t against R activation rows (a prefill pass shares each loaded weight vector among up to four), into
 // out[r · out_stride + i] for the tile's rows i < 16. Two accumulators a row, blocks alternating between them. GCC
 // keeps them on the stack (indexed by the block's parity), so each block's FMA goes through a store and a load; a
-// form with the blocks in pairs and named accumulators, no stack in its loop, was 1-4% slower in decode on this
+// form with the blocks in pairs and named accumulators, no stack in its loop, was 0.5-4% slower in decode on this
 // project's machine (three rounds each, 2 threads; with the eight vpdpbusd also split in two chains, 3-4% slower and
 // prefill 7%), so this one, the one measured on the GPU machine's host, stays.
 template <int R>
