@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
 #include <vector>
 
 #include "backend/cpu/activation_kernels.h"
@@ -49,6 +50,8 @@ void in_runs(std::size_t begin, std::size_t end, std::size_t row_bytes, Visit&& 
 
 std::atomic<DecodeReadOrder> g_read_order{DecodeReadOrder::Automatic};  // Automatic: not measured yet
 std::atomic<const void*> g_first_read{nullptr};  // the large matrix a one-row product has read once
+// A one-row product has read q8/q4 rows (not tiles): there is a row loop whose order the measurement decides.
+std::atomic<bool> g_row_loops_ran{false};
 
 // The bytes of weights each of the measurement's four passes reads: each pass reads rows the others do not (the
 // Xeon's L3, as its VM reports it, is 300 MiB), and the one-time cost stays a few milliseconds.
@@ -239,9 +242,10 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   if (in.m() != 1) return false;
   const DecodeReadOrder known = g_read_order.load(std::memory_order_relaxed);
   if (known != DecodeReadOrder::Automatic) return known == DecodeReadOrder::Runs;
-  // Tiles are always read in order; the order measured here is the row loops' (q4 matrices, q8 ones not tiled). A
-  // tiled head is measured as rows of the same bytes: what is timed is the memory and the loop, not the values, and
-  // the product itself then writes every output.
+  // Tiles are always read in order; the order measured here is the row loops' (q4 matrices, q8 ones not tiled), so a
+  // model whose one-row products all read tiles never measures. A tiled head is measured as rows of the same bytes:
+  // what is timed is the memory and the loop, not the values, and the product itself then writes every output.
+  if (first.weights->tiled && !g_row_loops_ran.load(std::memory_order_relaxed)) return false;
   LinearWeights w = *first.weights;
   w.tiled = false;
   const std::size_t slice = w.quantised() ? kCalibrationBytes / std::size_t(w.weight.dim(1)) : 0;
@@ -265,6 +269,13 @@ bool reads_in_runs(const ProductInput& in, const ProductOutput& first, const std
   return g_read_order.load() == DecodeReadOrder::Runs;
 }
 
+// Notes that a one-row product reads q8/q4 rows (reads_in_runs measures only where one does).
+void note_row_loops(const ProductInput& in, std::initializer_list<const LinearWeights*> weights) {
+  if (in.m() != 1 || g_row_loops_ran.load(std::memory_order_relaxed)) return;
+  for (const LinearWeights* w : weights)
+    if (w->quantised() && !w->tiled) g_row_loops_ran.store(true, std::memory_order_relaxed);
+}
+
 bool decided_runs(const ProductInput& in) {
   return in.m() == 1 && g_read_order.load(std::memory_order_relaxed) == DecodeReadOrder::Runs;
 }
@@ -286,6 +297,7 @@ void products(const Tensor& x, std::span<const ProductOutput> outputs, const std
     total += std::size_t(o.weights->rows());
     biases.push_back(bias_of(*o.weights));
   }
+  for (const ProductOutput& o : outputs) note_row_loops(in, {o.weights});
   const bool runs = reads_in_runs(in, outputs[0], stop);
   // One loop over the matrices' rows one after another: a slice or chunk may start in one and end in the next.
   over_rows(in, total, all_tiled(outputs), [&](std::size_t begin, std::size_t end) {
@@ -307,6 +319,7 @@ void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeig
   const int64_t n = gate.rows();
   const std::vector<float> gate_bias = bias_of(gate), up_bias = bias_of(up);
   const auto silu_mul = activation_kernels().silu_mul;
+  note_row_loops(in, {&gate, &up});
   const bool runs = decided_runs(in);
   over_rows(in, std::size_t(n), gate.tiled && up.tiled, [&](std::size_t begin, std::size_t end) {
     in.rows(gate, gate_bias, y, begin, end, stop, runs);

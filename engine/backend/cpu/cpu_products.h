@@ -35,7 +35,8 @@ void swiglu_product(const Tensor& x, const LinearWeights& gate, const LinearWeig
 // How a q8/q4 decode (one activation row) reads each chunk of weight rows: in order, or as kReadStreams runs
 // (memory_bandwidth.h), which drew up to twice the bandwidth on the GPU machine's Xeon and lost ~15% on this
 // project's 2-core EPYC. Automatic: the process measures both on a q8/q4 output head's second one-row product and
-// keeps the faster (a model with a float head never measures and keeps the order); InOrder or Runs once measured, or
+// keeps the faster (a model with a float head, or whose one-row products all read q8 tiles (q8_tiles.h: always in
+// order), never measures and keeps the order); InOrder or Runs once measured, or
 // when set (tests; comparing the two on a machine). The bits are the same either way.
 enum class DecodeReadOrder { Automatic, InOrder, Runs };
 void set_decode_read_order(DecodeReadOrder order);

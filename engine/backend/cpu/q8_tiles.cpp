@@ -123,12 +123,13 @@ void dequantize_tiled_row(const LinearWeights& w, int64_t r, float* out) {
   if (!w.tiled) fail("dequantize_tiled_row: the matrix is not held as tiles");
   const std::size_t blocks = std::size_t(w.weight.dim(1)) / kBlock, groups = std::size_t(w.scales.dim(1)),
                     t = std::size_t(r) / kTileRows, lane = std::size_t(r) % kTileRows;
+  const int shift = w.group_shift();
   const uint8_t* values = w.weight.data<uint8_t>() + t * blocks * kTileBlockBytes + 4 * lane;
   const uint16_t* scales = w.scales.data<uint16_t>() + t * groups * kTileRows + lane;
   for (int64_t i = 0; i < w.in; ++i) {
     const std::size_t b = std::size_t(i) / kBlock, j = std::size_t(i) % kBlock;
     const int8_t value = int8_t(values[b * kTileBlockBytes + (j / 4) * 64 + j % 4] ^ 0x80u);
-    out[i] = f16_to_f32(scales[(b >> w.group_shift()) * kTileRows]) * float(value);
+    out[i] = f16_to_f32(scales[(b >> shift) * kTileRows]) * float(value);
   }
 }
 
